@@ -194,6 +194,33 @@ class TargetBudget(_Strict):
     task_timeout_s: float = Field(gt=0)
 
 
+class TargetModelSettings(_Strict):
+    """The target agent's model (manifest `sum`), fixed for every version of the target.
+
+    `model` is a metaeval model name (`local/smollm2`, `openai/gpt-4o`, `anthropic/...`,
+    `litellm/...`) or `none`. Targets whose profile says `model_api: openai` reach it over an
+    OpenAI-compatible endpoint: `base_url` names an existing server (vLLM, llama.cpp, Ollama;
+    its key read from the environment variable `api_key_env`); without one, a `local/` model is
+    served by the harness with llama-cpp-python's server on 127.0.0.1 (`n_ctx` tokens of
+    context) for the whole run. `max_tokens` caps each reply and `temperature` sets sampling
+    (null: the provider's default; 0 for reproducible local runs).
+    """
+
+    model: str = "local/smollm2"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    n_ctx: int = Field(default=8192, ge=512)
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return value
+
+
 class MutationPolicy(_Strict):
     """Where the mutation boundary comes from.
 
@@ -218,7 +245,7 @@ class ExperimentManifest(_Strict):
     mode: Literal["recursive_search"]
     description: str | None = None
     sut: SutRef
-    sum: dict[str, Any] = Field(default_factory=dict)  # target-agent model settings
+    sum: TargetModelSettings = Field(default_factory=TargetModelSettings)
     baseline: Baseline
     evaluation: Evaluation
     trial_budget: int = Field(ge=1)  # candidate proposals over the whole run
@@ -512,7 +539,7 @@ class ResolvedManifest:
                 ),
                 "sum_profile": self.sum_profile.model_dump(mode="json"),
             },
-            "sum": m.sum,
+            "sum": m.sum.model_dump(mode="json"),
             "baseline": {
                 "id": m.baseline.id,
                 "repo": str(m.baseline.repo),

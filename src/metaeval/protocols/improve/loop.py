@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
+from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
+from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
@@ -34,6 +36,7 @@ from metaeval.protocols.improve.gitops import (
 )
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.records import JsonlWriter, read_jsonl
 from metaeval.records.durable import atomic_write
 
@@ -65,6 +68,7 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
+    target_settings: TargetModelSettings | None = None  # manifest `sum`; None: target_model only
 
 
 @dataclass
@@ -118,6 +122,10 @@ class TrialLoop:
         self.plan = plan
         self.meta_agent = meta_agent
         self.trace_lines: list[str] = []
+        settings = plan.target_settings or TargetModelSettings(model=plan.target_model or "none")
+        self.model_service = TargetModelService(
+            settings, plan.target_profile.model_api, plan.bundle / "model_server"
+        )
 
     # ----------------------------------------------------------------- evaluation
 
@@ -125,11 +133,12 @@ class TrialLoop:
         """Launch the target from `worktree` over PACT and score it on the suites."""
         plan = self.plan
         profile = plan.target_profile.model_copy(update={"cwd": worktree})
-        env = {
-            "METAEVAL_TARGET_MODEL": plan.target_model or "none",
-            "PYTHONPATH": f"{worktree}:{SRC_DIR}",
-        }
         out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            env = self.model_service.env()
+        except (LaunchError, MetaevalError) as exc:  # the harness's model server, not the candidate
+            return NodeEval(status="framework_failure", error=f"target model: {str(exc)[-3000:]}")
+        env["PYTHONPATH"] = f"{worktree}:{SRC_DIR}"
         servers = []
         try:
             for index in range(plan.concurrency):
@@ -162,6 +171,13 @@ class TrialLoop:
             for server in servers:
                 server.stop()
         suites = [s for s in (optimize, held) if s is not None]
+        if self.model_service.endpoint_down():
+            return NodeEval(
+                status="framework_failure",
+                optimize=optimize,
+                held_out=held,
+                error="the target's model endpoint stopped answering during the evaluation",
+            )
         if any(s["target_errors"] for s in suites):
             return NodeEval(
                 status="broken",
@@ -210,7 +226,8 @@ class TrialLoop:
         finally:
             remove_worktree(self.plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
-        _write_json(path, node.__dict__)
+        if node.status == "evaluated":  # a failed baseline is tried again on resume
+            _write_json(path, node.__dict__)
         return node
 
     def active_parent(self, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
@@ -242,28 +259,29 @@ class TrialLoop:
                     atomic_write(plan.bundle / name, data.encode())
                 else:
                     _write_json(plan.bundle / name, data)
-        baseline = self.baseline()
-        if baseline.status != "evaluated":
-            raise_error = (
-                f"the baseline could not be evaluated ({baseline.status}): {baseline.error}"
-            )
-            from metaeval.errors import MetaevalError
-
-            raise MetaevalError(raise_error)
-        ledger = self.ledger()
-        done = {entry["trial"] for entry in ledger}
-        writer = JsonlWriter(plan.bundle / LEDGER)
         try:
-            for trial in range(1, plan.trial_budget + 1):
-                if trial in done:
-                    continue
-                parent = self.active_parent(baseline, ledger)
-                entry = self.run_trial(trial, parent, ledger)
-                writer.append(entry)
-                ledger.append(entry)
+            baseline = self.baseline()
+            if baseline.status != "evaluated":
+                raise_error = (
+                    f"the baseline could not be evaluated ({baseline.status}): {baseline.error}"
+                )
+                raise MetaevalError(raise_error)
+            ledger = self.ledger()
+            done = {entry["trial"] for entry in ledger}
+            writer = JsonlWriter(plan.bundle / LEDGER)
+            try:
+                for trial in range(1, plan.trial_budget + 1):
+                    if trial in done:
+                        continue
+                    parent = self.active_parent(baseline, ledger)
+                    entry = self.run_trial(trial, parent, ledger)
+                    writer.append(entry)
+                    ledger.append(entry)
+            finally:
+                writer.close()
+            return self.finalize(baseline, ledger)
         finally:
-            writer.close()
-        return self.finalize(baseline, ledger)
+            self.model_service.stop()
 
     def run_trial(self, trial: int, parent: dict[str, Any], ledger: list[dict]) -> dict[str, Any]:
         plan = self.plan

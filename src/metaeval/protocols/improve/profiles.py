@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,7 +13,10 @@ class SystemProfile(BaseModel):
 
     `command` is an argv list; the strings `{port}` and `{host}` in it are filled in at launch
     (port 0 means: pick a free port). Target-agent profiles also declare the mutable root and
-    the allowed mutation paths for recursive experiments.
+    the allowed mutation paths for recursive experiments, and how they reach their model:
+    `model_api: metaeval` (the target loads the model named by METAEVAL_TARGET_MODEL itself)
+    or `openai` (it calls the OpenAI-compatible endpoint in METAEVAL_TARGET_BASE_URL, which the
+    harness serves itself for `local/` models).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -28,3 +32,4 @@ class SystemProfile(BaseModel):
     describe_path: str = "/describe"
     mutable_root: str | None = None  # scaffold-relative root the meta-agent may change
     allowed_mutation_paths: list[str] = Field(default_factory=list)  # under mutable_root
+    model_api: Literal["metaeval", "openai"] = "metaeval"

@@ -14,8 +14,6 @@ from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER, NodeEval, Pla
 from metaeval.protocols.improve.meta_agents import make_meta_agent
 from metaeval.protocols.improve.suites import load_suite_config, suite_tasks
 
-DEFAULT_TARGET_MODEL = "local/smollm2"
-
 
 def _boundary(resolved: Any) -> MutationBoundary:
     policy = resolved.manifest.mutation_policy
@@ -66,7 +64,7 @@ def build_plan(
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
     held = manifest.evaluation.held_out
-    model = (manifest.sum or {}).get("model", DEFAULT_TARGET_MODEL)
+    model = manifest.sum.model
     plan = Plan(
         bundle=bundle,
         run_id=bundle.name,
@@ -75,6 +73,7 @@ def build_plan(
         baseline_commit=resolved.base_commit,
         target_profile=resolved.sum_profile,
         target_model=None if model in (None, "", "none") else model,
+        target_settings=manifest.sum,
         boundary=boundary,
         optimize_tasks=optimize_tasks,
         held_out_tasks=held_tasks,

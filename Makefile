@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
-EXTRAS := local,server,openai,anthropic,dev
+EXTRAS := local,server,openai,anthropic,mini,dev
 # llama-cpp-python compiles from source; a native build crashes on CPUs unlike the build host.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
@@ -23,7 +23,7 @@ demo: setup
 	@echo "reports: runs/demo/{qa/report.md,audit/report.html,buildfind/report.html,improve/bundle/report.html}"
 
 test: setup
-	METAEVAL_REQUIRE_BWRAP=$${METAEVAL_REQUIRE_BWRAP:-1} $(PY) -m pytest -q
+	METAEVAL_REQUIRE_BWRAP=$${METAEVAL_REQUIRE_BWRAP:-1} METAEVAL_REQUIRE_EXTRAS=$${METAEVAL_REQUIRE_EXTRAS:-1} $(PY) -m pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

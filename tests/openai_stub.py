@@ -87,7 +87,9 @@ class OpenAIStub:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": stub.model, "object": "model"}]})
+                    self._send(
+                        200, {"object": "list", "data": [{"id": stub.model, "object": "model"}]}
+                    )
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 

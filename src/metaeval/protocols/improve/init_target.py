@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import shutil
+import tempfile
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -108,18 +109,33 @@ def init_target(family: str, dest: Path) -> str:
         )
     if dest.exists() and any(dest.iterdir()):
         raise ConfigError("destination exists and is not empty", file=str(dest))
-    provenance = None
     if family == "mini-swe-agent":
         mini_distribution()  # fail before anything is written
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.init-", dir=dest.parent))
+    try:
+        commit = _build(family, staging)
+        if dest.exists():
+            dest.rmdir()
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return commit
+
+
+def _build(family: str, repo: Path) -> str:
+    """Fill `repo` with the family's files and commit them as the baseline."""
+    provenance = None
     shutil.copytree(
-        _template(family), dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+        _template(family), repo, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
     )
     if family == "mini-swe-agent":
-        provenance = copy_mini_source(dest)
-        (dest / "target.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    (dest / ".gitignore").write_text("__pycache__/\n*.pyc\n")
-    git(dest, "init", "-q")
-    git(dest, "add", "-A")
+        provenance = copy_mini_source(repo)
+        (repo / "target.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    (repo / ".gitignore").write_text("__pycache__/\n*.pyc\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
     version = f" {provenance['version']}" if provenance else ""
-    git(dest, "commit", "-q", "-m", f"baseline: {family}{version} target agent")
-    return resolve_commit(dest, "HEAD")
+    git(repo, "commit", "-q", "-m", f"baseline: {family}{version} target agent")
+    return resolve_commit(repo, "HEAD")

@@ -116,7 +116,7 @@ def test_example_manifest_resolves(tree: Path, tmp_path: Path) -> None:
     assert r.held_out is not None and r.held_out.split_id == "held_out"
     assert r.manifest.evaluation.held_out.selection_gate == "must_not_regress"
     assert r.manifest.trial_budget == 5
-    assert r.manifest.sum == {"model": "local/smollm2"}
+    assert r.manifest.sum.model == "local/smollm2" and r.manifest.sum.base_url is None
 
     doc = r.to_json()
     assert doc["schema"] == RESOLVED_SCHEMA

@@ -35,6 +35,7 @@ bench: setup
 	$(PY) bench/audit_static_checks.py
 	$(PY) bench/buildfind_analysis.py --skip-individual
 	$(PY) bench/improve_evaluation.py
+	$(PY) bench/improve_mini_shim.py
 
 clean:
 	rm -rf $(VENV) runs

@@ -117,7 +117,20 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
         hint = "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'metaeval[local]'"
         checks.append(("llama.cpp build", False, f"{exc}; install with {hint}"))
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
+    checks.append(_mini_check())
     return checks
+
+
+def _mini_check() -> tuple[str, bool, str]:
+    """The optional mini-swe-agent target family: installed at the pinned version?"""
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.improve.init_target import mini_distribution
+
+    try:
+        dist = mini_distribution()
+    except ConfigError as exc:
+        return ("mini-swe-agent target (optional)", False, str(exc))
+    return ("mini-swe-agent target (optional)", True, f"mini-swe-agent {dist.version}")
 
 
 @app.command()
@@ -130,7 +143,7 @@ def doctor(
     for name, passed, detail in checks:
         table.add_row(name, "[green]ok[/]" if passed else "[red]FAIL[/]", detail)
     out.print(table)
-    if strict and not all(passed for _, passed, _ in checks):
+    if strict and not all(passed for name, passed, _ in checks if "(optional)" not in name):
         raise typer.Exit(1)
 
 

@@ -565,3 +565,53 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
     assert service.endpoint_down()
     service.stop()
     assert "target-model-server" in (tmp_path / "model" / "target-model-server.log").read_text()
+
+
+def test_a_model_endpoint_that_dies_mid_evaluation_is_a_framework_failure(
+    tmp_path: Path, mini_repo: Path
+):
+    """The candidate fails because the benchmark's model went away: not the candidate's fault."""
+    repo = tmp_path / "target"
+    git(tmp_path, "clone", "-q", str(mini_repo), str(repo))
+    suite_config = write_suite(tmp_path)
+    shutil.copy(PROFILE, tmp_path / "profile.json")
+    (tmp_path / "sut.json").write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "contract": "edit/1",
+                "meta_agent": {"agent": "scripted"},
+                "sum_profile": "profile.json",
+            }
+        )
+    )
+    holder: dict[str, OpenAIStub] = {}
+
+    def dying(messages):
+        import threading
+
+        threading.Timer(0.2, holder["stub"].close).start()  # answer once, then go away
+        return fenced("ls", fence="mswea_bash_command")
+
+    stub = OpenAIStub(dying)
+    holder["stub"] = stub
+    with stub:
+        manifest = tmp_path / "manifest.json"
+        manifest.write_text(
+            json.dumps(
+                {
+                    "mode": "recursive_search",
+                    "sut": {"sut_config": "sut.json"},
+                    "sum": {"model": "openai/stub", "base_url": stub.base_url},
+                    "baseline": {"id": "baseline", "repo": "target", "base_commit": "HEAD"},
+                    "evaluation": {"optimize": {"suite_config": suite_config.name}},
+                    "trial_budget": 1,
+                    "target_budget": {"max_steps_per_task": 3, "task_timeout_s": 60},
+                    "output": "bundle",
+                }
+            )
+        )
+        with pytest.raises(MetaevalError, match="framework_failure.*model endpoint stopped"):
+            run_experiment(manifest, meta_agent=ScriptedMetaAgent([]))
+    assert stub.chat_requests()  # it did answer before it went away
+    assert not (tmp_path / "bundle" / "baseline_evaluation.json").exists()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -534,6 +537,41 @@ def test_launch_echo_server_episode_and_stop(tmp_path: Path) -> None:
     log = log_path.read_text()
     assert f"PACT listening on {system.base_url}" in log
     assert "# launch echo_policy" in log
+
+
+def test_launched_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
+    """No orphans: SIGKILL on the launching process takes its PACT server down with it."""
+    profile = server_profile(f"{POLICIES}:echo_policy", startup_timeout_s=30)
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from metaeval.protocols.improve.pact.launcher import launch\n"
+        "from metaeval.protocols.improve.profiles import SystemProfile\n"
+        "profile = SystemProfile.model_validate_json(sys.argv[1])\n"
+        "system = launch(profile, log_path=Path(sys.argv[2]))\n"
+        "print(system.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-c", script, profile.model_dump_json(), str(tmp_path / "s.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    server_pid = None
+    try:
+        server_pid = int(harness.stdout.readline())
+        assert pid_running(server_pid)
+        harness.kill()
+        harness.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while pid_running(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_running(server_pid), "the PACT server outlived its killed harness"
+    finally:
+        harness.kill()
+        if server_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server_pid, signal.SIGKILL)
 
 
 def test_launch_never_healthy_times_out(tmp_path: Path) -> None:

@@ -7,16 +7,21 @@ session (process group) with stdout and stderr going to `log_path`, and polls GE
 passes, the whole process group is killed and `LaunchError` carries the log's tail.
 
 The child inherits os.environ, overlaid with the profile's env and then `extra_env`. Only
-variable *names* are written to the log, never values.
+variable *names* are written to the log, never values. On Linux the server is also told to
+die with its parent (PR_SET_PDEATHSIG), so a harness killed with SIGKILL leaves no server
+behind; the signal follows the launching *thread*, so launch from a thread that outlives the
+server (the improve loop launches from its main thread).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +31,7 @@ from metaeval.protocols.improve.pact.client import PactClient
 from metaeval.protocols.improve.profiles import SystemProfile
 
 HEALTH_POLL_S = 0.1
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LOG_TAIL_CHARS = 4000
 
 
@@ -61,6 +67,26 @@ def log_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _die_with_parent_hook():
+    """A preexec_fn asking the kernel to SIGKILL the child when its parent dies (Linux only).
+
+    The libc function is resolved here, in the parent, so the child runs no import and no
+    allocation-heavy Python between fork and exec.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    kill = int(signal.SIGKILL)
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+
+    return hook
 
 
 def _url_host(host: str) -> str:
@@ -200,6 +226,7 @@ def launch(
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent_hook(),
             )
         except OSError as exc:
             log_file.write(f"# cannot start: {exc}\n".encode())

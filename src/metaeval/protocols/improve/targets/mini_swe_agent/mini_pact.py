@@ -231,8 +231,8 @@ class MiniSweAgentPolicy:
             result = episode.agent.run(task)
         except _Abort:
             return
-        except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-            if _ends_episode(exc):
+        except BaseException as exc:  # classified below; act() must always get an answer
+            if isinstance(exc, Exception) and _ends_episode(exc):
                 note = f"mini-swe-agent exit: {type(exc).__name__}"
                 episode.actions.put(Step(SubmitAction(answer=""), episode.usage(), note))
             else:

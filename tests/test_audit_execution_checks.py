@@ -272,3 +272,31 @@ def test_log_tail_is_an_exact_substring() -> None:
     assert tail in log
     assert log_tail("short\nlog\n") == "short\nlog"
     assert log_tail("x" * 5000, chars=10) == "x" * 10
+
+
+@pytest.mark.bwrap
+def test_task_roots_get_a_stdlib_only_python(sandboxed: None, tmp_path: Path) -> None:
+    """The root's python3 is a bare stand-in for a slim image: stdlib yes, host packages no.
+
+    pydantic is installed wherever metaeval runs, so it would be importable if the task saw
+    the host's (or metaeval's venv) site-packages.
+    """
+    from metaeval.sandbox.harbor_root import bare_python, run_harbor_phase
+
+    assert bare_python() is not None
+    (tmp_path / "task").mkdir()
+    (tmp_path / "app").mkdir()
+    (tmp_path / "logs").mkdir()
+    script = (
+        "python3 -c 'import json, sqlite3, csv; print(\"stdlib ok\")'; "
+        "python3 -c 'import pydantic' 2>&1 | tail -1; "
+        "python3 -c 'import sys; print(sys.prefix)'"
+    )
+    result = run_harbor_phase(
+        tmp_path / "task", tmp_path / "app", tmp_path / "logs", script, 60, False
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "stdlib ok"
+    assert lines[1] == "ModuleNotFoundError: No module named 'pydantic'"
+    assert lines[2] == bare_python()

@@ -8,8 +8,11 @@ command line whose root is a fresh tmpfs holding only:
 - the host's `/usr`, `/bin`, `/lib`, `/lib64`, `/sbin` and `/etc`, read-only (top-level
   symlinks such as `/bin -> usr/bin` are recreated as symlinks);
 - a private `/proc`, a minimal `/dev`, an empty `/tmp`;
-- the running Python installation, read-only at its own path, first on PATH, so that
-  `python3` works even when it lives outside /usr (pyenv, a venv);
+- the running Python installation, read-only at its own path, so that `python3` works even
+  when it lives outside /usr (pyenv, a venv); first on PATH is a *stdlib-only* `python3`
+  (a cached venv of the base interpreter without pip or site-packages, see `bare_python`),
+  the stand-in for a slim image's Python: a task never sees metaeval's own dependencies,
+  so a missing module is found missing whatever extras the host has installed;
 - a writable host directory at `/app` (a copy of the task's environment files),
   `/tests` and `/solution` read-only from the task, and a writable host directory at
   `/logs/verifier`, so the reward file lands on the host.
@@ -21,8 +24,15 @@ returns a failed ExecResult saying why, and callers record the check as skipped.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import logging
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +52,9 @@ VERIFIER_LOGS_DIR = "/logs/verifier"
 AGENT_LOGS_DIR = "/logs/agent"
 
 HOST_SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
+BARE_PYTHON_ENV = "METAEVAL_BARE_PYTHON_DIR"  # where the stdlib-only venvs are cached
+
+log = logging.getLogger(__name__)
 DEFAULT_MEMORY_MB = 2048
 
 
@@ -75,9 +88,53 @@ def _under_system_dirs(path: str) -> bool:
     return False
 
 
+def _base_interpreter() -> str:
+    """The interpreter a venv (if any) was made from: the base installation's python."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+@functools.lru_cache(maxsize=1)
+def bare_python() -> str | None:
+    """A stdlib-only Python venv for task roots (cached on disk); None if it cannot be made.
+
+    Made once per base interpreter with `python -m venv --without-pip` (no system
+    site-packages), under $METAEVAL_BARE_PYTHON_DIR or ~/.cache/metaeval/bare-python.
+    """
+    base = _base_interpreter()
+    key = hashlib.sha256(f"{base}\n{sys.version}".encode()).hexdigest()[:16]
+    root = Path(
+        os.environ.get(BARE_PYTHON_ENV)
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "metaeval/bare-python"
+    )
+    target = root / f"py{sys.version_info[0]}{sys.version_info[1]}-{key}"
+    if (target / "bin" / "python3").exists():
+        return str(target)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".bare-", dir=root))
+        venv_dir = staging / "venv"
+        subprocess.run(
+            [base, "-m", "venv", "--without-pip", str(venv_dir)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with contextlib.suppress(OSError):  # another process may have made it first
+            venv_dir.rename(target)
+        shutil.rmtree(staging, ignore_errors=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("no stdlib-only python for task roots (%s); tasks see the host's", exc)
+        return None
+    return str(target) if (target / "bin" / "python3").exists() else None
+
+
 def sandbox_path() -> str:
-    """PATH inside the root: the running Python's bin directory first, then the usual ones."""
+    """PATH inside the root: the stdlib-only python, the running Python's bin, the usual ones."""
     bins: list[str] = []
+    bare = bare_python()
+    if bare is not None:
+        bins.append(f"{bare}/bin")
     for candidate in (os.path.dirname(sys.executable), *(f"{p}/bin" for p in python_prefixes())):
         if candidate and candidate not in bins and not _under_system_dirs(candidate):
             bins.append(candidate)
@@ -113,6 +170,9 @@ def build_harbor_root_argv(
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for prefix in python_prefixes():
         argv += ["--ro-bind", prefix, prefix]
+    bare = bare_python()
+    if bare is not None and not _under_system_dirs(bare):
+        argv += ["--ro-bind", bare, bare]
     argv += ["--bind", _real(app_dir), APP_DIR]
     if tests_dir is not None:
         argv += ["--ro-bind", _real(tests_dir), TESTS_DIR]

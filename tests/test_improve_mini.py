@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -437,39 +438,40 @@ def solver(messages) -> str:
     return fenced("true", fence="bash")
 
 
+def mini_experiment(
+    tmp_path: Path, mini_repo: Path, sum_settings: dict, max_steps: int = 4, timeout_s: float = 90
+) -> Path:
+    """A budget-1 experiment on a clone of the mini target and the two-task suite: manifest."""
+    git(tmp_path, "clone", "-q", str(mini_repo), str(tmp_path / "target"))
+    suite_config = write_suite(tmp_path)
+    shutil.copy(PROFILE, tmp_path / "profile.json")
+    sut = {
+        "name": "scripted",
+        "contract": "edit/1",
+        "meta_agent": {"agent": "scripted"},
+        "sum_profile": "profile.json",
+    }
+    (tmp_path / "sut.json").write_text(json.dumps(sut))
+    manifest = {
+        "mode": "recursive_search",
+        "sut": {"sut_config": "sut.json"},
+        "sum": sum_settings,
+        "baseline": {"id": "baseline", "repo": "target", "base_commit": "HEAD"},
+        "evaluation": {"optimize": {"suite_config": suite_config.name}},
+        "trial_budget": 1,
+        "target_budget": {"max_steps_per_task": max_steps, "task_timeout_s": timeout_s},
+        "output": "bundle",
+    }
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
 @pytest.mark.bwrap
 def test_improve_loop_promotes_a_mini_patch(tmp_path: Path, mini_repo: Path):
-    repo = tmp_path / "target"
-    git(tmp_path, "clone", "-q", str(mini_repo), str(repo))
-    suite_config = write_suite(tmp_path)
-    profile = tmp_path / "profile.json"
-    shutil.copy(PROFILE, profile)
-    (tmp_path / "sut.json").write_text(
-        json.dumps(
-            {
-                "name": "scripted",
-                "contract": "edit/1",
-                "meta_agent": {"agent": "scripted"},
-                "sum_profile": "profile.json",
-            }
-        )
-    )
     with OpenAIStub(solver) as stub:
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(
-            json.dumps(
-                {
-                    "mode": "recursive_search",
-                    "sut": {"sut_config": "sut.json"},
-                    "sum": {"model": "openai/stub", "base_url": stub.base_url, "temperature": 0.0},
-                    "baseline": {"id": "baseline", "repo": "target", "base_commit": "HEAD"},
-                    "evaluation": {"optimize": {"suite_config": suite_config.name}},
-                    "trial_budget": 1,
-                    "target_budget": {"max_steps_per_task": 4, "task_timeout_s": 90},
-                    "output": "bundle",
-                }
-            )
-        )
+        settings = {"model": "openai/stub", "base_url": stub.base_url, "temperature": 0.0}
+        manifest = mini_experiment(tmp_path, mini_repo, settings)
         agent = ScriptedMetaAgent([lambda worktree, _input: patch_action_fence(worktree)])
         summary = run_experiment(manifest, meta_agent=agent)
     bundle = tmp_path / "bundle"
@@ -491,38 +493,32 @@ def test_improve_loop_promotes_a_mini_patch(tmp_path: Path, mini_repo: Path):
 def test_baseline_is_a_framework_failure_when_the_model_server_cannot_start(
     tmp_path: Path, mini_repo: Path
 ):
-    repo = tmp_path / "target"
-    git(tmp_path, "clone", "-q", str(mini_repo), str(repo))
-    suite_config = write_suite(tmp_path)
-    shutil.copy(PROFILE, tmp_path / "profile.json")
-    (tmp_path / "sut.json").write_text(
-        json.dumps(
-            {
-                "name": "s",
-                "contract": "edit/1",
-                "meta_agent": {"agent": "scripted"},
-                "sum_profile": "profile.json",
-            }
-        )
-    )
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text(
-        json.dumps(
-            {
-                "mode": "recursive_search",
-                "sut": {"sut_config": "sut.json"},
-                "sum": {"model": f"local/{tmp_path}/absent.gguf"},
-                "baseline": {"id": "baseline", "repo": "target", "base_commit": "HEAD"},
-                "evaluation": {"optimize": {"suite_config": suite_config.name}},
-                "trial_budget": 1,
-                "target_budget": {"max_steps_per_task": 2, "task_timeout_s": 30},
-                "output": "bundle",
-            }
-        )
-    )
+    settings = {"model": f"local/{tmp_path}/absent.gguf"}
+    manifest = mini_experiment(tmp_path, mini_repo, settings, max_steps=2, timeout_s=30)
     with pytest.raises(MetaevalError, match=r"framework_failure.*target model.*absent\.gguf"):
         run_experiment(manifest, meta_agent=ScriptedMetaAgent([]))
     # Not recorded as the baseline's result: a resume tries again.
+    assert not (tmp_path / "bundle" / "baseline_evaluation.json").exists()
+
+
+@pytest.mark.bwrap
+def test_a_model_endpoint_that_dies_mid_evaluation_is_a_framework_failure(
+    tmp_path: Path, mini_repo: Path
+):
+    """The candidate fails because the benchmark's model went away: not the candidate's fault."""
+    holder: dict[str, OpenAIStub] = {}
+
+    def dying(messages):
+        threading.Timer(0.2, holder["stub"].close).start()  # answer, then go away
+        return fenced("ls")
+
+    with OpenAIStub(dying) as stub:
+        holder["stub"] = stub
+        settings = {"model": "openai/stub", "base_url": stub.base_url}
+        manifest = mini_experiment(tmp_path, mini_repo, settings, max_steps=3, timeout_s=60)
+        with pytest.raises(MetaevalError, match="framework_failure.*model endpoint stopped"):
+            run_experiment(manifest, meta_agent=ScriptedMetaAgent([]))
+    assert stub.chat_requests()  # it did answer before it went away
     assert not (tmp_path / "bundle" / "baseline_evaluation.json").exists()
 
 
@@ -565,53 +561,3 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
     assert service.endpoint_down()
     service.stop()
     assert "target-model-server" in (tmp_path / "model" / "target-model-server.log").read_text()
-
-
-def test_a_model_endpoint_that_dies_mid_evaluation_is_a_framework_failure(
-    tmp_path: Path, mini_repo: Path
-):
-    """The candidate fails because the benchmark's model went away: not the candidate's fault."""
-    repo = tmp_path / "target"
-    git(tmp_path, "clone", "-q", str(mini_repo), str(repo))
-    suite_config = write_suite(tmp_path)
-    shutil.copy(PROFILE, tmp_path / "profile.json")
-    (tmp_path / "sut.json").write_text(
-        json.dumps(
-            {
-                "name": "s",
-                "contract": "edit/1",
-                "meta_agent": {"agent": "scripted"},
-                "sum_profile": "profile.json",
-            }
-        )
-    )
-    holder: dict[str, OpenAIStub] = {}
-
-    def dying(messages):
-        import threading
-
-        threading.Timer(0.2, holder["stub"].close).start()  # answer once, then go away
-        return fenced("ls", fence="mswea_bash_command")
-
-    stub = OpenAIStub(dying)
-    holder["stub"] = stub
-    with stub:
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(
-            json.dumps(
-                {
-                    "mode": "recursive_search",
-                    "sut": {"sut_config": "sut.json"},
-                    "sum": {"model": "openai/stub", "base_url": stub.base_url},
-                    "baseline": {"id": "baseline", "repo": "target", "base_commit": "HEAD"},
-                    "evaluation": {"optimize": {"suite_config": suite_config.name}},
-                    "trial_budget": 1,
-                    "target_budget": {"max_steps_per_task": 3, "task_timeout_s": 60},
-                    "output": "bundle",
-                }
-            )
-        )
-        with pytest.raises(MetaevalError, match="framework_failure.*model endpoint stopped"):
-            run_experiment(manifest, meta_agent=ScriptedMetaAgent([]))
-    assert stub.chat_requests()  # it did answer before it went away
-    assert not (tmp_path / "bundle" / "baseline_evaluation.json").exists()

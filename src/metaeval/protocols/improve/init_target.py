@@ -56,13 +56,13 @@ def mini_distribution() -> metadata.Distribution:
     return dist
 
 
-def copy_mini_source(dest: Path) -> dict[str, Any]:
+def copy_mini_source(dest: Path, dist: metadata.Distribution) -> dict[str, Any]:
     """Copy the pinned `minisweagent` package into `dest`, verifying every file's RECORD hash.
 
     Returns the provenance record written to target.json (version, file count, and a sha256
-    over the sorted (path, RECORD hash) list that identifies the exact source tree).
+    over the sorted (path, RECORD hash) list that identifies the exact source tree). `dist`
+    comes from `mini_distribution()`.
     """
-    dist = mini_distribution()
     files = [
         f
         for f in dist.files or []
@@ -109,12 +109,12 @@ def init_target(family: str, dest: Path) -> str:
         )
     if dest.exists() and any(dest.iterdir()):
         raise ConfigError("destination exists and is not empty", file=str(dest))
-    if family == "mini-swe-agent":
-        mini_distribution()  # fail before anything is written
+    # The pinned release is checked before anything is written.
+    dist = mini_distribution() if family == "mini-swe-agent" else None
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.init-", dir=dest.parent))
     try:
-        commit = _build(family, staging)
+        commit = _build(family, staging, dist)
         if dest.exists():
             dest.rmdir()
         staging.rename(dest)
@@ -124,14 +124,14 @@ def init_target(family: str, dest: Path) -> str:
     return commit
 
 
-def _build(family: str, repo: Path) -> str:
-    """Fill `repo` with the family's files and commit them as the baseline."""
+def _build(family: str, repo: Path, mini: metadata.Distribution | None) -> str:
+    """Fill `repo` with the family's files (and `mini`'s source) and commit the baseline."""
     provenance = None
     shutil.copytree(
         _template(family), repo, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
     )
-    if family == "mini-swe-agent":
-        provenance = copy_mini_source(repo)
+    if mini is not None:
+        provenance = copy_mini_source(repo, mini)
         (repo / "target.json").write_text(json.dumps(provenance, indent=2) + "\n")
     (repo / ".gitignore").write_text("__pycache__/\n*.pyc\n")
     git(repo, "init", "-q")

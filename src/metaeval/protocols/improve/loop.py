@@ -55,7 +55,7 @@ class Plan:
     baseline_id: str
     baseline_commit: str
     target_profile: SystemProfile
-    target_model: str | None
+    target_settings: TargetModelSettings  # manifest `sum`: the target's model, fixed
     boundary: MutationBoundary
     optimize_tasks: list[Path]
     held_out_tasks: list[Path] | None
@@ -68,7 +68,6 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
-    target_settings: TargetModelSettings | None = None  # manifest `sum`; None: target_model only
 
 
 @dataclass
@@ -122,9 +121,8 @@ class TrialLoop:
         self.plan = plan
         self.meta_agent = meta_agent
         self.trace_lines: list[str] = []
-        settings = plan.target_settings or TargetModelSettings(model=plan.target_model or "none")
         self.model_service = TargetModelService(
-            settings, plan.target_profile.model_api, plan.bundle / "model_server"
+            plan.target_settings, plan.target_profile.model_api, plan.bundle / "model_server"
         )
 
     # ----------------------------------------------------------------- evaluation

@@ -64,7 +64,6 @@ def build_plan(
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
     held = manifest.evaluation.held_out
-    model = manifest.sum.model
     plan = Plan(
         bundle=bundle,
         run_id=bundle.name,
@@ -72,7 +71,6 @@ def build_plan(
         baseline_id=manifest.baseline.id,
         baseline_commit=resolved.base_commit,
         target_profile=resolved.sum_profile,
-        target_model=None if model in (None, "", "none") else model,
         target_settings=manifest.sum,
         boundary=boundary,
         optimize_tasks=optimize_tasks,

@@ -77,10 +77,13 @@ def local_server_profile(settings: TargetModelSettings) -> SystemProfile:
 
 
 def served_alias(model: str) -> str:
-    """The name a served local model answers to: `local/smollm2` -> `smollm2`."""
-    return (
-        Path(model.split("/", 1)[-1]).stem if model.endswith(".gguf") else model.split("/", 1)[-1]
-    )
+    """The name an OpenAI-compatible server knows a model by: the part after the provider.
+
+    `local/smollm2` -> `smollm2`, `local/m/q4.gguf` -> `q4` (the alias the harness serves it
+    under), `openai/Qwen/Qwen2.5-Coder` -> `Qwen/Qwen2.5-Coder` (a vLLM model id).
+    """
+    tail = model.split("/", 1)[-1]
+    return Path(tail).stem if tail.endswith(".gguf") else tail
 
 
 class TargetModelService:
@@ -90,8 +93,8 @@ class TargetModelService:
     the target loads its model itself (`model_api: metaeval`).
     """
 
-    def __init__(self, settings: TargetModelSettings | None, model_api: str, log_dir: Path):
-        self.settings = settings or TargetModelSettings(model="none")
+    def __init__(self, settings: TargetModelSettings, model_api: str, log_dir: Path):
+        self.settings = settings
         self.model_api = model_api
         self.log_dir = log_dir
         self._server: RunningSystem | None = None
@@ -101,13 +104,27 @@ class TargetModelService:
     def model(self) -> str:
         return self.settings.model or "none"
 
+    def _endpoint_target(self) -> bool:
+        """True when the target calls an OpenAI-compatible endpoint for its model."""
+        return self.model_api == "openai" and self.model != "none"
+
     def needs_server(self) -> bool:
         """True when the harness must serve the model itself (openai API, local model)."""
         return (
-            self.model_api == "openai"
+            self._endpoint_target()
             and self.settings.base_url is None
             and self.model.startswith(LOCAL_PREFIX)
         )
+
+    def _api_key(self) -> str:
+        """The endpoint's key: from the variable `api_key_env` names, else a placeholder."""
+        name = self.settings.api_key_env
+        if not name:
+            return LOCAL_API_KEY
+        key = os.environ.get(name)
+        if not key:
+            raise ConfigError(f"environment variable {name} is not set", field="sum.api_key_env")
+        return key
 
     def env(self) -> dict[str, str]:
         """The variables a target launch gets (starting the local server on first use).
@@ -121,28 +138,17 @@ class TargetModelService:
             env["METAEVAL_TARGET_MAX_TOKENS"] = str(s.max_tokens)
         if s.temperature is not None:
             env["METAEVAL_TARGET_TEMPERATURE"] = repr(s.temperature)
-        if self.model_api != "openai" or self.model == "none":
-            return env
-        if s.base_url is not None:
-            env["METAEVAL_TARGET_BASE_URL"] = s.base_url
-            if s.api_key_env:
-                key = os.environ.get(s.api_key_env)
-                if not key:
-                    raise ConfigError(
-                        f"environment variable {s.api_key_env} is not set", field="sum.api_key_env"
-                    )
-                env["METAEVAL_TARGET_API_KEY"] = key
-            else:
-                env["METAEVAL_TARGET_API_KEY"] = LOCAL_API_KEY
-        elif self.needs_server():
-            server = self._start()
-            env["METAEVAL_TARGET_BASE_URL"] = f"{server.base_url}/v1"
-            env["METAEVAL_TARGET_API_KEY"] = LOCAL_API_KEY
+        if self.needs_server():
+            self._start()
+        url = self.base_url()
+        if url is not None:  # else a hosted provider, reached with the user's own credentials
+            env["METAEVAL_TARGET_BASE_URL"] = url
+            env["METAEVAL_TARGET_API_KEY"] = self._api_key()
         return env
 
     def base_url(self) -> str | None:
-        """The OpenAI-compatible endpoint targets are given (None: not an endpoint target)."""
-        if self.model_api != "openai" or self.model == "none":
+        """The OpenAI-compatible endpoint targets are given (None: none, or not started yet)."""
+        if not self._endpoint_target():
             return None
         if self.settings.base_url is not None:
             return self.settings.base_url
@@ -163,9 +169,7 @@ class TargetModelService:
             if self._server is not None and self._server.process.poll() is not None:
                 return True
         request = urllib.request.Request(url.rstrip("/") + "/models")
-        key = self.settings.api_key_env and os.environ.get(self.settings.api_key_env)
-        if key:
-            request.add_header("Authorization", f"Bearer {key}")
+        request.add_header("Authorization", f"Bearer {self._api_key()}")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 return response.status >= 500

@@ -51,9 +51,9 @@ from metaeval.protocols.improve.pact.protocol import (  # noqa: E402
     ResetRequest,
     SubmitAction,
 )
+from metaeval.protocols.improve.target_model import served_alias  # noqa: E402
 
 DEFAULT_CONFIG = "mini_textbased.yaml"
-PROVIDER_PREFIXES = {"litellm/": ""}  # metaeval name prefix -> litellm prefix
 
 
 class _Abort(BaseException):
@@ -72,16 +72,12 @@ def litellm_settings(env: dict[str, str] | None = None) -> tuple[str, dict[str, 
         raise PolicyError("mini-swe-agent needs a model: set sum.model in the manifest")
     kwargs: dict[str, Any] = {}
     base_url = env.get("METAEVAL_TARGET_BASE_URL")
-    if base_url:  # an OpenAI-compatible server; a served local/NAME(.gguf) answers to NAME
-        tail = model.split("/", 1)[-1]
-        name = "openai/" + (Path(tail).stem if tail.endswith(".gguf") else tail)
+    if base_url:  # an OpenAI-compatible server, asked for the name it serves the model under
+        name = "openai/" + served_alias(model)
         kwargs["api_base"] = base_url
         kwargs["api_key"] = env.get("METAEVAL_TARGET_API_KEY", "sk-no-key")
-    else:
-        name = model
-        for prefix, replacement in PROVIDER_PREFIXES.items():
-            if model.startswith(prefix):
-                name = replacement + model[len(prefix) :]
+    else:  # a hosted provider: metaeval's names are litellm's, less our `litellm/` prefix
+        name = model.removeprefix("litellm/")
     if env.get("METAEVAL_TARGET_MAX_TOKENS"):
         kwargs["max_tokens"] = int(env["METAEVAL_TARGET_MAX_TOKENS"])
     if env.get("METAEVAL_TARGET_TEMPERATURE"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from metaeval.errors import ProviderUnavailableError
+from metaeval.models.base import import_sdk
 from metaeval.models.registry import ProviderModel, resolve_credentials
 from metaeval.models.retry import RetryPolicy
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, Usage
@@ -100,13 +100,9 @@ class AnthropicModel(ProviderModel):
         prices: Any = None,
     ):
         super().__init__(name, max_concurrency=max_concurrency, retry=retry, prices=prices)
-        try:
-            import anthropic
-        except ImportError as exc:
-            raise ProviderUnavailableError(
-                "the anthropic SDK is not installed; install it with "
-                "pip install 'metaeval[anthropic]'"
-            ) from exc
+        anthropic = import_sdk(
+            "anthropic", "the anthropic SDK", "pip install 'metaeval[anthropic]'"
+        )
         self.model_id = model_id
         api_key, base_url = resolve_credentials(
             name,

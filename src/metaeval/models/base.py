@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
+from types import ModuleType
 
+from metaeval.errors import ProviderUnavailableError
 from metaeval.models.types import ModelRequest, ModelResult
 
 
@@ -22,3 +25,13 @@ class Model(ABC):
     def supports_native_tools(self) -> bool:
         """True when the provider takes tool specs natively; otherwise agents use JSON actions."""
         return True
+
+
+def import_sdk(module: str, what: str, install_hint: str) -> ModuleType:
+    """Import an optional provider SDK, or raise ProviderUnavailableError saying how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ProviderUnavailableError(
+            f"{what} is not installed; install it with {install_hint}"
+        ) from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metaeval.errors import ProviderUnavailableError
+from metaeval.models.base import import_sdk
 from metaeval.models.openai_provider import (
     json_response_format,
     parse_chat_response,
@@ -38,13 +38,7 @@ class LiteLLMModel(ProviderModel):
         **completion_options: Any,
     ):
         super().__init__(name, max_concurrency=max_concurrency, retry=retry, prices=prices)
-        try:
-            import litellm
-        except ImportError as exc:
-            raise ProviderUnavailableError(
-                f"{name}: litellm is not installed; install it with {INSTALL_HINT}"
-            ) from exc
-        self._litellm = litellm
+        self._litellm = import_sdk("litellm", f"{name}: litellm", INSTALL_HINT)
         self.model_id = model_id
         self.completion_options = completion_options  # e.g. api_base; never logged
 

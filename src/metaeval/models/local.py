@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
+from metaeval.models.base import import_sdk
 from metaeval.models.registry import ProviderModel
 from metaeval.models.retry import NO_RETRY, RetryPolicy
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
@@ -83,12 +84,7 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
     key = (str(path), n_ctx, n_threads)
     with _loaded_lock:
         if key not in _loaded:
-            try:
-                from llama_cpp import Llama
-            except ImportError as exc:
-                raise ProviderUnavailableError(
-                    f"llama-cpp-python is not installed; install it with {INSTALL_HINT}"
-                ) from exc
+            Llama = import_sdk("llama_cpp", "llama-cpp-python", INSTALL_HINT).Llama
             try:
                 llama = Llama(
                     model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False

@@ -11,7 +11,8 @@ import json
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from metaeval.errors import ConfigError, ProviderUnavailableError
+from metaeval.errors import ConfigError
+from metaeval.models.base import import_sdk
 from metaeval.models.registry import ProviderModel, resolve_credentials
 from metaeval.models.retry import RetryPolicy
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
@@ -153,12 +154,7 @@ class OpenAIModel(ProviderModel):
         prices: Any = None,
     ):
         super().__init__(name, max_concurrency=max_concurrency, retry=retry, prices=prices)
-        try:
-            import openai
-        except ImportError as exc:
-            raise ProviderUnavailableError(
-                "the openai SDK is not installed; install it with pip install 'metaeval[openai]'"
-            ) from exc
+        openai = import_sdk("openai", "the openai SDK", "pip install 'metaeval[openai]'")
         self.model_id = model_id
         api_key, base_url = resolve_credentials(
             name,

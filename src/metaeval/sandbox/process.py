@@ -57,6 +57,21 @@ class ExecResult(BaseModel):
     stderr_truncated: bool = False
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
+    def describe(self, command: str, cap: Callable[[str], str] | None = None) -> str:
+        """A log transcript: `$ command   [status, duration]`, then stdout and stderr
+        (each passed through `cap` when given, e.g. to shorten it)."""
+        if self.timed_out:
+            status = "timed out"
+        elif self.returncode is None:
+            status = "did not run"
+        else:
+            status = f"exit {self.returncode}"
+        lines = [f"$ {command}   [{status}, {self.duration_s:.2f} s]"]
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if text:
+                lines += [f"--- {name} ---", (cap(text) if cap else text).rstrip("\n")]
+        return "\n".join(lines)
+
     @property
     def ok(self) -> bool:
         """True when the command finished in time with exit code 0."""

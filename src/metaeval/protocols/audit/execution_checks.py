@@ -206,7 +206,7 @@ def _run(
             mounts=("solution",),
             memory_mb=_memory_mb(task),
         )
-        parts.append(_describe("bash /solution/solve.sh", outcome.solve))
+        parts.append(outcome.solve.describe("bash /solution/solve.sh"))
     outcome.test = run_harbor_phase(
         task.root,
         work,
@@ -217,7 +217,7 @@ def _run(
         mounts=("tests",),
         memory_mb=_memory_mb(task),
     )
-    parts.append(_describe("bash /tests/test.sh", outcome.test))
+    parts.append(outcome.test.describe("bash /tests/test.sh"))
     outcome.reward, outcome.reward_source, outcome.reward_error = read_reward(logs)
     if outcome.reward_source is not None and outcome.reward is not None:
         parts.append(f"reward: {outcome.reward:g} (from /logs/verifier/{outcome.reward_source})")
@@ -237,21 +237,6 @@ def _seed_app(environment: Path, work: Path) -> None:
         shutil.copytree(environment, work, symlinks=True, ignore=ignore)
     else:
         work.mkdir()
-
-
-def _describe(command: str, res: ExecResult) -> str:
-    if res.timed_out:
-        status = "timed out"
-    elif res.returncode is None:
-        status = "did not run"
-    else:
-        status = f"exit {res.returncode}"
-    lines = [f"$ {command}   [{status}, {res.duration_s:.2f} s]"]
-    if res.stdout:
-        lines += ["--- stdout ---", res.stdout.rstrip("\n")]
-    if res.stderr:
-        lines += ["--- stderr ---", res.stderr.rstrip("\n")]
-    return "\n".join(lines)
 
 
 def read_reward(logs: Path) -> tuple[float | None, str | None, str | None]:

@@ -389,7 +389,7 @@ class _Episode:
             mounts=("tests",),
             memory_mb=self._memory_mb(),
         )
-        self.outcome.test_log = _describe_run(TEST_COMMAND, result)
+        self.outcome.test_log = result.describe(TEST_COMMAND, cap=_cap)
         if _sandbox_broke(result):
             raise _Stop("infra_error", f"the verifier could not run: {result.stderr.strip()}")
         reward, source, error = read_reward(self.verifier_logs)
@@ -588,21 +588,6 @@ def _cap(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     tail = limit // 2
     omitted = len(text) - head - tail
     return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
-
-
-def _describe_run(command: str, result: ExecResult) -> str:
-    if result.timed_out:
-        status = "timed out"
-    elif result.returncode is None:
-        status = "did not run"
-    else:
-        status = f"exit {result.returncode}"
-    lines = [f"$ {command}   [{status}, {result.duration_s:.2f} s]"]
-    if result.stdout:
-        lines += ["--- stdout ---", _cap(result.stdout).rstrip("\n")]
-    if result.stderr:
-        lines += ["--- stderr ---", _cap(result.stderr).rstrip("\n")]
-    return "\n".join(lines)
 
 
 def _safe(name: str) -> str:

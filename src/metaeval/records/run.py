@@ -199,10 +199,8 @@ class RunDir:
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk
 
-        created: Path | None = None
-        manifest: dict[str, Any] | None = None
-        if not path.exists():
-            manifest = build_manifest(
+        def fresh_manifest() -> dict[str, Any]:
+            return build_manifest(
                 protocol=protocol,
                 config=config,
                 hashes=digests,
@@ -210,6 +208,11 @@ class RunDir:
                 command=argv,
                 layer=new_layer or "base",
             )
+
+        created: Path | None = None
+        manifest: dict[str, Any] | None = None
+        if not path.exists():
+            manifest = fresh_manifest()  # before touching the disk
             created = path
             while not created.parent.exists():
                 created = created.parent
@@ -229,14 +232,7 @@ class RunDir:
                         "it is not a metaeval run directory (use a new or empty directory)"
                     )
                 if manifest is None:
-                    manifest = build_manifest(
-                        protocol=protocol,
-                        config=config,
-                        hashes=digests,
-                        seeds=seeds,
-                        command=argv,
-                        layer=new_layer or "base",
-                    )
+                    manifest = fresh_manifest()
                 try:
                     write_manifest(path, manifest)
                 except BaseException:

@@ -21,17 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.errors import ConfigError, MetaevalError
-from metaeval.executor import Job, JobOutcome, JobResources, available_cores, make_executor
+from metaeval.executor import (
+    Job,
+    JobOutcome,
+    JobResources,
+    available_cores,
+    make_executor,
+    selected_backend,
+)
 from metaeval.models.base import Model
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
-from metaeval.protocols.audit.dedupe import merge_check_findings
 from metaeval.protocols.audit.evidence import verify_evidence
-from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES
-from metaeval.protocols.audit.static_checks import run_static_checks_report
+from metaeval.protocols.audit.static_cell import StaticPool, static_cell
 from metaeval.protocols.audit.summary import CELLS, FINDINGS, STATIC_SOURCE, summarize_run
 from metaeval.records import RunDir
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
@@ -129,6 +133,9 @@ def _plan_tasks(settings: AuditSettings) -> tuple[list[Path], list[tuple[str, st
     return task_dirs, skipped
 
 
+STATIC_LANE = "static"
+
+
 class AuditRun:
     """One audit over a benchmark, writing into a run directory."""
 
@@ -144,6 +151,7 @@ class AuditRun:
         given = models or {}
         self.models = {name: given.get(name) or get_model(name) for name in settings.models}
         self.hints = load_hints(settings.bench_dir)
+        self._static_pool: StaticPool | None = None
 
     def hashes(self) -> dict[str, str]:
         hashes = {f"prompt:{name}": text for name, text in PROMPT_TEMPLATES.items()}
@@ -223,9 +231,24 @@ class AuditRun:
                 }
                 return run.submit([(CELLS, failure)])
 
-            make_executor(self.settings.concurrency, self.settings.progress, "audit cells").run(
-                jobs, record
+            self._static_pool = self._make_static_pool(run, jobs)
+            lanes = None
+            if self._static_pool is not None:
+                # static cells run in worker processes and hold no model call's slot; two
+                # per worker keep the workers busy while results travel back
+                lanes = {STATIC_LANE: 2 * self._static_pool.workers}
+                for job in jobs:
+                    if job.key.endswith("|" + STATIC_SOURCE):
+                        job.lane = STATIC_LANE
+            executor = make_executor(
+                self.settings.concurrency, self.settings.progress, "audit cells", lanes=lanes
             )
+            try:
+                executor.run(jobs, record)
+            finally:
+                if self._static_pool is not None:
+                    self._static_pool.close()
+                    self._static_pool = None
             summary = summarize_run(run, self)
             summary["skipped_completed"] = len(done)
             summary["ran"] = len(jobs)
@@ -236,6 +259,25 @@ class AuditRun:
             return summary
         finally:
             run.close()
+
+    def _make_static_pool(self, run: RunDir, jobs: list[Job]) -> StaticPool | None:
+        """Worker processes for static cells when more than one job is in flight on a
+        machine with more than one core (local executor only: Ray places jobs itself)."""
+        static_jobs = sum(1 for j in jobs if j.key.endswith("|" + STATIC_SOURCE))
+        workers = min(available_cores(), self.settings.concurrency, static_jobs)
+        if workers < 2 or selected_backend() != "local":
+            return None
+        s = self.settings
+        return StaticPool(
+            workers,
+            run.blobs.root,
+            self.hints,
+            s.tier,
+            s.bench_dir,
+            s.agent_results,
+            s.execution_checks,
+            s.sandbox,
+        )
 
     def _audits(self, source: str, task_id: str) -> bool:
         """Whether `source` audits this task (the static source audits every task)."""
@@ -266,6 +308,8 @@ class AuditRun:
     def _cell_body(
         self, run: RunDir, task_dir: Path, source: str, base: dict[str, Any]
     ) -> tuple[dict, list[dict]]:
+        if source == STATIC_SOURCE and self._static_pool is not None:
+            return self._static_pool.run(task_dir, base)
         task = self.load(task_dir)
         base = {**base, "task_id": task.task_id}
         if source == STATIC_SOURCE:
@@ -296,74 +340,23 @@ class AuditRun:
             "dropped": audit.dropped,
             "notes": getattr(audit, "notes", []),
             "cuts": task.cuts,
-            "raw_outputs_blob": run.blobs.put("\n\n-----\n\n".join(audit.raw_outputs)),
-            "model_calls_blob": run.blobs.put(_jsonl(audit.model_calls)),
+            # durable before the cell record is (the run's writer syncs them first)
+            "raw_outputs_blob": run.blobs.put(
+                "\n\n-----\n\n".join(audit.raw_outputs), defer_sync=True
+            ),
+            "model_calls_blob": run.blobs.put(_jsonl(audit.model_calls), defer_sync=True),
         }
         return cell, [f.model_dump(mode="json") for f in findings]
 
     def _static_cell(self, run: RunDir, task: LoadedTask, base: dict) -> tuple[dict, list[dict]]:
-        static = run_static_checks_report(task)
-        findings: list[Finding] = list(static.findings)
-        execution: dict[str, Any] = {"skipped": "disabled"}
-        extra: dict[str, str] = {}
-        if self.settings.execution_checks:
-            result = run_execution_checks(task, hints=self.hints, sandbox=self.settings.sandbox)
-            findings = merge_check_findings(findings, result.findings)  # one per defect
-            execution = _execution_summary(result, run)
-            extra = _execution_logs(result)
-        verified = [verify_evidence(f, task, extra_files=extra) for f in findings]
-        cell = {
-            **base,
-            "status": "ok",
-            "infra_error": False,
-            "n_findings": len(verified),
-            "n_files": len(task.files),
-            "execution": execution,
-            "config_error": task.config_error,
-            "skipped_files": task.skipped_files,
-            "cuts": task.cuts,
-        }
-        if static.errors:  # a check that failed on this task's input (deterministic)
-            cell["check_errors"] = static.errors
-        return cell, [f.model_dump(mode="json") for f in verified]
-
-
-def _execution_logs(result: Any) -> dict[str, str]:
-    logs = {}
-    for name in ("oracle", "null_agent"):
-        phase = getattr(result, name, None)
-        log = getattr(phase, "log", None) if phase is not None else None
-        if log:
-            logs[f"logs/{name}.log"] = log
-    if getattr(result, "build_log", ""):
-        logs["logs/build.log"] = result.build_log
-    return logs
-
-
-def _execution_summary(result: Any, run: RunDir) -> dict[str, Any]:
-    """The oracle and null-agent outcomes for the cell record; full logs go to blobs."""
-    summary: dict[str, Any] = {
-        "skipped": result.skipped,
-        "backend": result.backend,
-        "approximate": result.approximate,
-        "mismatch": result.mismatch,
-        "build_log_blob": run.blobs.put(result.build_log) if result.build_log else None,
-    }
-    for name in ("oracle", "null_agent"):
-        phase = getattr(result, name, None)
-        if phase is None:
-            continue
-        summary[name] = {
-            "ran": phase.ran,
-            "note": phase.note,
-            "reward": phase.reward,
-            "reward_source": phase.reward_source,
-            "reward_error": phase.reward_error,
-            "passed": phase.passed,
-            "timed_out": phase.timed_out,
-            "log_blob": run.blobs.put(phase.log) if phase.log else None,
-        }
-    return summary
+        return static_cell(
+            task,
+            base,
+            hints=self.hints,
+            execution_checks=self.settings.execution_checks,
+            sandbox=self.settings.sandbox,
+            blobs=run.blobs,
+        )
 
 
 def _jsonl(items: list[dict[str, Any]]) -> str:

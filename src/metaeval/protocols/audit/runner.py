@@ -185,6 +185,16 @@ class AuditRun:
 
     def run(self) -> dict[str, Any]:
         """Audit every cell not yet completed; return the summary."""
+        # worker processes start first: their imports overlap hashing and planning
+        self._static_pool = self._make_static_pool(len(self.task_dirs))
+        try:
+            return self._run_with_pool()
+        finally:
+            if self._static_pool is not None:
+                self._static_pool.close()
+                self._static_pool = None
+
+    def _run_with_pool(self) -> dict[str, Any]:
         run = RunDir.open(
             self.settings.run_dir,
             protocol="audit",
@@ -231,7 +241,6 @@ class AuditRun:
                 }
                 return run.submit([(CELLS, failure)])
 
-            self._static_pool = self._make_static_pool(run, jobs)
             lanes = None
             if self._static_pool is not None:
                 # static cells run in worker processes and hold no model call's slot; two
@@ -243,12 +252,7 @@ class AuditRun:
             executor = make_executor(
                 self.settings.concurrency, self.settings.progress, "audit cells", lanes=lanes
             )
-            try:
-                executor.run(jobs, record)
-            finally:
-                if self._static_pool is not None:
-                    self._static_pool.close()
-                    self._static_pool = None
+            executor.run(jobs, record)
             summary = summarize_run(run, self)
             summary["skipped_completed"] = len(done)
             summary["ran"] = len(jobs)
@@ -260,17 +264,17 @@ class AuditRun:
         finally:
             run.close()
 
-    def _make_static_pool(self, run: RunDir, jobs: list[Job]) -> StaticPool | None:
+    def _make_static_pool(self, static_jobs: int) -> StaticPool | None:
         """Worker processes for static cells when more than one job is in flight on a
-        machine with more than one core (local executor only: Ray places jobs itself)."""
-        static_jobs = sum(1 for j in jobs if j.key.endswith("|" + STATIC_SOURCE))
+        machine with more than one core (local executor only: Ray places jobs itself);
+        started at once."""
         workers = min(available_cores(), self.settings.concurrency, static_jobs)
         if workers < 2 or selected_backend() != "local":
             return None
         s = self.settings
-        return StaticPool(
+        pool = StaticPool(
             workers,
-            run.blobs.root,
+            Path(s.run_dir) / "blobs",
             self.hints,
             s.tier,
             s.bench_dir,
@@ -278,6 +282,8 @@ class AuditRun:
             s.execution_checks,
             s.sandbox,
         )
+        pool.start()
+        return pool
 
     def _audits(self, source: str, task_id: str) -> bool:
         """Whether `source` audits this task (the static source audits every task)."""

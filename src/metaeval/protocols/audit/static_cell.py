@@ -116,6 +116,10 @@ def _in_worker(
     )
 
 
+def _ready() -> None:
+    """A no-op: submitting it makes the pool start a worker."""
+
+
 class StaticPool:
     """Worker processes for static cells; a pool whose worker died is replaced, and the
     cell that saw it fails as an infrastructure error (retried on resume)."""
@@ -137,6 +141,12 @@ class StaticPool:
                 context.set_forkserver_preload([__name__])
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
             return self._pool
+
+    def start(self) -> None:
+        """Start the worker processes now (each imports the checks once) without waiting."""
+        pool = self._executor()
+        for _ in range(self.workers):
+            pool.submit(_ready)
 
     def run(self, task_dir: Path, base: dict[str, Any]) -> Cell:
         """The static cell of `task_dir`, computed in a worker process."""

@@ -39,7 +39,7 @@ from metaeval.protocols.audit.static_cell import StaticPool, static_cell
 from metaeval.protocols.audit.summary import CELLS, FINDINGS, STATIC_SOURCE, summarize_run
 from metaeval.records import RunDir
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
-from metaeval.tasks.safe_files import link_text, open_regular, walk_tree
+from metaeval.tasks.safe_files import link_text, open_checked, open_regular, walk_tree
 from metaeval.transient import is_transient
 
 
@@ -88,17 +88,22 @@ def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
         entries = walk_tree(root, ignore_dirs=())
         for entry in sorted(entries, key=lambda e: e.path):
             if entry.kind in ("file", "link"):
-                _hash_file(digest, bench_dir, entry.path, root)
+                _hash_file(digest, bench_dir, entry.path, root, entry.kind == "file")
             elif entry.kind == "outside_link":
                 digest.update(str(entry.path.relative_to(bench_dir)).encode() + b"\0")
                 digest.update(b"symlink:" + os.fsencode(link_text(entry.path)) + b"\0")
     return "sha256:" + digest.hexdigest()
 
 
-def _hash_file(digest: Any, bench_dir: Path, path: Path, boundary: Path) -> None:
+def _hash_file(
+    digest: Any, bench_dir: Path, path: Path, boundary: Path, walked_file: bool = False
+) -> None:
     digest.update(str(path.relative_to(bench_dir)).encode() + b"\0")
     try:
-        with os.fdopen(open_regular(path, boundary), "rb") as handle:
+        # a plain file the walk found inside the task needs no path resolution; it is opened
+        # without following a link that may have replaced it since
+        fd = open_checked(path, follow_links=False) if walked_file else open_regular(path, boundary)
+        with os.fdopen(fd, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
     except OSError as exc:

@@ -10,7 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from metaeval.errors import is_transient
-from metaeval.protocols.audit import static_cell as static_cell_mod
+from metaeval.protocols.audit import static_pool as static_pool_mod
 from metaeval.protocols.audit.runner import AuditRun, AuditSettings
 from metaeval.transient import is_transient as model_level_transient
 
@@ -40,14 +40,14 @@ def audit(run_dir: Path, concurrency: int) -> None:
 
 def test_worker_processes_give_the_in_process_result(tmp_path: Path, monkeypatch) -> None:
     in_workers: list[int] = []
-    original = static_cell_mod.StaticPool.run
+    original = static_pool_mod.StaticPool.run
 
     def counting(self, task_dir, base):
         cell = original(self, task_dir, base)
         in_workers.append(1)
         return cell
 
-    monkeypatch.setattr(static_cell_mod.StaticPool, "run", counting)
+    monkeypatch.setattr(static_pool_mod.StaticPool, "run", counting)
     audit(tmp_path / "serial", 1)
     assert in_workers == []  # one job in flight: no worker processes
     audit(tmp_path / "pooled", 4)
@@ -61,7 +61,7 @@ def _kill_myself(*args, **kwargs):
 
 
 def test_a_killed_worker_is_an_infrastructure_error_retried_on_resume(tmp_path: Path) -> None:
-    pool = static_cell_mod.StaticPool(
+    pool = static_pool_mod.StaticPool(
         2, tmp_path / "blobs", None, "definition", BENCH, None, False, "auto"
     )
     try:

@@ -35,7 +35,7 @@ from metaeval.models.registry import get_model
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES
-from metaeval.protocols.audit.static_cell import StaticPool, static_cell
+from metaeval.protocols.audit.static_pool import StaticPool
 from metaeval.protocols.audit.summary import CELLS, FINDINGS, STATIC_SOURCE, summarize_run
 from metaeval.records import RunDir
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
@@ -360,6 +360,8 @@ class AuditRun:
         return cell, [f.model_dump(mode="json") for f in findings]
 
     def _static_cell(self, run: RunDir, task: LoadedTask, base: dict) -> tuple[dict, list[dict]]:
+        from metaeval.protocols.audit.static_cell import static_cell
+
         return static_cell(
             task,
             base,

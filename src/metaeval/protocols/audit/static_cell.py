@@ -1,18 +1,15 @@
 """The static source's cell of one task: static checks, execution checks, evidence.
 
 It is plain CPU work (parsers, AST walks) plus sandboxed child processes, so a run with
-more than one job in flight does it in worker processes (`StaticPool`), where it uses the
-other cores instead of contending for the interpreter lock with the model calls. The worker
-writes its logs into the run's content-addressed blob store itself (idempotent, atomic) and
-hands the cell and its findings back; only the orchestrating process appends records.
+more than one job in flight does it in worker processes (`static_pool.StaticPool`, which calls
+`in_worker`), where it uses the other cores instead of contending for the interpreter lock
+with the model calls. The worker writes its logs into the run's content-addressed blob store
+itself (idempotent, atomic) and hands the cell and its findings back; only the orchestrating
+process appends records.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.records.blobs import BlobStore
-from metaeval.tasks.harbor import Hints, InputTier, LoadedTask, load_task
+from metaeval.tasks.harbor import Hints, LoadedTask, load_task
 
 Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 
@@ -103,7 +100,7 @@ def execution_summary(result: Any, blobs: BlobStore) -> dict[str, Any]:
     return summary
 
 
-def _in_worker(
+def in_worker(
     task_dir: Path,
     base: dict[str, Any],
     load: dict[str, Any],
@@ -116,54 +113,5 @@ def _in_worker(
     )
 
 
-def _ready() -> None:
-    """A no-op: submitting it makes the pool start a worker."""
-
-
-class StaticPool:
-    """Worker processes for static cells; a pool whose worker died is replaced, and the
-    cell that saw it fails as an infrastructure error (retried on resume)."""
-
-    def __init__(self, workers: int, blobs_root: Path, hints: Hints | None, tier: InputTier,
-                 bench_root: Path, agent_results: Path | None, execution_checks: bool,
-                 sandbox: str):  # fmt: skip
-        self.workers = workers
-        self.blobs_root = blobs_root
-        self.load = {"tier": tier, "bench_root": bench_root, "agent_results": agent_results}
-        self.checks = {"hints": hints, "execution_checks": execution_checks, "sandbox": sandbox}
-        self._lock = threading.Lock()
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload([__name__])
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
-            return self._pool
-
-    def start(self) -> None:
-        """Start the worker processes now (each imports the checks once) without waiting."""
-        pool = self._executor()
-        for _ in range(self.workers):
-            pool.submit(_ready)
-
-    def run(self, task_dir: Path, base: dict[str, Any]) -> Cell:
-        """The static cell of `task_dir`, computed in a worker process."""
-        pool = self._executor()
-        try:
-            return pool.submit(
-                _in_worker, task_dir, base, self.load, self.checks, self.blobs_root
-            ).result()
-        except BrokenProcessPool:
-            with self._lock:
-                if self._pool is pool:
-                    self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+def ready() -> None:
+    """A no-op: submitting it makes a pool start a worker (which imports this module)."""

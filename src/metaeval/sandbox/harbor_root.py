@@ -207,6 +207,7 @@ def run_harbor_phase(
     mounts: Sequence[str] = ("tests", "solution"),
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     env: dict[str, str] | None = None,
+    memory_cgroup_mb: int | None = None,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
@@ -247,6 +248,7 @@ def run_harbor_phase(
             timeout_s=timeout_s,
             memory_mb=clamp_memory_mb(memory_mb),
             sandboxed=True,
+            memory_cgroup_mb=memory_cgroup_mb,
         )
     finally:
         remove_tree(staging)

@@ -49,6 +49,7 @@ class AuditSettings:
     static_only: bool = False
     tier: InputTier = "definition"
     agent_results: Path | None = None
+    agent: str | None = None  # execution tier: run this agent first (see agent_runs.py)
     task_filter: list[str] = field(default_factory=list)
     concurrency: int = 1
     max_tokens: int = 2048
@@ -62,6 +63,10 @@ class AuditSettings:
 
     def protocol_name(self) -> str:
         return "execution" if self.tier == "execution" else "definition"
+
+
+AGENT_RESULTS_SUBDIR = "agent_results"
+"""Where `--agent` puts its agent-run inside the audit run directory."""
 
 
 def default_concurrency(static_only: bool) -> int:
@@ -107,8 +112,17 @@ def _validate(settings: AuditSettings) -> None:
         raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
     if not settings.static_only and not settings.models:
         raise ConfigError("give at least one --model, or --static-only", field="model")
+    if settings.agent is not None:
+        if settings.tier != "execution":
+            raise ConfigError("--agent needs --tier execution", field="agent")
+        if settings.agent_results is not None:
+            raise ConfigError("give --agent or --agent-results, not both", field="agent")
+        settings.agent_results = settings.run_dir / AGENT_RESULTS_SUBDIR
+        return
     if settings.tier == "execution" and settings.agent_results is None:
-        raise ConfigError("--tier execution needs --agent-results DIR", field="agent_results")
+        raise ConfigError(
+            "--tier execution needs --agent-results DIR or --agent SPEC", field="agent_results"
+        )
     if settings.agent_results is not None and not settings.agent_results.is_dir():
         raise ConfigError("agent results directory not found", file=str(settings.agent_results))
 
@@ -159,6 +173,7 @@ class AuditRun:
             "static_only": s.static_only,
             "tier": s.tier,
             "agent_results": str(s.agent_results) if s.agent_results else None,
+            **({"agent": s.agent} if s.agent is not None else {}),
             "tasks": [str(d.relative_to(s.bench_dir).as_posix()) for d in self.task_dirs],
             "max_tokens": s.max_tokens,
             "execution_checks": s.execution_checks,
@@ -186,6 +201,8 @@ class AuditRun:
             new_layer=self.settings.new_layer,
         )
         try:
+            if self.settings.agent is not None:
+                self._agent_runs()
             done = run.completed_cells(CELLS, ("task_id", "source"))
             sources = [STATIC_SOURCE] + ([] if self.settings.static_only else list(self.models))
             jobs = []
@@ -236,6 +253,23 @@ class AuditRun:
             return summary
         finally:
             run.close()
+
+    def _agent_runs(self) -> dict[str, Any]:
+        """Run the settings' agent on the audited tasks into RUN_DIR/agent_results (resumes)."""
+        from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+
+        s = self.settings
+        assert s.agent is not None and s.agent_results is not None
+        tasks = [d.relative_to(s.bench_dir).as_posix() for d in self.task_dirs]
+        settings = AgentRunSettings(
+            bench_dir=s.bench_dir,
+            out_dir=s.agent_results,
+            agent=s.agent,
+            task_filter=tasks,
+            progress=s.progress,
+            new_layer=s.new_layer,
+        )
+        return AgentRuns(settings).run()
 
     def _audits(self, source: str, task_id: str) -> bool:
         """Whether `source` audits this task (the static source audits every task)."""

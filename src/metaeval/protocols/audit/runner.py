@@ -16,7 +16,7 @@ import hashlib
 import os
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +117,6 @@ def _validate(settings: AuditSettings) -> None:
             raise ConfigError("--agent needs --tier execution", field="agent")
         if settings.agent_results is not None:
             raise ConfigError("give --agent or --agent-results, not both", field="agent")
-        settings.agent_results = settings.run_dir / AGENT_RESULTS_SUBDIR
         return
     if settings.tier == "execution" and settings.agent_results is None:
         raise ConfigError(
@@ -149,6 +148,8 @@ class AuditRun:
     def __init__(self, settings: AuditSettings, models: dict[str, Model] | None = None):
         """`models` (name -> instance) overrides the registry, e.g. for models built with options."""
         _validate(settings)
+        if settings.agent is not None:  # the agent-run goes inside the audit's run directory
+            settings = replace(settings, agent_results=settings.run_dir / AGENT_RESULTS_SUBDIR)
         self.settings = settings
         self.task_dirs, self.skipped = _plan_tasks(settings)
         ids = {d.relative_to(settings.bench_dir).as_posix() for d in self.task_dirs}

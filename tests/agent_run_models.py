@@ -3,6 +3,7 @@ agent spec names them (``claude-code:gwsolve/x``) and the protocol starts the ga
 
 - ``gwsolve``: reads /app/grades.csv with Bash, writes /app/output.txt (what the tests check)
   and /app/result.json (what the instruction asks for), then says it is done;
+- ``gwshell``: the same through Codex's shell tool (``exec_command``);
 - ``gwhang``: answers the title request, then never answers a tool request in time.
 """
 
@@ -35,6 +36,17 @@ def solve(request: ModelRequest) -> dict[str, Any]:
     return {"tool_calls": [{"id": f"s{done}", "name": name, "arguments": args}], "usage": USAGE}
 
 
+def shell(request: ModelRequest) -> dict[str, Any]:
+    if not request.tools:
+        return {"text": "Mean grade", "usage": USAGE}
+    done = sum(1 for m in request.messages if m.role == "tool")
+    steps = ["cat /app/grades.csv", f"printf '{MEAN}\\n' > /app/output.txt"]
+    if done >= len(steps):
+        return {"text": FINAL_TEXT, "usage": USAGE}
+    call = {"id": f"c{done}", "name": "exec_command", "arguments": {"cmd": steps[done]}}
+    return {"tool_calls": [call], "usage": USAGE}
+
+
 def hang(request: ModelRequest) -> dict[str, Any]:
     if not request.tools:
         return {"text": "Mean grade", "usage": USAGE}
@@ -45,6 +57,9 @@ def hang(request: ModelRequest) -> dict[str, Any]:
 def register() -> None:
     register_provider(
         "gwsolve", lambda model_id, name, **o: ScriptedModel(solve, name=name), cacheable=False
+    )
+    register_provider(
+        "gwshell", lambda model_id, name, **o: ScriptedModel(shell, name=name), cacheable=False
     )
     register_provider(
         "gwhang", lambda model_id, name, **o: ScriptedModel(hang, name=name), cacheable=False

@@ -102,6 +102,22 @@ def test_audit_execution_tier_with_claude_code_agent_end_to_end(bench, tmp_path)
     assert len(records(results / "agent_runs.jsonl")) == 1
 
 
+def test_codex_agent_run_writes_through_its_shell_and_is_scored(bench, tmp_path):
+    if resolve_binary("codex") is None:
+        pytest.fail("codex not installed (run `make clis`)")
+    out = tmp_path / "codex"
+    settings = AgentRunSettings(bench_dir=bench, out_dir=out, agent="codex:gwshell/c")
+    settings.progress = False
+    summary = AgentRuns(settings).run()
+    assert summary["classifications"] == {"ok": 1} and summary["passed"] == 1, summary
+    (run,) = records(out / "agent_runs.jsonl")
+    assert run["reward"] == 1.0 and run["files_produced"] == ["output.txt"]
+    assert run["usage"]["input_tokens"] == 70 * run["model_calls"] > 0
+    diff = (out / "grade-mean" / "program.diff").read_text()
+    assert diff == "--- /dev/null\n+++ b/output.txt\n@@ -0,0 +1 @@\n+72.5\n"
+    assert "printf '72.5" in (out / "grade-mean" / "transcript.md").read_text()
+
+
 def test_hanging_and_crashing_cli_are_classified_recorded_and_the_audit_continues(bench, tmp_path):
     hung = tmp_path / "hung"
     started = time.monotonic()

@@ -124,6 +124,7 @@ class MemoryCgroup:
 def remove_group(path: Path, wait_s: float = 5.0) -> bool:
     """SIGKILL every process in the cgroup at `path` and remove it; True when it is gone."""
     deadline = time.monotonic() + wait_s
+    pause = 0.002
     while path.exists():
         for pid in _procs(path):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -136,7 +137,8 @@ def remove_group(path: Path, wait_s: float = 5.0) -> bool:
         except OSError:
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)  # the killed processes are still exiting
+            time.sleep(pause)  # the processes are still leaving the cgroup
+            pause = min(pause * 2, 0.05)
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -85,7 +86,7 @@ def test_audit_execution_tier_with_claude_code_agent_end_to_end(bench, tmp_path)
     assert "PASS" in log and "reward: 1 (from /logs/verifier/reward.txt)" in log
     transcript = (folder / "transcript.md").read_text()
     assert "1. Bash [read]" in transcript and "cat /app/grades.csv" in transcript
-    assert "memory: cgroup v1 memory cap 4096 MiB" in transcript
+    assert re.search(r"memory: cgroup v[12] memory cap 4096 MiB", transcript)
     assert agent_run_models.FINAL_TEXT in transcript
 
     # the auditor's prompt carries the agent's program, its result and the reward
@@ -168,6 +169,26 @@ def test_hanging_and_crashing_cli_are_classified_recorded_and_the_audit_continue
     assert audit["audit_failures"] == [] and audit["infra_errors"] == 0
     prompt = "\n".join(m.content for m in seen[0].messages)
     assert '"classification": "timeout"' in prompt and "(no changes under /app)" in prompt
+
+
+def test_cli_over_its_cgroup_memory_cap_is_classified_out_of_memory(bench, tmp_path):
+    """Claude Code (node) under a 32 MiB cgroup cap: the kernel's OOM killer ends it, and the
+    run says so; the default cap (4096 MiB) is what the other tests here run under."""
+    out = tmp_path / "oom"
+    settings = AgentRunSettings(
+        bench_dir=bench, out_dir=out, agent="claude-code:gwsolve/m", memory_cgroup_mb=32
+    )
+    settings.progress = False
+    summary = AgentRuns(settings).run()
+    assert summary["classifications"] == {"out_of_memory": 1}, summary
+    (run,) = records(out / "agent_runs.jsonl")
+    assert run["status"] == "error" and run["stop_reason"] == "out_of_memory"
+    assert (
+        run["error"] == "claude-code was killed for using more than its memory cap (32 MiB, cgroup)"
+    )
+    assert run["infra_error"] is False and run["reward"] == 0.0  # its tests still ran
+    summary_text = (out / "grade-mean" / "transcript.md").read_text()
+    assert re.search(r"memory: cgroup v[12] memory cap 32 MiB", summary_text)
 
 
 LAUNCHER = (

@@ -104,6 +104,19 @@ class MemoryCgroup:
         match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
         return int(match.group(1)) if match else 0
 
+    def limit_hits(self) -> int:
+        """How often the tree's usage reached the cap (v1 ``memory.failcnt``, v2 ``max`` in
+        ``memory.events``): a tree slowed down by reclaim near its cap shows here even when
+        nothing was killed. 0 when unknown."""
+        try:
+            if self.version == 1:
+                return int((self.path / "memory.failcnt").read_text().strip())
+            text = (self.path / "memory.events").read_text()
+        except (OSError, ValueError):
+            return 0
+        match = re.search(r"^max (\d+)$", text, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
     def peak_bytes(self) -> int | None:
         """The most memory the tree held (None where the kernel does not say)."""
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"

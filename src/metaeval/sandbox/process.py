@@ -66,6 +66,8 @@ class ExecResult(BaseModel):
     # How memory was bounded when a cgroup cap was asked for: "cgroup v1, 4096 MiB", or why
     # none could be made ("no memory cgroup: ...; bounded by time only").
     memory_note: str | None = None
+    # How often the cgroup's usage reached the cap (memory pressure, with or without a kill).
+    memory_cap_hits: int = 0
 
     def describe(self, command: str, cap: Callable[[str], str] | None = None) -> str:
         """A log transcript: `$ command   [status, duration]`, then stdout and stderr
@@ -266,18 +268,17 @@ def run_process(
     made, the run is bounded by time only and `memory_note` says why.
     """
     group, note = _open_cgroup(memory_cgroup_mb)
-    oom = False
+    update: dict[str, object] = {"memory_note": note} if note else {}
     try:
         result = _run(
             argv, cwd, env, timeout_s, memory_mb, stdin, max_output_bytes, sandboxed, group
         )
     finally:
         if group is not None:
-            oom = group.oom_kills() > 0
+            update["oom_killed"] = group.oom_kills() > 0
+            update["memory_cap_hits"] = group.limit_hits()
             group.close()  # kills stragglers (also after a timeout) and removes the cgroup
-    if oom:
-        result = result.model_copy(update={"oom_killed": True})
-    return result.model_copy(update={"memory_note": note}) if note else result
+    return result.model_copy(update=update) if update else result
 
 
 def _run(

@@ -715,6 +715,12 @@ def _memory_outcome(out: AgentResult, result: Any, adapter: CLIAdapter) -> Agent
     if note:
         transcript.append(TranscriptEvent(type="info", text=f"memory: {note}"))
     update: dict[str, Any] = {"transcript": transcript}
+    hits = getattr(result, "memory_cap_hits", 0) or 0
+    if hits and not getattr(result, "oom_killed", False):
+        pressure = f"it reached its memory cap ({adapter.memory_cgroup_mb} MiB) {hits} times"
+        transcript.append(TranscriptEvent(type="info", text=f"memory: {pressure}"))
+        if out.status == "timeout":  # reclaim near the cap can stall a run until its deadline
+            update["error"] = f"{out.error} ({pressure}: it may have been starved of memory)"
     if getattr(result, "oom_killed", False):
         update.update(
             status="error",

@@ -350,8 +350,9 @@ def tree_diff(before: Path, after: Path) -> str:
         a_text, b_text = _diffable(a), _diffable(b)
         if a_text is None or b_text is None:
             what = "added" if a is None else "removed" if b is None else "changed"
-            size = "" if b is None or isinstance(b, str) else f", {len(b)} bytes"
-            parts.append(f"Binary or special file {rel} {what}{size}\n")
+            now = b if b is not None else a
+            kind = now if isinstance(now, str) else f"binary, {len(now)} bytes"
+            parts.append(f"Not shown: {rel} {what} ({kind})\n")
             continue
         lines = difflib.unified_diff(
             a_text.splitlines(keepends=True),
@@ -380,8 +381,10 @@ def _tree_files(root: Path) -> dict[str, bytes | str]:
                 )
             except OSError as exc:
                 found[entry.rel] = f"unreadable ({exc})"
+        elif entry.kind == "link":
+            found[entry.rel] = f"symlink to {entry.detail}"
         elif entry.kind != "dir":
-            found[entry.rel] = f"{entry.kind} {entry.detail}".strip()
+            found[entry.rel] = entry.describe()
     return found
 
 

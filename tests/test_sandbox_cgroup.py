@@ -165,3 +165,18 @@ def test_memory_parent_reads_a_v2_hierarchy_with_the_memory_controller(tmp_path,
     assert group.oom_kills() == 1
     os.close(group._procs_fd)  # a plain directory: not removable like a cgroup
     group._procs_fd = None
+
+
+def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
+    from metaeval.cli import _cgroup_check
+
+    name, ok, detail = _cgroup_check()
+    assert (name, ok) == ("memory cgroup (optional)", True)
+    assert detail.startswith("v") and f"under {cgroups} (agent CLIs capped)" in detail
+    assert ours(cgroups) == set()  # the probe's cgroup is gone
+    monkeypatch.setattr(cgroup_mod, "unavailable_reason", lambda: "not writable")
+    assert _cgroup_check() == (
+        "memory cgroup (optional)",
+        False,
+        "not writable; agent CLIs bounded by time only",
+    )

@@ -41,7 +41,7 @@ from typing import Any
 from metaeval.agents.registry import get_agent
 from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
 from metaeval.errors import ConfigError
-from metaeval.executor import Job, JobOutcome, make_executor
+from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.records import RunDir
 from metaeval.sandbox.harbor_root import (
     DEFAULT_MEMORY_MB,
@@ -62,7 +62,6 @@ DEFAULT_TIME_LIMIT_S = 600.0
 DEFAULT_MAX_STEPS = 30
 DEFAULT_TEST_TIMEOUT_S = 300.0
 DIFF_FILE_BYTES = 256 * 1024  # a file larger than this shows in the diff by size only
-RESULT_FILES = ("program.diff", "result.json", "transcript.md", "tests.log")
 
 
 @dataclass
@@ -101,9 +100,16 @@ class AgentRuns:
             task_filter=settings.task_filter,
         )
         self.task_dirs, _ = _plan_tasks(plan)
-        self.agent = agent if agent is not None else get_agent(settings.agent)
-        if settings.memory_cgroup_mb is not None and hasattr(self.agent, "memory_cgroup_mb"):
-            self.agent.memory_cgroup_mb = settings.memory_cgroup_mb
+        self._given = agent
+        _ = self.agent  # a bad spec fails here, before anything runs
+
+    @property
+    def agent(self) -> Any:
+        """The agent; one per process when built from the spec (a job shipped to another
+        process, e.g. a Ray worker, builds its own there)."""
+        if self._given is not None:
+            return self._given
+        return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
     def task_id(self, task_dir: Path) -> str:
         return task_dir.relative_to(self.settings.bench_dir).as_posix()
@@ -149,14 +155,18 @@ class AgentRuns:
                     fn=lambda d=d: self._one(run, d),
                     timeout_s=None,
                     label=f"{self.task_id(d)} {self.settings.agent}",
+                    resources=JobResources(sandbox=True),
                 )
                 for d in self.task_dirs
                 if (self.task_id(d),) not in done
             ]
 
             def record(outcome: JobOutcome):
+                # on the driver: the task's folder first, then the record that completes it
                 if outcome.status == "done":
-                    return run.submit([(RECORDS, outcome.value)])
+                    cell, documents = outcome.value
+                    write_documents(run, cell["task_id"], documents)
+                    return run.submit([(RECORDS, cell)])
                 failure = {
                     "task_id": outcome.job.key,
                     "agent": self.settings.agent,
@@ -183,7 +193,8 @@ class AgentRuns:
 
     # ------------------------------------------------------------------ one task
 
-    def _one(self, run: RunDir, task_dir: Path) -> dict[str, Any]:
+    def _one(self, run: RunDir, task_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+        """(record, the task's result files) of one task."""
         task = load_task(task_dir, tier="minimal", bench_root=self.settings.bench_dir)
         base: dict[str, Any] = {
             "task_id": task.task_id,
@@ -199,8 +210,7 @@ class AgentRuns:
                 "infra_error": False,
                 "error": skip,
             }
-            self._write_documents(run, task.task_id, record, "", "", f"not run: {skip}\n")
-            return record
+            return record, documents(record, "", "", f"not run: {skip}\n")
         scratch = run.path / WORK_DIR / f"{base['attempt']}"
         try:
             return self._attempt(run, task, base, scratch)
@@ -209,7 +219,7 @@ class AgentRuns:
 
     def _attempt(
         self, run: RunDir, task: LoadedTask, base: dict[str, Any], scratch: Path
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], dict[str, str]]:
         work, start = scratch / "app", scratch / "start"
         agent_logs, verifier_logs = scratch / "agent-logs", scratch / "verifier"
         notes = seed_app(task.root, work)
@@ -281,8 +291,7 @@ class AgentRuns:
             "tests_log_blob": run.blobs.put(log),
         }
         summary = transcript_summary(result.transcript, result.submission)
-        self._write_documents(run, task.task_id, record, diff, summary, log)
-        return record
+        return record, documents(record, diff, summary, log)
 
     @staticmethod
     def _phase_timeout(task: LoadedTask, section: str, given: float | None) -> float | None:
@@ -293,18 +302,37 @@ class AgentRuns:
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
         return float(value) if ok else None
 
-    @staticmethod
-    def _write_documents(
-        run: RunDir, task_id: str, record: dict[str, Any], diff: str, summary: str, log: str
-    ) -> None:
-        """The task's agent-results folder; written before the record that completes it."""
-        shown = {k: v for k, v in record.items() if not k.endswith("_blob") and k != "attempt"}
-        run.write_document(f"{task_id}/program.diff", diff or "(no changes under /app)\n")
-        run.write_document(
-            f"{task_id}/result.json", json.dumps(shown, indent=2, sort_keys=True) + "\n"
-        )
-        run.write_document(f"{task_id}/transcript.md", summary or "(no transcript)\n")
-        run.write_document(f"{task_id}/tests.log", log)
+
+_agents: dict[tuple[int, str, int | None], Any] = {}
+
+
+def _agent_for(spec: str, memory_cgroup_mb: int | None) -> Any:
+    """The agent a spec names, built once per process (CLI adapters are thread-safe)."""
+    key = (os.getpid(), spec, memory_cgroup_mb)
+    agent = _agents.get(key)
+    if agent is None:
+        agent = get_agent(spec)
+        if memory_cgroup_mb is not None and hasattr(agent, "memory_cgroup_mb"):
+            agent.memory_cgroup_mb = memory_cgroup_mb
+        _agents[key] = agent
+    return agent
+
+
+def documents(record: dict[str, Any], diff: str, summary: str, log: str) -> dict[str, str]:
+    """The files of a task's agent-results folder (name -> text)."""
+    shown = {k: v for k, v in record.items() if not k.endswith("_blob") and k != "attempt"}
+    return {
+        "program.diff": diff or "(no changes under /app)\n",
+        "result.json": json.dumps(shown, indent=2, sort_keys=True) + "\n",
+        "transcript.md": summary or "(no transcript)\n",
+        "tests.log": log,
+    }
+
+
+def write_documents(run: RunDir, task_id: str, files: dict[str, str]) -> None:
+    """Write a task's agent-results folder (each file atomically)."""
+    for name, text in files.items():
+        run.write_document(f"{task_id}/{name}", text)
 
 
 def _not_runnable(task: LoadedTask) -> str | None:

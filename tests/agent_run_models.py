@@ -4,6 +4,8 @@ agent spec names them (``claude-code:gwsolve/x``) and the protocol starts the ga
 - ``gwsolve``: reads /app/grades.csv with Bash, writes /app/output.txt (what the tests check)
   and /app/result.json (what the instruction asks for), then says it is done;
 - ``gwshell``: the same through Codex's shell tool (``exec_command``);
+- ``gwflaky``: like ``gwsolve``, but every request fails while ``FLAKY["down"]`` is set (a
+  provider outage: an infrastructure error);
 - ``gwhang``: answers the title request, then never answers a tool request in time.
 """
 
@@ -47,6 +49,15 @@ def shell(request: ModelRequest) -> dict[str, Any]:
     return {"tool_calls": [call], "usage": USAGE}
 
 
+FLAKY = {"down": True}
+
+
+def flaky(request: ModelRequest) -> dict[str, Any]:
+    if FLAKY["down"]:
+        raise RuntimeError("provider outage")
+    return solve(request)
+
+
 def hang(request: ModelRequest) -> dict[str, Any]:
     if not request.tools:
         return {"text": "Mean grade", "usage": USAGE}
@@ -60,6 +71,9 @@ def register() -> None:
     )
     register_provider(
         "gwshell", lambda model_id, name, **o: ScriptedModel(shell, name=name), cacheable=False
+    )
+    register_provider(
+        "gwflaky", lambda model_id, name, **o: ScriptedModel(flaky, name=name), cacheable=False
     )
     register_provider(
         "gwhang", lambda model_id, name, **o: ScriptedModel(hang, name=name), cacheable=False

@@ -191,6 +191,26 @@ def test_cli_over_its_cgroup_memory_cap_is_classified_out_of_memory(bench, tmp_p
     assert re.search(r"memory: cgroup v[12] memory cap 32 MiB", summary_text)
 
 
+def test_provider_outage_is_an_infra_error_retried_on_resume(bench, tmp_path):
+    out = tmp_path / "flaky"
+    settings = AgentRunSettings(bench_dir=bench, out_dir=out, agent="claude-code:gwflaky/f")
+    settings.progress = False
+    agent_run_models.FLAKY["down"] = True
+    try:
+        first = AgentRuns(settings).run()
+    finally:
+        agent_run_models.FLAKY["down"] = False
+    assert first["classifications"] == {"infra_error": 1} and first["infra_errors"] == 1
+    (failed,) = records(out / "agent_runs.jsonl")
+    assert failed["infra_error"] is True and "provider outage" in failed["error"]
+    assert json.loads((out / "grade-mean" / "result.json").read_text())["infra_error"] is True
+
+    again = AgentRuns(settings).run()  # the provider is back: the task runs again
+    assert again["skipped_completed"] == 0 and again["ran"] == 1
+    assert again["classifications"] == {"ok": 1} and again["passed"] == 1
+    assert [r["classification"] for r in records(out / "agent_runs.jsonl")] == ["infra_error", "ok"]
+
+
 LAUNCHER = (
     "import sys; sys.path.insert(0, {tests!r}); import agent_run_models; "
     "from metaeval.cli import main; sys.argv = ['metaeval'] + {args!r}; main()"

@@ -262,3 +262,34 @@ def test_bad_agent_run_input_exits_with_a_clear_error(tmp_path):
     assert "Traceback" not in unknown.stderr
     tier = run_cli(["audit", "run", str(bench), "--agent", "codex:gwsolve/x", "--static-only"])
     assert tier.returncode != 0 and "--agent needs --tier execution" in tier.stderr
+
+
+def test_toolloop_agent_sees_app_paths_in_the_task_root(tmp_path):
+    """The built-in agent in the same root: its file tools take /app paths (as the instruction
+    names them) and its bash runs at /app, with no /tests or /solution to peek at."""
+    from metaeval.agents.toolloop import ToolLoopAgent
+
+    bench = tmp_path / "bench"
+    shutil.copytree(EXAMPLES / "grade-mean", bench / "grade-mean")
+
+    def call(name: str, **arguments) -> dict:
+        return {"tool_calls": [{"id": name, "name": name, "arguments": arguments}]}
+
+    model = ScriptedModel(
+        [
+            call("read_file", path="/app/grades.csv"),
+            call("bash", command="pwd; ls /tests /solution 2>&1 | head -2"),
+            call("write_file", path="/app/output.txt", content="72.5\n"),
+            call("submit", answer="done"),
+        ],
+        name="scripted/toolloop",
+    )
+    out = tmp_path / "toolloop"
+    settings = AgentRunSettings(bench_dir=bench, out_dir=out, agent="toolloop")
+    settings.progress = False
+    AgentRuns(settings, agent=ToolLoopAgent(model)).run()
+    (run,) = records(out / "agent_runs.jsonl")
+    assert run["classification"] == "ok" and run["reward"] == 1.0, run
+    summary = (out / "grade-mean" / "transcript.md").read_text()
+    assert "ana,81" in summary  # read_file found /app/grades.csv
+    assert "/app ls: cannot access '/tests'" in summary and "'/solution'" in summary

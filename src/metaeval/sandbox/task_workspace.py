@@ -12,6 +12,7 @@ unsandboxed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,14 @@ class TaskRootWorkspace(Workspace):
 
     def __repr__(self) -> str:
         return f"TaskRootWorkspace({str(self.path)!r})"
+
+    def resolve(self, rel: str | os.PathLike[str]) -> Path:
+        """As `Workspace.resolve`, and a path under /app (how the task names its files) is
+        the same path in the workspace, so file tools and the shell agree."""
+        text = os.fspath(rel)
+        if text == APP_DIR or text.startswith(APP_DIR + "/"):
+            rel = str(self.path) + text[len(APP_DIR) :]
+        return super().resolve(rel)
 
     def exec(
         self,

@@ -135,7 +135,8 @@ def agent_run_cmd(
     time_limit: Annotated[
         float | None,
         typer.Option(
-            min=1, help="Seconds per agent run (default: task.toml [agent] timeout_sec, else 600)."
+            min=1,
+            help="Seconds per agent run (default: the agent timeout_sec of task.toml, else 600).",
         ),
     ] = None,
     max_steps: Annotated[int, typer.Option(min=1, help="Agent turns per task.")] = 30,

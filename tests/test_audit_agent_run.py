@@ -55,52 +55,73 @@ def auditor(seen: list) -> ScriptedModel:
     return ScriptedModel(respond, name="scripted/auditor")
 
 
+def audit_prompts(run_dir: Path) -> list[str]:
+    """The prompts the audit recorded: each model cell's model-call blob holds the request
+    body the provider sent (raw_request), its messages the prompt."""
+    from metaeval.records.blobs import BlobStore
+
+    blobs = BlobStore(run_dir / "blobs")
+    prompts = []
+    for cell in records(run_dir / "audits.jsonl"):
+        if cell.get("model_calls_blob"):
+            for line in blobs.get(cell["model_calls_blob"]).decode().splitlines():
+                messages = json.loads(line)["raw_request"]["messages"]
+                prompts.append("\n".join(m["content"] for m in messages))
+    return prompts
+
+
 def test_audit_execution_tier_with_claude_code_agent_end_to_end(bench, tmp_path):
-    seen: list = []
-    settings = AuditSettings(
-        bench_dir=bench,
-        run_dir=tmp_path / "audit",
-        models=["scripted/auditor"],
-        tier="execution",
-        agent="claude-code:gwsolve/solver",
-        execution_checks=False,
-        progress=False,
-    )
-    summary = AuditRun(settings, models={"scripted/auditor": auditor(seen)}).run()
-    assert summary["audit_failures"] == [] and summary["infra_errors"] == 0
+    """The auditor is a real OpenAI-compatible client talking to a stub server on 127.0.0.1,
+    so the prompt is read back from the audit's own records."""
+    from metaeval.models.registry import get_model
+    from openai_stub import OpenAIStub
 
-    results = tmp_path / "audit" / "agent_results"
-    (run,) = records(results / "agent_runs.jsonl")
-    assert run["task_id"] == "grade-mean" and run["classification"] == "ok", run
-    # the agent's files landed in /app and the task's own tests scored them
-    assert run["files_produced"] == ["output.txt", "result.json"]
-    assert run["reward"] == 1.0 and run["passed"] and run["tests"]["returncode"] == 0
-    # token usage as the gateway counted it: 70 input tokens per model call
-    assert run["usage"]["input_tokens"] == 70 * run["model_calls"] == 280
-    assert run["usage"] == run["cli_usage"]
-    folder = results / "grade-mean"
-    diff = (folder / "program.diff").read_text()
-    assert "+++ b/output.txt\n@@ -0,0 +1 @@\n+72.5\n" in diff
-    assert '+{"mean": 72.5}' in diff and "grades.csv" not in diff  # unchanged file: no hunk
-    log = (folder / "tests.log").read_text()
-    assert "PASS" in log and "reward: 1 (from /logs/verifier/reward.txt)" in log
-    transcript = (folder / "transcript.md").read_text()
-    assert "1. Bash [read]" in transcript and "cat /app/grades.csv" in transcript
-    assert re.search(r"memory: cgroup v[12] memory cap 4096 MiB", transcript)
-    assert agent_run_models.FINAL_TEXT in transcript
+    with OpenAIStub(lambda messages: "[]") as stub:
+        model = get_model("openai/stub", base_url=stub.base_url, api_key="sk-test")
+        settings = AuditSettings(
+            bench_dir=bench,
+            run_dir=tmp_path / "audit",
+            models=["openai/stub"],
+            tier="execution",
+            agent="claude-code:gwsolve/solver",
+            execution_checks=False,
+            progress=False,
+        )
+        summary = AuditRun(settings, models={"openai/stub": model}).run()
+        assert summary["audit_failures"] == [] and summary["infra_errors"] == 0
 
-    # the auditor's prompt carries the agent's program, its result and the reward
-    (request,) = seen
-    prompt = "\n".join(m.content for m in request.messages)
-    assert "agent/program.diff" in prompt and "+72.5" in prompt
-    assert '"reward": 1.0' in prompt and '"classification": "ok"' in prompt
-    assert "agent/transcript.md" in prompt and "agent/tests.log" in prompt
-    assert '"input_tokens": 280' in prompt
+        results = tmp_path / "audit" / "agent_results"
+        (run,) = records(results / "agent_runs.jsonl")
+        assert run["task_id"] == "grade-mean" and run["classification"] == "ok", run
+        # the agent's files landed in /app and the task's own tests scored them
+        assert run["files_produced"] == ["output.txt", "result.json"]
+        assert run["reward"] == 1.0 and run["passed"] and run["tests"]["returncode"] == 0
+        # token usage as the gateway counted it: 70 input tokens per model call
+        assert run["usage"]["input_tokens"] == 70 * run["model_calls"] == 280
+        assert run["usage"] == run["cli_usage"]
+        folder = results / "grade-mean"
+        diff = (folder / "program.diff").read_text()
+        assert "+++ b/output.txt\n@@ -0,0 +1 @@\n+72.5\n" in diff
+        assert '+{"mean": 72.5}' in diff and "grades.csv" not in diff  # unchanged: no hunk
+        log = (folder / "tests.log").read_text()
+        assert "PASS" in log and "reward: 1 (from /logs/verifier/reward.txt)" in log
+        transcript = (folder / "transcript.md").read_text()
+        assert "1. Bash [read]" in transcript and "cat /app/grades.csv" in transcript
+        assert re.search(r"memory: cgroup v[12] memory cap 4096 MiB", transcript)
+        assert agent_run_models.FINAL_TEXT in transcript
 
-    # re-running resumes: neither the agent nor the auditor runs again
-    again = AuditRun(settings, models={"scripted/auditor": auditor(seen)}).run()
-    assert again["ran"] == 0 and len(seen) == 1
-    assert len(records(results / "agent_runs.jsonl")) == 1
+        # the recorded prompt carries the agent's program, its result and the reward
+        (prompt,) = audit_prompts(tmp_path / "audit")
+        assert "agent/program.diff" in prompt and "+72.5" in prompt
+        assert '"reward": 1.0' in prompt and '"classification": "ok"' in prompt
+        assert "agent/transcript.md" in prompt and "agent/tests.log" in prompt
+        assert '"input_tokens": 280' in prompt
+        assert len(stub.chat_requests()) == 1
+
+        # re-running resumes: neither the agent nor the auditor runs again
+        again = AuditRun(settings, models={"openai/stub": model}).run()
+        assert again["ran"] == 0 and len(stub.chat_requests()) == 1
+        assert len(records(results / "agent_runs.jsonl")) == 1
 
 
 def test_codex_agent_run_writes_through_its_shell_and_is_scored(bench, tmp_path):

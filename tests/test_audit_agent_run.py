@@ -314,3 +314,9 @@ def test_toolloop_agent_sees_app_paths_in_the_task_root(tmp_path):
     summary = (out / "grade-mean" / "transcript.md").read_text()
     assert "ana,81" in summary  # read_file found /app/grades.csv
     assert "/app ls: cannot access '/tests'" in summary and "'/solution'" in summary
+    shutil.copytree(EXAMPLES / "grade-mean", bench / "blobs")
+    clash = run_cli(
+        ["audit", "agent-run", str(bench), "--agent", "codex:gwsolve/x", "-o", str(tmp_path / "x")]
+    )
+    assert clash.returncode != 0 and "task id 'blobs' collides with a run directory" in clash.stderr
+    assert "Traceback" not in clash.stderr

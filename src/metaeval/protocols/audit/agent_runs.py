@@ -132,7 +132,8 @@ class AgentRuns:
 
         for task_dir in self.task_dirs:  # a name that would shadow the run's bookkeeping
             first = self.task_id(task_dir).split("/", 1)[0]
-            if first in ("blobs", "manifest.json", WORK_DIR) or first.endswith(".jsonl"):
+            reserved = ("blobs", "manifest.json", "summary.json", ".lock", WORK_DIR)
+            if first in reserved or first.endswith(".jsonl"):
                 raise ConfigError(
                     f"task id '{self.task_id(task_dir)}' collides with a run directory file; "
                     "rename the task or use --task to leave it out",
@@ -183,7 +184,8 @@ class AgentRuns:
             executor.run(jobs, record)
             run.flush()
             latest = run.latest_records(RECORDS, ("task_id",))
-            summary = summarize(list(latest.values()))
+            wanted = {(self.task_id(d),) for d in self.task_dirs}
+            summary = summarize([r for key, r in latest.items() if key in wanted])
             summary.update(skipped_completed=len(done), ran=len(jobs))
             run.write_summary(summary)
             return summary

@@ -180,3 +180,31 @@ def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
         False,
         "not writable; agent CLIs bounded by time only",
     )
+
+
+def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
+    from metaeval.agents.cli import CLI_ADAPTERS
+    from metaeval.agents.cli.base import _memory_outcome
+    from metaeval.agents.types import AgentResult
+    from metaeval.sandbox.process import ExecResult
+
+    adapter = CLI_ADAPTERS["claude-code"]()
+    adapter.memory_cgroup_mb = 128
+    run = AgentResult(status="timeout", error="claude-code timed out after 60s")
+    pressed = ExecResult(
+        returncode=None,
+        timed_out=True,
+        memory_note="cgroup v1 memory cap 128 MiB",
+        memory_cap_hits=7,
+    )
+    out = _memory_outcome(run, pressed, adapter)
+    assert out.status == "timeout" and out.error == (
+        "claude-code timed out after 60s (it reached its memory cap (128 MiB) 7 times: "
+        "it may have been starved of memory)"
+    )
+    assert [e.text for e in out.transcript] == [
+        "memory: cgroup v1 memory cap 128 MiB",
+        "memory: it reached its memory cap (128 MiB) 7 times",
+    ]
+    calm = _memory_outcome(run, pressed.model_copy(update={"memory_cap_hits": 0}), adapter)
+    assert calm.error == "claude-code timed out after 60s"

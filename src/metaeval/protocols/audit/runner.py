@@ -183,6 +183,23 @@ class AuditRun:
             **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
         }
 
+    def _agent_runs(self) -> dict[str, Any]:
+        """Run the settings' agent on the audited tasks into RUN_DIR/agent_results (resumes)."""
+        from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+
+        s = self.settings
+        assert s.agent is not None and s.agent_results is not None
+        tasks = [d.relative_to(s.bench_dir).as_posix() for d in self.task_dirs]
+        settings = AgentRunSettings(
+            bench_dir=s.bench_dir,
+            out_dir=s.agent_results,
+            agent=s.agent,
+            task_filter=tasks,
+            progress=s.progress,
+            new_layer=s.new_layer,
+        )
+        return AgentRuns(settings).run()
+
     def load(self, task_dir: Path) -> LoadedTask:
         return load_task(
             task_dir,
@@ -254,23 +271,6 @@ class AuditRun:
             return summary
         finally:
             run.close()
-
-    def _agent_runs(self) -> dict[str, Any]:
-        """Run the settings' agent on the audited tasks into RUN_DIR/agent_results (resumes)."""
-        from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
-
-        s = self.settings
-        assert s.agent is not None and s.agent_results is not None
-        tasks = [d.relative_to(s.bench_dir).as_posix() for d in self.task_dirs]
-        settings = AgentRunSettings(
-            bench_dir=s.bench_dir,
-            out_dir=s.agent_results,
-            agent=s.agent,
-            task_filter=tasks,
-            progress=s.progress,
-            new_layer=s.new_layer,
-        )
-        return AgentRuns(settings).run()
 
     def _audits(self, source: str, task_id: str) -> bool:
         """Whether `source` audits this task (the static source audits every task)."""

@@ -198,10 +198,24 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
         checks.append(("llama.cpp build", False, f"{exc}; install with {hint}"))
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
     checks.append(_mini_check())
+    checks.append(_cgroup_check())
     from metaeval.gateway.cli import agent_cli_checks
 
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
+
+
+def _cgroup_check() -> tuple[str, bool, str]:
+    """Whether agent CLIs get a cgroup memory cap here, or are bounded by time only."""
+    from metaeval.sandbox.cgroup import MemoryCgroup, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        return ("memory cgroup (optional)", False, f"{reason}; agent CLIs bounded by time only")
+    group = MemoryCgroup.create(64)
+    version, parent = group.version, group.path.parent
+    group.close()
+    return ("memory cgroup (optional)", True, f"v{version} under {parent} (agent CLIs capped)")
 
 
 def _mini_check() -> tuple[str, bool, str]:

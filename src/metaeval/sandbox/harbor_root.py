@@ -165,12 +165,14 @@ def build_harbor_root_argv(
     solution_dir: Path | None = None,
     network: bool = False,
     extra_ro_binds: Sequence[tuple[Path, str]] = (),
+    extra_rw_binds: Sequence[tuple[Path, str]] = (),
 ) -> list[str]:
     """The bwrap prefix for a container-like root; append the command argv.
 
     `app_dir` is bound writable at /app (the working directory), `logs_dir` writable at
     /logs/verifier; `tests_dir` / `solution_dir`, when given, read-only at /tests and
-    /solution. `extra_ro_binds` adds (host path, sandbox path) pairs read-only. All
+    /solution. `extra_ro_binds` adds (host path, sandbox path) pairs read-only,
+    `extra_rw_binds` writable (an agent CLI's private home, its gateway socket). All
     namespaces are unshared (network too unless `network`), the sandbox dies with its
     parent and runs in a new session. The result ends with `--`.
     """
@@ -181,6 +183,7 @@ def build_harbor_root_argv(
         mounts.append(Mount(_real(solution_dir), SOLUTION_DIR))
     mounts.append(Mount(_real(logs_dir), VERIFIER_LOGS_DIR, writable=True))
     mounts += [Mount(_real(host), inside) for host, inside in extra_ro_binds]
+    mounts += [Mount(_real(host), inside, writable=True) for host, inside in extra_rw_binds]
     prefixes = task_python_prefixes()
     spec = SandboxSpec(
         mounts=mounts,
@@ -207,6 +210,7 @@ def run_harbor_phase(
     mounts: Sequence[str] = ("tests", "solution"),
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     env: dict[str, str] | None = None,
+    memory_cgroup_mb: int | None = None,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
@@ -247,6 +251,7 @@ def run_harbor_phase(
             timeout_s=timeout_s,
             memory_mb=clamp_memory_mb(memory_mb),
             sandboxed=True,
+            memory_cgroup_mb=memory_cgroup_mb,
         )
     finally:
         remove_tree(staging)

@@ -17,6 +17,12 @@ argv built here, from a `SandboxSpec`:
   where bubblewrap can make one; otherwise the host uid (reported by `unprivileged_uid`).
 - **Processes.** Private PID, IPC and UTS namespaces; the sandbox dies with its parent and
   runs in a new session (no terminal injection).
+- **Memory.** Python and native tools: an address-space limit (RLIMIT_AS, `memory_mb`).
+  JIT/Wasm runtimes (node: Claude Code, Codex's launcher, Gemini CLI) reserve far more
+  address space than they use and die under it, so they get a cgroup cap on real memory
+  instead (`memory_cgroup_mb`, `cgroup.py`: v1 or v2, a child of metaeval's own cgroup,
+  removed after the run); where cgroups are not writable they are bounded by time only,
+  and the run records that.
 - **Environment.** Built from scratch: a fixed PATH, `HOME`, locale and terminal variables,
   and what the spec declares. Host variables are never inherited wholesale; a credential
   reaches a sandboxed process only when the caller names it.

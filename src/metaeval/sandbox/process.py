@@ -25,6 +25,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from metaeval.sandbox.cgroup import MemoryCgroup
+
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 """Per-stream output cap (stdout and stderr each)."""
 
@@ -59,12 +61,21 @@ class ExecResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    # Set when a memory cgroup capped the run and the kernel's OOM killer ended a process in it.
+    oom_killed: bool = False
+    # How memory was bounded when a cgroup cap was asked for: "cgroup v1, 4096 MiB", or why
+    # none could be made ("no memory cgroup: ...; bounded by time only").
+    memory_note: str | None = None
+    # How often the cgroup's usage reached the cap (memory pressure, with or without a kill).
+    memory_cap_hits: int = 0
 
     def describe(self, command: str, cap: Callable[[str], str] | None = None) -> str:
         """A log transcript: `$ command   [status, duration]`, then stdout and stderr
         (each passed through `cap` when given, e.g. to shorten it)."""
         if self.timed_out:
             status = "timed out"
+        elif self.oom_killed:
+            status = f"out of memory, exit {self.returncode}"
         elif self.returncode is None:
             status = "did not run"
         else:
@@ -128,6 +139,34 @@ def _memory_limiter(memory_mb: int | None) -> Callable[[], None] | None:
         return None
     limit = int(memory_mb) * 1024 * 1024
     return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
+
+
+def _chain(*hooks: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One preexec_fn running the given ones in order (None when there are none)."""
+    present = [hook for hook in hooks if hook is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+
+    def run_all() -> None:
+        for hook in present:
+            hook()
+
+    return run_all
+
+
+def _open_cgroup(memory_cgroup_mb: int | None) -> tuple[MemoryCgroup | None, str | None]:
+    """(cgroup, note) for a run asking for a cgroup memory cap; the note says how memory was
+    bounded, or why it was bounded by time only."""
+    if memory_cgroup_mb is None:
+        return None, None
+    try:
+        group = MemoryCgroup.create(memory_cgroup_mb)
+    except OSError as exc:
+        why = str(exc) or type(exc).__name__
+        return None, f"no memory cgroup ({why}); bounded by time only"
+    return group, f"cgroup v{group.version} memory cap {memory_cgroup_mb} MiB"
 
 
 def group_alive(pgid: int) -> bool:
@@ -215,15 +254,47 @@ def run_process(
     stdin: str | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     sandboxed: bool = False,
+    memory_cgroup_mb: int | None = None,
 ) -> ExecResult:
     """Run `argv` as a new session, kill its whole group on timeout, and capture output.
 
     Never blocks much past `timeout_s`: after the kill it waits at most KILL_REAP_S.
     Processes left in the group after the main process exits are killed too, so nothing
     outlives the call. An argv that cannot be started gives returncode 127.
+
+    `memory_mb` sets RLIMIT_AS (address space: unsuitable for JIT/Wasm runtimes);
+    `memory_cgroup_mb` caps real memory with a cgroup (`metaeval.sandbox.cgroup`), and a
+    process the kernel's OOM killer ends there sets `oom_killed`. Where no cgroup can be
+    made, the run is bounded by time only and `memory_note` says why.
     """
+    group, note = _open_cgroup(memory_cgroup_mb)
+    update: dict[str, object] = {"memory_note": note} if note else {}
+    try:
+        result = _run(
+            argv, cwd, env, timeout_s, memory_mb, stdin, max_output_bytes, sandboxed, group
+        )
+    finally:
+        if group is not None:
+            update["oom_killed"] = group.oom_kills() > 0
+            update["memory_cap_hits"] = group.limit_hits()
+            group.close()  # kills stragglers (also after a timeout) and removes the cgroup
+    return result.model_copy(update=update) if update else result
+
+
+def _run(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    memory_mb: int | None,
+    stdin: str | None,
+    max_output_bytes: int,
+    sandboxed: bool,
+    group: MemoryCgroup | None,
+) -> ExecResult:
     start = time.monotonic()
     out, err = _CappedBuffer(max_output_bytes), _CappedBuffer(max_output_bytes)
+    join = group.join_hook() if group is not None else None
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -233,7 +304,7 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_memory_limiter(memory_mb),
+            preexec_fn=_chain(_memory_limiter(memory_mb), join),
             close_fds=True,
         )
     except OSError as exc:

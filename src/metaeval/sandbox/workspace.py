@@ -189,6 +189,7 @@ class Workspace:
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         extra_ro_binds: Sequence[Path] = (),
         extra_rw_binds: Sequence[Path] = (),
+        memory_cgroup_mb: int | None = None,
     ) -> ExecResult:
         """Run `command` with the workspace as working directory, sandboxed when possible.
 
@@ -198,6 +199,7 @@ class Workspace:
         Everything the command started is killed when it returns or times out.
         `extra_ro_binds` / `extra_rw_binds` expose more host directories (e.g. an agent CLI's
         install directory, or a private writable HOME) at their own paths.
+        `memory_cgroup_mb` caps real memory by cgroup (see `run_process`).
         """
         return exec_in(
             self.path,
@@ -211,6 +213,7 @@ class Workspace:
             max_output_bytes=max_output_bytes,
             extra_ro_binds=extra_ro_binds,
             extra_rw_binds=extra_rw_binds,
+            memory_cgroup_mb=memory_cgroup_mb,
         )
 
     def remove(self) -> None:
@@ -244,6 +247,7 @@ def exec_in(
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     extra_ro_binds: Sequence[Path] = (),
     extra_rw_binds: Sequence[Path] = (),
+    memory_cgroup_mb: int | None = None,
 ) -> ExecResult:
     """Run `command` in `directory` through bwrap when usable, else as a plain subprocess."""
     directory = Path(directory).resolve()
@@ -267,6 +271,7 @@ def exec_in(
         stdin=stdin,
         max_output_bytes=max_output_bytes,
         sandboxed=sandboxed,
+        memory_cgroup_mb=memory_cgroup_mb,
     )
 
 

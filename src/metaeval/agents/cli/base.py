@@ -58,6 +58,9 @@ if TYPE_CHECKING:
     from metaeval.sandbox.workspace import Workspace
 
 MAX_ERROR_SNIPPET = 200
+DEFAULT_CLI_MEMORY_MB = 4096
+"""Default cgroup memory cap of a CLI run: Claude Code ran at 4 GiB of address space, and
+its resident memory stays far below."""
 
 
 class ParsedStream(BaseModel):
@@ -489,8 +492,11 @@ class CLIAdapter:
     # Host variables the CLI needs to reach its provider; only these cross into the sandbox.
     credential_env: ClassVar[tuple[str, ...]] = ()
     # Address-space limit. None for JIT/Wasm runtimes (node, bun), which reserve far more
-    # virtual memory than they use: they are bounded by the time limit instead.
+    # virtual memory than they use: they are bounded by the cgroup cap below instead.
     memory_mb: ClassVar[int | None] = None
+    # Real-memory cap by cgroup (resident memory of the whole sandboxed tree); where no
+    # cgroup can be made the run is bounded by time only and the transcript says so.
+    memory_cgroup_mb: int | None = DEFAULT_CLI_MEMORY_MB
     # Variables that switch off the CLI's telemetry, update checks and other phoning home.
     quiet_env: ClassVar[dict[str, str]] = {}
     # The model name the CLI sends when it runs on a gateway (any name; the gateway answers).
@@ -624,6 +630,7 @@ class CLIAdapter:
                 argv,
                 timeout_s=limits.time_limit_s,
                 memory_mb=self.memory_mb,
+                memory_cgroup_mb=self.memory_cgroup_mb,
                 network=network,
                 env=env,
                 extra_ro_binds=ro_binds,
@@ -638,6 +645,7 @@ class CLIAdapter:
             produced = sorted(after - before - self.own_files(task, workspace))
             self.cleanup(task, workspace)
             out = self._result(parsed, produced, timed_out, returncode, stderr, limits, started)
+            out = _memory_outcome(out, result, self)
             if link is not None:
                 out = _settle_with_gateway(out, link, self)
             return out
@@ -697,6 +705,33 @@ class CLIAdapter:
             wall_clock_s=time.monotonic() - started,
             transcript=parsed.transcript,
         )
+
+
+def _memory_outcome(out: AgentResult, result: Any, adapter: CLIAdapter) -> AgentResult:
+    """Note how memory was bounded; a run the cgroup's OOM killer ended is an error with
+    stop reason ``out_of_memory`` (the CLI's own failure, not the harness's)."""
+    note = getattr(result, "memory_note", None)
+    transcript = list(out.transcript)
+    if note:
+        transcript.append(TranscriptEvent(type="info", text=f"memory: {note}"))
+    update: dict[str, Any] = {"transcript": transcript}
+    hits = getattr(result, "memory_cap_hits", 0) or 0
+    if hits and not getattr(result, "oom_killed", False):
+        pressure = f"it reached its memory cap ({adapter.memory_cgroup_mb} MiB) {hits} times"
+        transcript.append(TranscriptEvent(type="info", text=f"memory: {pressure}"))
+        if out.status == "timeout":  # reclaim near the cap can stall a run until its deadline
+            update["error"] = f"{out.error} ({pressure}: it may have been starved of memory)"
+    if getattr(result, "oom_killed", False):
+        update.update(
+            status="error",
+            stop_reason="out_of_memory",
+            infra_error=False,
+            error=(
+                f"{adapter.name} was killed for using more than its memory cap "
+                f"({adapter.memory_cgroup_mb} MiB, cgroup)"
+            ),
+        )
+    return out.model_copy(update=update)
 
 
 def delivered_results(records: list[dict[str, Any]]) -> dict[str, str]:

@@ -32,7 +32,16 @@ def run_cmd(
     ] = False,
     tier: Annotated[str, typer.Option(help="minimal | definition | execution")] = "definition",
     agent_results: Annotated[
-        Path | None, typer.Option(help="Agent results per task (execution tier).")
+        Path | None,
+        typer.Option(help="Agent results per task (execution tier), e.g. an agent-run's -o DIR."),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Execution tier: run this agent on every task first (as `audit agent-run`, "
+            "into RUN_DIR/agent_results) and audit with its results, e.g. "
+            "claude-code:local/smollm2."
+        ),
     ] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Run directory.")] = None,
     task: Annotated[
@@ -87,6 +96,7 @@ def run_cmd(
             static_only=static_only,
             tier=tier,  # type: ignore[arg-type]
             agent_results=agent_results,
+            agent=agent,
             task_filter=list(task or []),
             concurrency=concurrency or default_concurrency(static_only),
             max_tokens=max_tokens,
@@ -104,6 +114,74 @@ def run_cmd(
         f"audit failures {len(summary['audit_failures'])}, infra errors {summary['infra_errors']}"
     )
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+
+
+@audit_app.command("agent-run")
+def agent_run_cmd(
+    bench_dir: Annotated[Path, typer.Argument(help="Benchmark root (Harbor task directories).")],
+    agent: Annotated[
+        str,
+        typer.Option(
+            help="The agent: CLI:MODEL (claude-code:local/smollm2, codex:replay/FILE, "
+            "mini-swe-agent:openai/gpt-4.1-mini), a CLI with its own model, or toolloop."
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Results directory (give it to --agent-results)."),
+    ] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="Only these task ids.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight at once.")] = 1,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="Seconds per agent run (default: the agent timeout_sec of task.toml, else 600).",
+        ),
+    ] = None,
+    max_steps: Annotated[int, typer.Option(min=1, help="Agent turns per task.")] = 30,
+    memory_mb: Annotated[
+        int | None,
+        typer.Option(min=64, help="cgroup memory cap of a CLI agent in MiB (default 4096)."),
+    ] = None,
+    model_arg: ModelArgs = None,
+    model_base_url: ModelBaseUrl = None,
+    model_timeout: ModelTimeout = None,
+    max_connections: MaxConnections = None,
+    new_layer: Annotated[str | None, typer.Option(help="Start a new evidence layer.")] = None,
+) -> None:
+    """Run an agent on every task in its sandbox, score it with the task's tests, and write
+    the agent results the execution tier reads; re-running resumes."""
+    from metaeval.cli_options import apply_model_options
+    from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+
+    apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
+    run_dir = output or Path("runs") / f"agent-{bench_dir.resolve().name}"
+    summary = AgentRuns(
+        AgentRunSettings(
+            bench_dir=bench_dir,
+            out_dir=run_dir,
+            agent=agent,
+            task_filter=list(task or []),
+            concurrency=concurrency,
+            time_limit_s=time_limit,
+            max_steps=max_steps,
+            memory_cgroup_mb=memory_mb,
+            new_layer=new_layer,
+        )
+    ).run()
+    if summary["skipped_completed"]:
+        out.print(f"resumed: {summary['skipped_completed']} finished agent run(s) reused")
+    classes = ", ".join(f"{k} {v}" for k, v in summary["classifications"].items())
+    out.print(
+        f"{summary['tasks']} tasks: {summary['passed']} passed their tests "
+        f"(mean reward {summary['mean_reward']}); runs: {classes}; "
+        f"infra errors {summary['infra_errors']}"
+    )
+    out.print(
+        f"agent results: {run_dir} (metaeval audit run {bench_dir} --tier execution "
+        f"--agent-results {run_dir})"
+    )
 
 
 @audit_app.command("score")

@@ -16,7 +16,7 @@ import hashlib
 import os
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ class AuditSettings:
     static_only: bool = False
     tier: InputTier = "definition"
     agent_results: Path | None = None
+    agent: str | None = None  # execution tier: run this agent first (see agent_runs.py)
     task_filter: list[str] = field(default_factory=list)
     concurrency: int = 1
     max_tokens: int = 2048
@@ -66,6 +67,10 @@ class AuditSettings:
 
     def protocol_name(self) -> str:
         return "execution" if self.tier == "execution" else "definition"
+
+
+AGENT_RESULTS_SUBDIR = "agent_results"
+"""Where `--agent` puts its agent-run inside the audit run directory."""
 
 
 def default_concurrency(static_only: bool) -> int:
@@ -116,8 +121,16 @@ def _validate(settings: AuditSettings) -> None:
         raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
     if not settings.static_only and not settings.models:
         raise ConfigError("give at least one --model, or --static-only", field="model")
+    if settings.agent is not None:
+        if settings.tier != "execution":
+            raise ConfigError("--agent needs --tier execution", field="agent")
+        if settings.agent_results is not None:
+            raise ConfigError("give --agent or --agent-results, not both", field="agent")
+        return
     if settings.tier == "execution" and settings.agent_results is None:
-        raise ConfigError("--tier execution needs --agent-results DIR", field="agent_results")
+        raise ConfigError(
+            "--tier execution needs --agent-results DIR or --agent SPEC", field="agent_results"
+        )
     if settings.agent_results is not None and not settings.agent_results.is_dir():
         raise ConfigError("agent results directory not found", file=str(settings.agent_results))
 
@@ -147,6 +160,8 @@ class AuditRun:
     def __init__(self, settings: AuditSettings, models: dict[str, Model] | None = None):
         """`models` (name -> instance) overrides the registry, e.g. for models built with options."""
         _validate(settings)
+        if settings.agent is not None:  # the agent-run goes inside the audit's run directory
+            settings = replace(settings, agent_results=settings.run_dir / AGENT_RESULTS_SUBDIR)
         self.settings = settings
         self.task_dirs, self.skipped = _plan_tasks(settings)
         ids = {d.relative_to(settings.bench_dir).as_posix() for d in self.task_dirs}
@@ -172,6 +187,7 @@ class AuditRun:
             "static_only": s.static_only,
             "tier": s.tier,
             "agent_results": str(s.agent_results) if s.agent_results else None,
+            **({"agent": s.agent} if s.agent is not None else {}),
             "tasks": [str(d.relative_to(s.bench_dir).as_posix()) for d in self.task_dirs],
             "max_tokens": s.max_tokens,
             "execution_checks": s.execution_checks,
@@ -179,6 +195,23 @@ class AuditRun:
             "concurrency": s.concurrency,
             **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
         }
+
+    def _agent_runs(self) -> dict[str, Any]:
+        """Run the settings' agent on the audited tasks into RUN_DIR/agent_results (resumes)."""
+        from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+
+        s = self.settings
+        assert s.agent is not None and s.agent_results is not None
+        tasks = [d.relative_to(s.bench_dir).as_posix() for d in self.task_dirs]
+        settings = AgentRunSettings(
+            bench_dir=s.bench_dir,
+            out_dir=s.agent_results,
+            agent=s.agent,
+            task_filter=tasks,
+            progress=s.progress,
+            new_layer=s.new_layer,
+        )
+        return AgentRuns(settings).run()
 
     def load(self, task_dir: Path) -> LoadedTask:
         return load_task(
@@ -209,6 +242,8 @@ class AuditRun:
             new_layer=self.settings.new_layer,
         )
         try:
+            if self.settings.agent is not None:
+                self._agent_runs()
             done = run.completed_cells(CELLS, ("task_id", "source"))
             sources = [STATIC_SOURCE] + ([] if self.settings.static_only else list(self.models))
             jobs = []

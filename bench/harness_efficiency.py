@@ -104,13 +104,18 @@ def write_bench(root: Path, n: int) -> Path:
 
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, float]:
     """(start epoch, wall s, peak RSS MiB, CPU s) of one child process; raises on failure."""
-    started_epoch = time.time()
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    err = proc.stderr.read().decode() if proc.stderr else ""
+    # output goes to files, not pipes: a run prints a line per job, and a full pipe nobody
+    # reads until the end would stall it
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        started_epoch = time.time()
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out_file, stderr=err_file)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        out_file.seek(0)
+        err_file.seek(0)
+        out = out_file.read().decode(errors="replace")
+        err = err_file.read().decode(errors="replace")
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[:4]} exited {proc.returncode}:\n{out[-2000:]}\n{err[-2000:]}")

@@ -1,6 +1,7 @@
 """Group commit: one writer thread makes appended records durable, one fsync per file per round.
 
-Callers hand over already-encoded lines and get a `concurrent.futures.Future` that completes
+Callers hand over encoded lines (or functions that encode them, run in the writer thread
+so that a caller on an event loop does not spend its time serialising and scrubbing) and get a `concurrent.futures.Future` that completes
 once their lines are on disk (written with one `os.write` each and fsynced). While the thread
 is busy with one round, new commits queue up; the next round takes all of them, writes them,
 and fsyncs each touched file once. So one fsync covers every record appended since the last,
@@ -27,7 +28,7 @@ class LineSink(Protocol):
     def _fsync(self) -> None: ...
 
 
-Stage = Sequence[tuple[LineSink, bytes]]
+Stage = Sequence[tuple[LineSink, "bytes | Callable[[], bytes]"]]
 
 
 class _Commit:
@@ -119,7 +120,7 @@ class GroupCommitter:
                     continue
                 for sink, data in commit.stages[k]:
                     try:
-                        sink._write_line(data)
+                        sink._write_line(data() if callable(data) else data)
                     except BaseException as exc:  # noqa: BLE001 - reported through the future
                         failed[index] = exc
                         break

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -350,11 +351,15 @@ class RunDir:
         durable. Each stage is a list of (record file name, record); every record of a stage
         is on disk before any record of the next stage is written (e.g. a cell's findings
         before the cell record that makes them count)."""
-        encoded = [
-            [(self.records(name), self.records(name).encode(record)) for name, record in stage]
+        # encoded (stamped, scrubbed, serialised) in the writer thread, from a shallow copy
+        lazy = [
+            [
+                (self.records(name), functools.partial(self.records(name).encode, dict(record)))
+                for name, record in stage
+            ]
             for stage in stages
         ]
-        return self._committer.submit(encoded)
+        return self._committer.submit(lazy)
 
     def flush(self) -> None:
         """Wait until every record appended or submitted so far is on disk."""

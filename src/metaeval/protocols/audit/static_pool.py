@@ -7,6 +7,7 @@ parsers it hands to its workers: the workers (forked from a server that imported
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -45,9 +46,12 @@ class StaticPool:
         self.checks = {"hints": hints, "execution_checks": execution_checks, "sandbox": sandbox}
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the static worker pool is closed")
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload([WORKER_MODULE])
@@ -55,10 +59,16 @@ class StaticPool:
             return self._pool
 
     def start(self) -> None:
-        """Start the worker processes now (each imports the checks once) without waiting."""
-        pool = self._executor()
-        for _ in range(self.workers):
-            pool.submit(ready)
+        """Start the worker processes now, in the background: starting the fork server
+        (which imports the checks once) takes a few hundred ms the caller need not wait."""
+
+        def spawn() -> None:
+            with contextlib.suppress(RuntimeError):  # closed before it started: nothing to do
+                pool = self._executor()
+                for _ in range(self.workers):
+                    pool.submit(ready)
+
+        threading.Thread(target=spawn, name="static-pool-start", daemon=True).start()
 
     def run(self, task_dir: Path, base: dict[str, Any]) -> Cell:
         """The static cell of `task_dir`, computed in a worker process."""
@@ -77,5 +87,6 @@ class StaticPool:
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            self._closed = True
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
-from metaeval.protocols.audit.execution_checks import read_reward
 from metaeval.protocols.improve import bfcl
 from metaeval.protocols.improve.bfcl import (
     CheckResult,
@@ -31,6 +30,7 @@ from metaeval.protocols.improve.bfcl import (
 )
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
+from metaeval.tasks.reward import read_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 FC_SUITE = ROOT / "examples" / "improve-suites" / "function-calling"

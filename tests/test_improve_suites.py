@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit.execution_checks import read_reward
 from metaeval.protocols.improve.suites import (
     SuiteConfig,
     load_suite_config,
@@ -25,6 +24,7 @@ from metaeval.protocols.improve.suites import (
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
 from metaeval.tasks.harbor import discover_tasks
+from metaeval.tasks.reward import read_reward
 
 SUITES = Path(__file__).resolve().parents[1] / "examples" / "improve-suites"
 SUITE_NAMES = ("terminal", "function-calling")

@@ -54,6 +54,7 @@ from metaeval.sandbox.policy import (
     running_python_prefixes,
 )
 from metaeval.sandbox.process import ExecResult, run_process
+from metaeval.tasks.limits import DEFAULT_MEMORY_MB
 from metaeval.tasks.safe_files import copy_tree, remove_tree
 from metaeval.tasks.toml_schema import MAX_MEMORY_MB
 
@@ -67,7 +68,6 @@ HOST_SYSTEM_DIRS = SYSTEM_DIRS
 BARE_PYTHON_ENV = "METAEVAL_BARE_PYTHON_DIR"  # where the stdlib-only venvs are cached
 
 log = logging.getLogger(__name__)
-DEFAULT_MEMORY_MB = 2048
 DOCKER_BUILD_FILES = frozenset(
     {"Dockerfile", "docker-compose.yaml", "docker-compose.yml", ".dockerignore"}
 )

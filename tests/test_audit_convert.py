@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit.convert import convert_tb1_benchmark, convert_tb1_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.harbor_root import run_harbor_phase
 from metaeval.tasks.harbor import load_task
+from metaeval.tasks.sources.terminal_bench import convert_tb1_benchmark, convert_tb1_task
 
 INSTRUCTION = (
     "Create a file named hello.txt in the working directory.\n"

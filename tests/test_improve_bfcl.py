@@ -1,7 +1,7 @@
 """BFCL-style AST checker, the standalone checker copies, the task writer and the loader.
 
 Every expected verdict below is worked out by hand from the checker rules in the
-metaeval.protocols.improve.bfcl docstring.
+metaeval.tasks.sources.bfcl docstring.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
-from metaeval.protocols.improve import bfcl
-from metaeval.protocols.improve.bfcl import (
+from metaeval.sandbox import bwrap as bwrap_mod
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
+from metaeval.tasks.reward import read_reward
+from metaeval.tasks.sources import bfcl
+from metaeval.tasks.sources.bfcl import (
     CheckResult,
     bfcl_data_dir,
     canonical_calls,
@@ -28,9 +31,6 @@ from metaeval.protocols.improve.bfcl import (
     render_checker,
     write_function_task,
 )
-from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
-from metaeval.tasks.reward import read_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 FC_SUITE = ROOT / "examples" / "improve-suites" / "function-calling"
@@ -306,7 +306,7 @@ def test_cli_and_standalone_checker_agree(
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     args = [str(result), str(answer), str(functions)]
     for argv in (
-        [sys.executable, "-m", "metaeval.protocols.improve.bfcl", "check", *args],
+        [sys.executable, "-m", "metaeval.tasks.sources.bfcl", "check", *args],
         [sys.executable, str(checker), *args],
     ):
         run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
@@ -338,7 +338,7 @@ def test_rendered_checker_is_stdlib_only_and_compiles() -> None:
     imports = {line.split()[1] for line in source.splitlines() if line.startswith("import ")}
     assert imports == {"json", "re", "sys"}
     assert not any(line.startswith("from ") for line in source.splitlines())
-    assert "metaeval" not in source.replace("metaeval.protocols.improve.bfcl.render_checker", "")
+    assert "metaeval" not in source.replace("metaeval.tasks.sources.bfcl.render_checker", "")
 
 
 # --------------------------------------------------------------------------- bundled tasks

@@ -17,8 +17,10 @@ import pytest
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
-from metaeval.tasks.reward import read_reward
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.harbor import load_task
+from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.sources import bfcl
 from metaeval.tasks.sources.bfcl import (
     CheckResult,
@@ -31,6 +33,7 @@ from metaeval.tasks.sources.bfcl import (
     render_checker,
     write_function_task,
 )
+from metaeval.tasks.trial import ORACLE, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 FC_SUITE = ROOT / "examples" / "improve-suites" / "function-calling"
@@ -553,18 +556,20 @@ def test_loaded_tasks_run_in_the_sandbox(
             pytest.fail(f"METAEVAL_REQUIRE_BWRAP=1 but {reason}")
         pytest.skip(reason)
     for task in load_bfcl_tasks(tmp_path / "out", "simple", data_dir=bfcl_data):
+        limits = trial_limits(load_task(task, bench_root=task.parent).config)
         for solve in (True, False):
             scratch = tmp_path / "runs" / f"{task.name}-{solve}"
-            work, logs = scratch / "app", scratch / "logs"
-            shutil.copytree(task / "environment", work)
-            logs.mkdir()
+            scratch.mkdir(parents=True)
+            trial = run_trial(
+                task,
+                BwrapBackend(),
+                limits=limits,
+                scratch=scratch,
+                solve=ORACLE if solve else None,
+            )
             if solve:
-                run = run_harbor_phase(
-                    task, work, logs, "bash /solution/solve.sh", 60, False, mounts=("solution",)
-                )
-                assert run.ok, run.stderr
-            run_harbor_phase(task, work, logs, "bash /tests/test.sh", 60, False, mounts=("tests",))
-            assert read_reward(logs)[0] == (1.0 if solve else 0.0), (task.name, solve)
+                assert trial.solve is not None and trial.solve.ok, trial.log
+            assert trial.reward == (1.0 if solve else 0.0), (task.name, solve, trial.log)
 
 
 def test_sync_checkers_rewrites_stale_copies(tmp_path: Path) -> None:

@@ -26,11 +26,13 @@ from metaeval.tasks.harbor import Hints, load_task
 from test_improve_evaluate import ScriptedClient
 
 # What a phase prints: its address-space limit (KiB, `ulimit -v`), its cgroup memory limit
-# (bytes, cgroup v1 or v2), its CPU quota and the network interfaces it can see.
+# (bytes, cgroup v1 or v2), the CPUs it may run on, its CPU quota and the network interfaces
+# it can see.
 PROBE = r"""
 echo "{name}-as-kb=$(ulimit -v)"
 echo "{name}-cgroup-bytes=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null \
   || cat /sys/fs/cgroup/memory.max 2>/dev/null || echo none)"
+echo "{name}-nproc=$(nproc)"
 echo "{name}-cpu-quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null \
   || cut -d' ' -f1 /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)"
 echo "{name}-interfaces=$(python3 -c \
@@ -140,6 +142,14 @@ def test_audit_container_trial_sees_the_declared_memory_and_cpus(podman, tmp_pat
     for log, phase in ((result.oracle.log, "solve"), (result.null_agent.log, "verifier")):
         assert seen(log, f"{phase}-cgroup-bytes") == "536870912"  # 512 MiB
         assert seen(log, f"{phase}-cpu-quota") == "100000"  # one CPU of a 100 ms period
+
+
+@pytest.mark.bwrap
+def test_audit_bwrap_trial_runs_on_the_declared_cpus(sandboxed: None, tmp_path: Path) -> None:
+    assert len(os.sched_getaffinity(0)) >= 2, "one CPU here: a limit of 1 shows nothing"
+    result = audit(write_task(tmp_path / "cpu", "\n[environment]\ncpus = 1\n"))
+    assert seen(result.oracle.log, "solve-nproc") == "1"
+    assert seen(result.null_agent.log, "verifier-nproc") == "1"
 
 
 @pytest.mark.bwrap

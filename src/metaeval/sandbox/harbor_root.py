@@ -207,12 +207,15 @@ def run_harbor_phase(
     mounts: Sequence[str] = ("tests", "solution"),
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     env: dict[str, str] | None = None,
+    cpus: int | None = None,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
     `work` (host) becomes /app and `logs` (host) /logs/verifier; both must exist. `mounts`
     chooses which of the task's `tests/` and `solution/` directories are visible, so a
     phase sees what Harbor shows it (the oracle sees /solution, the verifier /tests).
+    `memory_mb` is an address-space limit; `cpus`, when given, pins the phase to that many
+    CPUs.
     Returns a failed ExecResult (returncode None, explanation in stderr) when bubblewrap
     cannot be used.
     """
@@ -247,6 +250,7 @@ def run_harbor_phase(
             timeout_s=timeout_s,
             memory_mb=clamp_memory_mb(memory_mb),
             sandboxed=True,
+            cpus=cpus,
         )
     finally:
         remove_tree(staging)

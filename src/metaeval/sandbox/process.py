@@ -130,6 +130,24 @@ def _memory_limiter(memory_mb: int | None) -> Callable[[], None] | None:
     return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
 
 
+def _limiter(memory_mb: int | None, cpus: int | None) -> Callable[[], None] | None:
+    """A preexec_fn applying RLIMIT_AS and, with `cpus`, an affinity to the first `cpus` of
+    the CPUs this process may use (both bound in advance, nothing computed in the child)."""
+    memory = _memory_limiter(memory_mb)
+    if cpus is None:
+        return memory
+    allowed = sorted(os.sched_getaffinity(0))[: max(1, int(cpus))]
+    pin = functools.partial(os.sched_setaffinity, 0, allowed)
+    if memory is None:
+        return pin
+
+    def both() -> None:
+        memory()
+        pin()
+
+    return both
+
+
 def group_alive(pgid: int) -> bool:
     """True while any process (zombies included) remains in process group `pgid`."""
     try:
@@ -215,8 +233,12 @@ def run_process(
     stdin: str | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     sandboxed: bool = False,
+    cpus: int | None = None,
 ) -> ExecResult:
     """Run `argv` as a new session, kill its whole group on timeout, and capture output.
+
+    `memory_mb` caps the address space (RLIMIT_AS); `cpus` pins the process tree to that
+    many of the CPUs available.
 
     Never blocks much past `timeout_s`: after the kill it waits at most KILL_REAP_S.
     Processes left in the group after the main process exits are killed too, so nothing
@@ -233,7 +255,7 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_memory_limiter(memory_mb),
+            preexec_fn=_limiter(memory_mb, cpus),
             close_fds=True,
         )
     except OSError as exc:

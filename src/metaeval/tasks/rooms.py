@@ -3,7 +3,8 @@
 - `BwrapBackend`: the container-like bubblewrap root of `metaeval.sandbox.harbor_root`. /app
   is a host copy of the task's environment/ files (Docker build files left out); each
   command is its own sandbox with the phase's network, the trial's memory as an address-space
-  limit (RLIMIT_AS), and /tests or /solution only when shown. The agent phase gets a scratch
+  limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it), and /tests or /solution only
+  when shown. The agent phase gets a scratch
   directory at /logs/verifier, the verifier phase the real one.
 - `ContainerBackend`: one fresh container of the task's image per trial (`metaeval.sandbox.
   container`), with the trial's memory (a cgroup limit), CPUs and working directory; /tests
@@ -58,6 +59,7 @@ class BwrapRoom(Room):
             self.limits.phase(phase).network,
             mounts=tuple(show),
             memory_mb=self.limits.memory_mb,
+            cpus=self.limits.cpus,
         )
 
 

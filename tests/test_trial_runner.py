@@ -23,6 +23,7 @@ from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.container import find_engine, image_exists
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.harbor import Hints, load_task
+from metaeval.tasks.limits import trial_limits
 from test_improve_evaluate import ScriptedClient
 
 # What a phase prints: its address-space limit (KiB, `ulimit -v`), its cgroup memory limit
@@ -110,6 +111,43 @@ def seen(log: str, key: str) -> str:
     """The value a probe printed as `key=value` in a log (exactly one line)."""
     [value] = re.findall(rf"^{re.escape(key)}=(.*)$", log, re.MULTILINE)
     return value
+
+
+# --------------------------------------------------------------------------- reading task.toml
+
+
+@pytest.mark.parametrize(
+    ("environment", "memory_mb", "cpus"),
+    [
+        ({"memory_mb": 512, "cpus": 2}, 512, 2),
+        ({"memory_mb": 512.0, "cpus": 1.0}, 512, 1),  # Harbor's int fields take 512.0
+        ({"memory": "1.5G"}, 1536, None),  # the deprecated size string, as Harbor maps it
+        ({"memory": "300M", "memory_mb": 300}, 300, None),
+        ({"memory_mb": 512.5, "cpus": 0}, 2048, None),  # invalid: the default, no CPU limit
+        ({"memory_mb": True, "memory": "2"}, 2048, None),  # a bool, a size without a unit
+        ({"memory_mb": 2**63 - 1}, 65536, None),  # capped at 64 GiB
+        ({"memory_mb": float("inf")}, 2048, None),
+    ],
+)
+def test_memory_and_cpus_are_read_as_harbor_reads_them(
+    environment: dict, memory_mb: int, cpus: int | None
+) -> None:
+    limits = trial_limits({"environment": environment})
+    assert (limits.memory_mb, limits.cpus) == (memory_mb, cpus)
+
+
+def test_phase_timeouts_and_network_are_read_per_phase() -> None:
+    config = {
+        "environment": {"allow_internet": False},
+        "agent": {"timeout_sec": 90},
+        "verifier": {"timeout_sec": float("nan"), "network_mode": "public"},
+    }
+    limits = trial_limits(config)
+    assert (limits.agent.timeout_s, limits.agent.network) == (90.0, False)
+    assert (limits.verifier.timeout_s, limits.verifier.network) == (600.0, True)
+    overridden = trial_limits(config, agent_timeout_s=5, verifier_timeout_s=7)
+    assert (overridden.agent.timeout_s, overridden.verifier.timeout_s) == (5.0, 7.0)
+    assert trial_limits({}).agent.network and trial_limits({}).verifier.network  # public
 
 
 # --------------------------------------------------------------------------- memory

@@ -84,8 +84,8 @@ def memory_mb(config: dict[str, Any], default: int = DEFAULT_MEMORY_MB) -> int:
     never above MAX_MEMORY_MB."""
     env = config.get("environment")
     env = env if isinstance(env, dict) else {}
-    value = env.get("memory_mb")
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    value = _whole(env.get("memory_mb"))
+    if value is not None and value >= 1:
         return min(value, MAX_MEMORY_MB)
     size = _size_mb(env.get("memory"))
     if size is not None:
@@ -110,9 +110,17 @@ def _override(value: Any) -> float | None:
 
 
 def _cpus(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CPUS:
-        return value
-    return None
+    count = _whole(value)
+    return count if count is not None and 1 <= count <= MAX_CPUS else None
+
+
+def _whole(value: Any) -> int | None:
+    """An integer, or a float without a fraction (Harbor's int fields accept 512.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value)
 
 
 def _size_mb(value: Any) -> int | None:

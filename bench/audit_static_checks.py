@@ -9,6 +9,9 @@ directory and load + checks are timed. It also reports how many seeded defects w
 how many findings appeared on clean tasks, and (when `metaeval.protocols.audit.evidence` is
 present) how many findings' evidence verifies.
 
+Last, the whole `metaeval audit run --static-only --no-execution` command on those tasks
+(what a user sees: process start, worker processes, records, reports).
+
 Usage: python bench/audit_static_checks.py [--tasks 1000] [--seed 7] [--repeat 3]
 """
 
@@ -16,12 +19,15 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
+import sys
 import tempfile
 import time
 import tomllib
 from collections import Counter
 from pathlib import Path
 
+from metaeval.executor import available_cores
 from metaeval.protocols.audit.static_checks import run_static_checks
 from metaeval.tasks.harbor import LoadedTask, TaskFile
 
@@ -362,6 +368,23 @@ def in_memory(task_id: str, root: Path, files: dict[str, str]) -> LoadedTask:
     )
 
 
+def end_to_end(bench: Path, n: int) -> str:
+    """`metaeval audit run --static-only --no-execution` as a user runs it (a fresh process,
+    default jobs = cores, static cells in worker processes, records and reports written)."""
+    with tempfile.TemporaryDirectory() as out:
+        argv = [sys.executable, "-m", "metaeval.cli", "audit", "run", str(bench)]
+        argv += ["--static-only", "--no-execution", "-o", str(Path(out) / "run")]
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):  # 1: findings were reported
+        return f"audit run --static-only: failed ({done.returncode}): {done.stderr[-500:]}"
+    return (
+        f"audit run --static-only --no-execution, {available_cores()} core(s), whole command: "
+        f"{n / wall:.0f} tasks/s ({wall:.2f} s for {n} tasks)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=1000)
@@ -434,6 +457,7 @@ def main() -> None:
                         total += 1
                         verified += bool(verify_evidence(finding, task).evidence_verified)
                 print(f"evidence verified (loaded tasks): {verified}/{total} findings")
+            print(end_to_end(bench, len(specs)))
     else:
         print("load + checks: skipped (metaeval.tasks.harbor.load_task not available)")
 

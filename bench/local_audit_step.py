@@ -7,7 +7,13 @@ tokens llama.cpp actually evaluated (a reused prefix is not evaluated again), th
 time per task and the prompt tokens per second (prompt tokens of the calls / time spent
 evaluating prompts, from llama.cpp's own counters).
 
+With --compare, the same tasks first run in the configuration the local provider had before
+it was tuned (one thread, no prefix-state cache, no flash attention), then in the current
+default, in the same process and session, and the speed-up of the mean time per task is
+printed: on a shared machine both sides see the same load.
+
 Usage: python bench/local_audit_step.py [--tasks 4] [--max-tokens 2048] [--n-threads N]
+           [--compare]
 """
 
 from __future__ import annotations
@@ -37,9 +43,27 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--compare", action="store_true", help="also run the old configuration")
     args = parser.parse_args()
 
-    options = {} if args.n_threads is None else {"n_threads": args.n_threads}
+    options: dict = {} if args.n_threads is None else {"n_threads": args.n_threads}
+    if not args.compare:
+        measure(options, args.tasks, args.max_tokens)
+        return
+    print("== before: 1 thread, no prefix cache, no flash attention")
+    old = measure(
+        {"n_threads": 1, "prefix_cache_mb": 0, "flash_attn": False}, args.tasks, args.max_tokens
+    )
+    print("== now: the default configuration")
+    new = measure(options, args.tasks, args.max_tokens)
+    print(
+        f"speed-up of the mean time per audit task: {old / new:.2f}x ({old:.1f} s -> {new:.1f} s)"
+    )
+
+
+def measure(options: dict, n_tasks: int, max_tokens: int) -> float:
+    """Audit the first `n_tasks` example tasks with these local-model options; print the
+    figures and return the mean seconds per task."""
     started = time.perf_counter()
     model = get_model("local/smollm2", **options)
     llama = model._loaded.llama  # type: ignore[attr-defined]
@@ -47,11 +71,11 @@ def main() -> None:
     task_dirs, _ = discover_tasks(BENCH)
     times, prompt_tokens = [], 0
     before = perf(llama)
-    for task_dir in task_dirs[: args.tasks]:
+    for task_dir in task_dirs[:n_tasks]:
         task = load_task(task_dir, bench_root=BENCH)
         p0 = perf(llama)
         t0 = time.perf_counter()
-        audit = audit_task(task, model, max_tokens=args.max_tokens)
+        audit = audit_task(task, model, max_tokens=max_tokens)
         elapsed = time.perf_counter() - t0
         p1 = perf(llama)
         times.append(elapsed)
@@ -75,6 +99,7 @@ def main() -> None:
         f"generation: {after[3] - before[3]} tokens in {(after[2] - before[2]) / 1000:.2f} s; "
         f"total {sum(times):.2f} s"
     )
+    return statistics.mean(times)
 
 
 if __name__ == "__main__":

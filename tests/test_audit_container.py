@@ -56,7 +56,9 @@ def run(task_dir: Path, sandbox: str = "podman"):
 def test_clean_task_passes_its_oracle_in_its_own_image(engine, tmp_path: Path) -> None:
     task = copy_task("clean/csv-dedupe", tmp_path)
     result = run(task)
-    assert result.skipped is None and not result.approximate
+    assert result.skipped is None
+    # the offline image only plays python:3.11-slim: the run says so and is approximate
+    assert result.stand_in == ["python:3.11-slim"] and result.approximate
     assert result.backend.startswith("podman")
     assert result.oracle.passed, result.oracle.log
     assert result.null_agent.ran and not result.null_agent.passed
@@ -167,3 +169,55 @@ def test_phases_run_as_the_images_user(engine, tmp_path: Path) -> None:
     assert "user=runner" in result.null_agent.log
     assert "/tests/test_outputs.py" in result.null_agent.log
     assert result.null_agent.reward == 1
+
+
+BASE = "localhost/metaeval-base:bookworm"  # the offline image under its own name: faithful
+
+
+def use_base(task: Path, base: str) -> None:
+    dockerfile = task / "environment" / "Dockerfile"
+    lines = dockerfile.read_text().splitlines(keepends=True)
+    dockerfile.write_text(
+        "".join(f"FROM {base}\n" if line.startswith("FROM ") else line for line in lines)
+    )
+
+
+def test_a_run_step_failing_on_a_stand_in_is_no_accusation(engine, tmp_path: Path) -> None:
+    # python:3.11-slim ships pip; its offline stand-in does not. The build fails at the RUN
+    # step on this machine, and that must not read as "the task's image does not build".
+    task = copy_task("clean/csv-dedupe", tmp_path)
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN pip install --no-cache-dir pandas==2.2.2\n")
+    result = run(task)
+    assert result.skipped == "podman: the environment does not build"
+    assert "pip: not found" in result.build_log
+    [finding] = result.findings
+    assert finding.severity == "Low" and finding.confidence <= 0.3
+    assert result.mismatch and "stand-in for python:3.11-slim" in result.mismatch
+
+
+def test_a_run_step_failing_on_the_real_base_image_is_critical(engine, tmp_path: Path) -> None:
+    task = copy_task("clean/csv-dedupe", tmp_path / "real")
+    use_base(task, BASE)
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN pip install --no-cache-dir pandas==2.2.2\n")
+    result = run(task)
+    assert result.stand_in == [] and not result.approximate and result.mismatch is None
+    [finding] = result.findings
+    assert (finding.subcategory, finding.severity) == ("ENV-DEP", "Critical")
+
+
+def test_oracle_failures_are_capped_only_on_a_stand_in(engine, tmp_path: Path) -> None:
+    seen = {}
+    for base in ("python:3.11-slim", BASE):
+        task = copy_task("clean/csv-dedupe", tmp_path / base.replace("/", "_").replace(":", "_"))
+        use_base(task, base)
+        (task / "solution" / "solve.sh").write_text(
+            "#!/bin/bash\necho 'wrong' > /app/cleaned_data.csv\n"
+        )
+        result = run(task)
+        assert result.skipped is None, result.build_log
+        assert result.oracle.ran and not result.oracle.passed
+        [finding] = [f for f in result.findings if f.category == "GT"]
+        seen[base] = (finding.severity, finding.confidence <= 0.3)
+    assert seen == {"python:3.11-slim": ("Low", True), BASE: ("High", False)}

@@ -130,3 +130,50 @@ def test_a_record_that_cannot_be_written_is_raised_from_run():
 
     with pytest.raises(OSError, match="disk full"):
         LocalExecutor(2, progress=False).run([Job("a", lambda: 1)], on_outcome)
+
+
+def test_lane_jobs_hold_no_concurrency_slot_and_respect_their_own_bound():
+    # concurrency 1 is taken by a slow job; lane jobs must still run meanwhile, at most two
+    # at a time.
+    slow_started = threading.Event()
+    release = threading.Event()
+    lock = threading.Lock()
+    in_lane = {"now": 0, "peak": 0, "done_while_slow": 0}
+
+    def slow():
+        slow_started.set()
+        assert release.wait(10)
+        return "slow"
+
+    def lane_job():
+        assert slow_started.wait(10)
+        with lock:
+            in_lane["now"] += 1
+            in_lane["peak"] = max(in_lane["peak"], in_lane["now"])
+        time.sleep(0.05)
+        with lock:
+            in_lane["now"] -= 1
+            if not release.is_set():
+                in_lane["done_while_slow"] += 1
+        return "lane"
+
+    jobs = [Job(key="slow", fn=slow)] + [
+        Job(key=f"lane-{i}", fn=lane_job, lane="cpu") for i in range(6)
+    ]
+    finished: list[str] = []
+
+    def on_outcome(outcome):
+        finished.append(outcome.job.key)
+        if len([k for k in finished if k.startswith("lane")]) == 6:
+            release.set()
+
+    outcomes = LocalExecutor(concurrency=1, progress=False, lanes={"cpu": 2}).run(jobs, on_outcome)
+    assert sorted(o.value for o in outcomes) == ["lane"] * 6 + ["slow"]
+    assert in_lane["done_while_slow"] == 6  # all ran while the only slot was taken
+    assert in_lane["peak"] == 2
+    assert finished[-1] == "slow"
+
+
+def test_a_lane_bound_below_one_is_rejected():
+    with pytest.raises(ValueError):
+        LocalExecutor(concurrency=2, lanes={"cpu": 0})

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from metaeval.errors import is_transient
-from metaeval.protocols.audit import runner as audit_runner
+from metaeval.protocols.audit import static_cell
 from metaeval.protocols.audit.runner import AuditRun, AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.buildfind.pack import validate_pack
@@ -377,7 +377,7 @@ def test_deterministic_failures_are_final_and_transient_ones_retried(
     bench = tmp_path / "bench"
     for name in ("recursion", "flaky", "fine"):
         base_task(bench / name)
-    real = audit_runner.run_static_checks_report
+    real = static_cell.run_static_checks_report
     calls: dict[str, int] = {}
 
     def checks(task: Any, *args: Any) -> Any:
@@ -388,8 +388,8 @@ def test_deterministic_failures_are_final_and_transient_ones_retried(
             raise ConnectionResetError(104, "Connection reset by peer")
         return real(task, *args)
 
-    monkeypatch.setattr(audit_runner, "run_static_checks_report", checks)
-    settings = AuditSettings(
+    monkeypatch.setattr(static_cell, "run_static_checks_report", checks)
+    settings = AuditSettings(  # one job in flight: the cells run in this process
         bench_dir=bench, run_dir=tmp_path / "run", static_only=True, execution_checks=False
     )
     first = AuditRun(settings).run()

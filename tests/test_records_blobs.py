@@ -91,3 +91,36 @@ def test_shorten_limit_below_marker_still_says_what_is_missing(tmp_path: Path) -
     assert out["text"] == f"\n[... 500 bytes omitted; full text in blob {ref} ...]\n"
     assert out["delivered_bytes"] == MARKER_FIXED + 3
     assert store.get(ref) == text.encode()
+
+
+def test_deferred_blobs_are_synced_before_the_records_that_name_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from metaeval.records import RunDir
+    from metaeval.records import blobs as blobs_mod
+
+    run = RunDir.open(tmp_path / "run", protocol="t", config={}, hashes={}, seeds={})
+    synced: list[str] = []
+    real_fsync = blobs_mod.os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(blobs_mod.os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(blobs_mod.os, "fsync", spy)
+    ref = run.blobs.put("deferred evidence", defer_sync=True)
+    path = str(run.blobs.path_for(ref))
+    assert run.blobs.get(ref) == b"deferred evidence"  # readable at once
+    assert path not in synced  # but not yet forced to disk
+    run.submit([("cells", {"blob": ref})]).result(timeout=30)
+    assert path in synced  # the writer synced it before the record naming it
+    assert run.blobs.sync_pending() == 0  # nothing owed any more
+    run.close()
+
+
+def test_a_short_copy_left_by_a_crash_is_rewritten(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    ref = store.put(b"full content", defer_sync=True)
+    store.path_for(ref).write_bytes(b"")  # what an unsynced file can look like after a crash
+    assert store.put(b"full content") == ref
+    assert store.get(ref) == b"full content"

@@ -124,3 +124,29 @@ def test_redact_argv() -> None:
         "metaeval", "--token", REDACTED, "--model", "m", f"--password={REDACTED}",
         "--api-key-env", "K",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("auth: bEaReR abcdefgh123", f"auth: bEaReR {REDACTED}"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----", REDACTED),
+        ("id AKIA" + "A" * 16 + " end", f"id {REDACTED} end"),
+        ("hf_" + "b" * 24, REDACTED),
+        ("gho_" + "c" * 30, REDACTED),
+        ("x sk-ant-" + "d" * 20, f"x {REDACTED}"),
+        ("DB_PASSWD=hunter22", f"DB_PASSWD={REDACTED}"),
+    ],
+)
+def test_every_shape_is_scrubbed_inside_a_long_text(text: str, expected: str) -> None:
+    # The literal guards that skip regex scans must never skip a text holding the shape,
+    # wherever it sits in a long text.
+    filler = "plain prose without credentials.\n" * 2000
+    out = redact_text(filler + text + "\n" + filler)
+    assert out == filler + expected + "\n" + filler
+
+
+def test_env_secret_set_after_a_redaction_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert redact_text("value zq9-late-secret-value") == "value zq9-late-secret-value"
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "zq9-late-secret-value")
+    assert redact_text("value zq9-late-secret-value here") == f"value {REDACTED} here"

@@ -75,6 +75,8 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, TimeoutError | ConnectionError | MemoryError | InterruptedError):
         return True
+    if type(exc).__name__ == "BrokenProcessPool":  # a worker process was killed (OOM, signal)
+        return True
     if isinstance(exc, OSError):
         return exc.errno in TRANSIENT_ERRNOS
     return False

@@ -65,6 +65,9 @@ class Job:
     timeout_s: float | None = None
     label: str = ""
     resources: JobResources | None = None
+    # A named lane with its own bound (LocalExecutor `lanes`), outside `concurrency`: e.g.
+    # short CPU work handed to worker processes, which must not hold a model call's slot.
+    lane: str | None = None
 
 
 @dataclass
@@ -108,10 +111,14 @@ class LocalExecutor(Executor):
         progress: bool | None = None,
         description: str = "jobs",
         console: Console | None = None,
+        lanes: dict[str, int] | None = None,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if any(bound < 1 for bound in (lanes or {}).values()):
+            raise ValueError("a lane's bound must be at least 1")
         self.concurrency = concurrency
+        self.lanes = dict(lanes or {})
         self.console = console or Console(stderr=True)
         # None: a bar on a terminal, one line per finished job otherwise (logs, CI, files)
         self.lines = progress is None and not self.console.is_terminal
@@ -124,8 +131,9 @@ class LocalExecutor(Executor):
 
     async def _run_all(self, jobs: list[Job], on_outcome: OutcomeCallback) -> list[JobOutcome]:
         semaphore = asyncio.Semaphore(self.concurrency)
+        lanes = {name: asyncio.Semaphore(bound) for name, bound in self.lanes.items()}
         outcomes: list[JobOutcome] = []
-        workers = _Workers(min(self.concurrency, len(jobs)))
+        workers = _Workers(min(self.concurrency + sum(self.lanes.values()), len(jobs)))
         with (
             workers,
             Progress(
@@ -142,7 +150,7 @@ class LocalExecutor(Executor):
             task_id = bar.add_task(self.description, total=len(jobs))
 
             async def one(job: Job) -> None:
-                async with semaphore:
+                async with lanes.get(job.lane or "", semaphore):
                     outcome = await _run_job(job, workers)
                 written = on_outcome(outcome)
                 outcomes.append(outcome)
@@ -268,12 +276,16 @@ def make_executor(
     progress: bool | None = None,
     description: str = "jobs",
     console: Console | None = None,
+    lanes: dict[str, int] | None = None,
 ) -> Executor:
-    """The executor of the selected backend (local unless `select_backend("ray")` was called)."""
+    """The executor of the selected backend (local unless `select_backend("ray")` was called).
+
+    `lanes` bound jobs of a named lane separately from `concurrency` (local backend only;
+    Ray schedules every job on its declared resources)."""
     if _backend["name"] == "ray":
         from metaeval.executor_ray import RayExecutor
 
         return RayExecutor(
             concurrency, progress, description, console, address=_backend["ray_address"]
         )
-    return LocalExecutor(concurrency, progress, description, console)
+    return LocalExecutor(concurrency, progress, description, console, lanes=lanes)

@@ -1,19 +1,28 @@
-"""OpenAI Chat Completions through the official SDK: `openai/MODEL`, any compatible base_url.
+"""OpenAI Chat Completions: `openai/MODEL`, the official API or any compatible base_url.
 
 Options: base_url, api_key, json_mode ("json_schema" | "json_object"), max_tokens_param
-("max_tokens" | "max_completion_tokens"), plus the common ones (max_connections, timeout_s
-(default 120), retry, prices). The api key is never written into raw_request or raw_response.
+("max_tokens" | "max_completion_tokens"), transport ("auto" | "http" | "sdk"), plus the
+common ones (max_connections, timeout_s (default 120), retry, prices). The api key is never
+written into raw_request or raw_response.
+
+Transport: "http" posts the JSON body with the standard library (`http_json`), which is how
+the call is made by default; "sdk" goes through the official openai SDK (about a second to
+import, and milliseconds of CPU per call). "auto" picks the SDK only when the environment
+sends the endpoint through a proxy, which the SDK's HTTP stack honours. Both send the same
+body and read the same answer; their errors sort the same way (see `models.retry.classify`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 from metaeval.errors import ConfigError
 from metaeval.models.base import import_sdk, require_sdk
+from metaeval.models.http_json import JsonHTTPClient, uses_proxy
 from metaeval.models.registry import ProviderModel, resolve_credentials
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
 
@@ -21,6 +30,13 @@ OFFICIAL_HOST = "api.openai.com"
 NO_KEY = "sk-no-key"  # placeholder for local servers that ignore the key
 
 JsonMode = Literal["json_schema", "json_object"]
+Transport = Literal["auto", "http", "sdk"]
+OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+# headers the SDK sends from OPENAI_ORG_ID / OPENAI_PROJECT_ID; the http transport does too
+_ACCOUNT_HEADERS = (
+    ("OPENAI_ORG_ID", "OpenAI-Organization"),
+    ("OPENAI_PROJECT_ID", "OpenAI-Project"),
+)
 
 # --- OpenAI-shaped payloads (shared with the litellm provider) --------------------------------
 
@@ -135,7 +151,7 @@ def is_official(base_url: str | None) -> bool:
 
 
 class OpenAIModel(ProviderModel):
-    """A Chat Completions model behind the official openai SDK (SDK retries are disabled)."""
+    """A Chat Completions model (plain HTTP by default, or the openai SDK; no SDK retries)."""
 
     provider = "openai"
     default_timeout_s = 120.0
@@ -149,10 +165,10 @@ class OpenAIModel(ProviderModel):
         api_key: str | None = None,
         json_mode: JsonMode | None = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None,
+        transport: Transport = "auto",
         **common: Any,
     ):
         super().__init__(name, **common)
-        require_sdk("openai", "the openai SDK", "pip install 'metaeval[openai]'")
         self.model_id = model_id
         api_key, base_url = resolve_credentials(
             name,
@@ -178,6 +194,24 @@ class OpenAIModel(ProviderModel):
         self._api_key = api_key
         self._client_once = threading.Lock()
         self._client_obj: Any = None
+        if transport not in ("auto", "http", "sdk"):
+            raise ConfigError(f"must be auto, http or sdk, got {transport!r}", field="transport")
+        url = base_url or OFFICIAL_BASE_URL
+        if transport == "auto":
+            transport = "sdk" if uses_proxy(url) else "http"
+        self.transport: Transport = transport
+        self._http: JsonHTTPClient | None = None
+        if transport == "sdk":
+            require_sdk("openai", "the openai SDK", "pip install 'metaeval[openai]'")
+        else:
+            headers = {"Authorization": f"Bearer {api_key}"}
+            for env, header in _ACCOUNT_HEADERS:
+                if os.environ.get(env):
+                    headers[header] = os.environ[env]
+            try:
+                self._http = JsonHTTPClient(url, headers, self.timeout_s)
+            except ValueError as exc:
+                raise ConfigError(str(exc), field="base_url") from exc
 
     @property
     def _client(self) -> Any:
@@ -216,5 +250,7 @@ class OpenAIModel(ProviderModel):
 
     def _complete_once(self, request: ModelRequest) -> ModelResult:
         body = self.request_body(request)
+        if self._http is not None:
+            return parse_chat_response(self.name, self._http.post("/chat/completions", body), body)
         response = self._client.chat.completions.create(**body)
         return parse_chat_response(self.name, response.model_dump(mode="json"), body)

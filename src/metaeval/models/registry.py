@@ -427,8 +427,7 @@ def _make_openai(model_id: str, name: str, **options: Any) -> Model:
 
 
 def _check_openai() -> tuple[bool, str]:
-    if find_spec("openai") is None:
-        return False, "openai SDK not installed (pip install 'metaeval[openai]')"
+    # the SDK is optional: calls go over plain HTTP unless a proxy or transport=sdk needs it
     if os.environ.get("OPENAI_API_KEY"):
         return True, "OPENAI_API_KEY set"
     if os.environ.get("OPENAI_BASE_URL"):
@@ -481,7 +480,7 @@ def _make_scripted(model_id: str, name: str, **options: Any) -> Model:
 
 
 register_provider("local", _make_local, _check_local, sdk="llama_cpp")
-register_provider("openai", _make_openai, _check_openai, sdk="openai")
+register_provider("openai", _make_openai, _check_openai)  # plain HTTP: nothing to prefetch
 register_provider("anthropic", _make_anthropic, _check_anthropic, sdk="anthropic")
 register_provider("litellm", _make_litellm, _check_litellm, sdk="litellm")
 register_provider(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 from metaeval.errors import RecordIntegrityError
-from metaeval.records.durable import atomic_write
+from metaeval.records.durable import atomic_write, fsync_dir
 from metaeval.records.redact import redact_bytes
 
 _REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
@@ -42,11 +44,18 @@ class BlobStore:
 
     Content is scrubbed with `redact_bytes` before hashing unless ``scrub=False``,
     so a ref always names exactly the bytes on disk.
+
+    `put(..., defer_sync=True)` writes the blob without waiting for the disk; `sync_pending`
+    makes every such blob durable. A run's record writer calls it before each group of
+    records it commits, so a record never becomes durable before a blob it names, and the
+    writing job does not wait for two fsyncs per blob.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, scrub: bool = True):
         self.root = Path(root)
         self._scrub = scrub
+        self._pending: set[Path] = set()
+        self._pending_lock = threading.Lock()
 
     def path_for(self, ref: str) -> Path:
         """Filesystem path of a blob ref (which need not exist)."""
@@ -56,18 +65,59 @@ class BlobStore:
         hexd = m.group(1)
         return self.root / hexd[:2] / hexd
 
-    def put(self, data: bytes | str) -> str:
-        """Store data (str is UTF-8 encoded) atomically; returns its ref. Idempotent."""
+    def put(self, data: bytes | str, *, defer_sync: bool = False) -> str:
+        """Store data (str is UTF-8 encoded) atomically; returns its ref. Idempotent.
+
+        With `defer_sync` the blob is durable only after the next `sync_pending`."""
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if self._scrub:
             raw = redact_bytes(raw)
         ref = "sha256:" + hashlib.sha256(raw).hexdigest()
         final = self.path_for(ref)
-        if final.exists():
-            return ref
+        try:
+            if final.stat().st_size == len(raw):  # a crash may leave a short, unsynced copy
+                return ref
+        except FileNotFoundError:
+            pass
         final.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(final, raw)
+        if not defer_sync:
+            atomic_write(final, raw)
+            return ref
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=final.parent)
+        try:
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(raw)
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        with self._pending_lock:
+            self._pending.add(final)
         return ref
+
+    def sync_pending(self) -> int:
+        """fsync every blob written with `defer_sync` since the last call, and the
+        directories naming them; returns how many blobs were synced."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, set()
+        if not pending:
+            return 0
+        try:
+            for path in pending:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except BaseException:
+            with self._pending_lock:
+                self._pending |= pending  # still owed: the next commit tries again
+            raise
+        for directory in {path.parent for path in pending}:
+            fsync_dir(directory)
+        fsync_dir(self.root)  # a new shard directory's own entry
+        return len(pending)
 
     def get(self, ref: str) -> bytes:
         """The bytes of a blob; RecordIntegrityError if it is missing or does not match its hash."""

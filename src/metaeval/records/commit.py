@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 
@@ -41,8 +41,11 @@ class _Commit:
 class GroupCommitter:
     """A background thread that appends and fsyncs lines in groups. Start on first use."""
 
-    def __init__(self, name: str = "records"):
+    def __init__(self, name: str = "records", before_commit: Callable[[], object] | None = None):
+        """`before_commit` runs in the writer thread before each group is written (e.g. to
+        make blobs durable that the group's records name); if it fails, the group fails."""
         self._name = name
+        self._before_commit = before_commit
         self._queue: list[_Commit] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -100,6 +103,13 @@ class GroupCommitter:
                 self._cond.notify_all()
 
     def _commit(self, batch: list[_Commit]) -> None:
+        if self._before_commit is not None:
+            try:
+                self._before_commit()
+            except BaseException as exc:  # noqa: BLE001 - reported through every future
+                for commit in batch:
+                    commit.future.set_exception(exc)
+                return
         failed: dict[int, BaseException] = {}
         depth = max(len(c.stages) for c in batch)
         for k in range(depth):

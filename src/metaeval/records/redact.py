@@ -58,6 +58,19 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 
 # Dict keys (normalised to snake_case) whose values are credentials. A key matches
 # when it equals one of these or ends with "_" + one of these.
+# Literal text each pattern above cannot match without (same order): a substring test in C
+# skips a regex scan of long texts (prompts, logs) that hold no such shape at all.
+_GUARDS: list[tuple[str, ...]] = [
+    ("PRIVATE KEY-----",),
+    ("sk-",),
+    ("bearer",),  # tested against the lower-cased text (the pattern ignores case)
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ("hf_",),
+    ("AKIA", "ASIA"),
+    ("KEY=", "TOKEN=", "SECRET=", "PASSWORD=", "PASSWD="),
+]
+_LOWER_GUARD = 2
+
 _SECRET_FIELD_SUFFIXES = (
     "api_key",
     "apikey",
@@ -87,7 +100,7 @@ _SECRET_FIELD_EXACT = frozenset({"token"})
 
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-_env_cache: tuple[object, re.Pattern[str] | None] = (None, None)
+_env_cache: tuple[object, re.Pattern[str] | None, tuple[str, ...]] = (None, None, ())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -123,14 +136,24 @@ def _env_pattern() -> re.Pattern[str] | None:
     if fingerprint != _env_cache[0]:
         values = secret_env_values()
         pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
-        _env_cache = (fingerprint, pattern)
+        _env_cache = (fingerprint, pattern, tuple(values))
     return _env_cache[1]
 
 
 def _redact_str(text: str, env_re: re.Pattern[str] | None) -> str:
     if env_re is not None:
-        text = env_re.sub(REDACTED, text)
-    for pattern, repl in _PATTERNS:
+        values = _env_cache[2] if env_re is _env_cache[1] else None
+        if values is None or any(v in text for v in values):
+            text = env_re.sub(REDACTED, text)
+    lowered: str | None = None
+    for index, ((pattern, repl), guard) in enumerate(zip(_PATTERNS, _GUARDS, strict=True)):
+        if index == _LOWER_GUARD:
+            if lowered is None:
+                lowered = text.lower()
+            if not any(g in lowered for g in guard):
+                continue
+        elif not any(g in text for g in guard):
+            continue
         text = pattern.sub(repl, text)
     return text
 

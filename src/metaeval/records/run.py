@@ -172,7 +172,7 @@ class RunDir:
         self._lock_fd: int | None = lock_fd
         self._writers: dict[str, LayerWriter] = {}
         self._mutex = threading.Lock()
-        self._committer = GroupCommitter(f"run {path.name}")
+        self._committer = GroupCommitter(f"run {path.name}", before_commit=self.blobs.sync_pending)
 
     # ----------------------------------------------------------------- opening
 
@@ -401,6 +401,7 @@ class RunDir:
 
     def write_summary(self, obj: Mapping[str, Any]) -> Path:
         """Atomically (re)write ``summary.json``; it is derived, so replacing it is fine."""
+        self.blobs.sync_pending()  # before anything that may name a blob is durable
         data = json.dumps(redact(dict(obj)), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         final = self.path / SUMMARY_FILE
         atomic_write(final, data.encode("utf-8"))
@@ -427,6 +428,7 @@ class RunDir:
         if isinstance(data, bytes):
             data = data.decode("utf-8")
         text = redact_text(data) if scrub else data
+        self.blobs.sync_pending()
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, text.encode("utf-8"))
         return target
@@ -478,6 +480,7 @@ class RunDir:
     def close(self) -> None:
         """Write what is pending, close all writers and release the directory lock. Idempotent."""
         self._committer.close()
+        self.blobs.sync_pending()
         with self._mutex:
             for writer in self._writers.values():
                 writer.close()

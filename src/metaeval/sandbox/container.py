@@ -132,6 +132,47 @@ def image_exists(engine: Engine, image: str) -> bool:
     return done.returncode == 0
 
 
+STAND_IN_LABEL = "org.metaeval.stand-in-for"
+
+
+def _short_name(ref: str) -> str:
+    """`docker.io/library/python:3.11-slim` and `python:3.11-slim` name the same image."""
+    for prefix in ("docker.io/library/", "docker.io/", "library/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+            break
+    last = ref.rsplit("/", 1)[-1]
+    return ref if ":" in last or "@" in last else ref + ":latest"
+
+
+def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
+    """Those of `refs` that are local stand-ins for another image (not the image itself).
+
+    An image made offline to play `python:3.11-slim` (scripts/container-base-image.sh) says
+    so in its `org.metaeval.stand-in-for` label; what runs in it only approximates the task's
+    environment. The same image under its own name is not a stand-in."""
+    found: list[str] = []
+    for ref in refs:
+        done = subprocess.run(
+            engine.command(
+                "image",
+                "inspect",
+                "--format",
+                f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}',
+                ref,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        label = done.stdout.strip() if done.returncode == 0 else ""
+        names = {_short_name(n.strip()) for n in label.split(",") if n.strip()}
+        if _short_name(ref) in names:
+            found.append(ref)
+    return found
+
+
 def ensure_image(
     engine: Engine,
     task_root: Path,

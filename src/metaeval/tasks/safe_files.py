@@ -195,10 +195,13 @@ def open_regular(
     return fd
 
 
-def open_checked(path: Path | str) -> int:
+def open_checked(path: Path | str, *, follow_links: bool = True) -> int:
     """A read-only descriptor of a path already classified as a file (or an inside link):
-    opened non-blocking and refused unless fstat says it is still a regular file."""
+    opened non-blocking and refused unless fstat says it is still a regular file. With
+    `follow_links=False` a symlink in its place is refused (O_NOFOLLOW)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     fd = os.open(path, flags)
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):

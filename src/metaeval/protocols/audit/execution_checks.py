@@ -28,7 +28,11 @@ without an environment run in bubblewrap. A task with an environment runs in bub
 with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks it local:
 that run only approximates the image, so its findings are capped at Low, confidence 0.3, and
 a missing module, blocked network or absent path is recorded as an environment mismatch
-instead of a finding. A skipped check never counts as passed.
+instead of a finding. The same holds in a container whose base image is a local stand-in for
+the one the Dockerfile names (an image labelled `org.metaeval.stand-in-for`, as
+scripts/container-base-image.sh makes offline): a RUN step that fails there, or a phase
+failure, is capped the same way; a COPY source missing from the build context does not
+depend on the base image and stays Critical. A skipped check never counts as passed.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import Evidence, Finding
+from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.sandbox.container import (
     DEFAULT_BUILD_TIMEOUT_S,
     ContainerError,
@@ -49,13 +54,20 @@ from metaeval.sandbox.container import (
     describe_engine,
     ensure_image,
     find_engine,
+    stand_in_images,
 )
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, python_prefixes
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.harbor import Hints, LoadedTask
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
-from metaeval.tasks.safe_files import classify, read_regular, remove_tree, walk_tree
+from metaeval.tasks.safe_files import (
+    UnsafeFileError,
+    classify,
+    read_regular,
+    remove_tree,
+    walk_tree,
+)
 from metaeval.tasks.trial import ORACLE, Backend, TrialResult, run_trial
 
 SOURCE = "static"
@@ -134,7 +146,8 @@ class ExecutionCheckResult(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     skipped: str | None = None
     backend: str = ""  # "podman 4.3.1", "docker 27.0", "bubblewrap"
-    approximate: bool = False  # bubblewrap standing in for a Dockerfile environment
+    approximate: bool = False  # bubblewrap or a stand-in image playing the task's image
+    stand_in: list[str] = Field(default_factory=list)  # base images played by local stand-ins
     mismatch: str | None = None  # a failure the real environment would not have
     build_log: str = ""
     oracle: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="oracle"))
@@ -257,9 +270,12 @@ def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) 
     if finding is not None and result.approximate and finding.subcategory in MISMATCH_KINDS:
         # A missing module, blocked network or absent path is what the real image would
         # supply: the approximation differs from the environment, the task is not at fault.
-        result.mismatch = (
-            f"environment mismatch (bubblewrap, not the task's image): {finding.title}"
+        where = (
+            f"a local stand-in for {', '.join(result.stand_in)}"
+            if result.stand_in
+            else "bubblewrap, not the task's image"
         )
+        result.mismatch = f"environment mismatch ({where}): {finding.title}"
         result.oracle.note = result.mismatch
         finding = None
     if finding is not None:
@@ -275,15 +291,15 @@ APPROXIMATE_CONFIDENCE = 0.3
 
 
 def cap_approximate(finding: Finding) -> Finding:
-    """A finding from a bubblewrap stand-in for a Dockerfile environment: Low, at most 0.3."""
+    """A finding from an approximation of the task's image: Low, confidence at most 0.3."""
     return finding.model_copy(
         update={
             "severity": "Low",
             "finding_type": "Warning",
             "confidence": min(finding.confidence, APPROXIMATE_CONFIDENCE),
             "description": finding.description
-            + " (Seen in a bubblewrap approximation of the task's Dockerfile environment, "
-            "not in its image: unconfirmed.)",
+            + " (Seen in an approximation of the task's Dockerfile environment (bubblewrap or "
+            "a local stand-in base image), not in its real image: unconfirmed.)",
         }
     )
 
@@ -308,9 +324,20 @@ def run_in_container(
     if image.status == "infra":
         result.skipped = f"{engine.name}: {image.reason}"
         return result
+    result.stand_in = stand_in_images(engine, _base_images(task, env))
+    result.approximate = bool(result.stand_in)
     if image.status == "task":
         result.skipped = f"{engine.name}: the environment does not build"
-        result.findings.append(_build_finding(task, image))
+        finding = _build_finding(task, image)
+        if result.stand_in and _RUN_STEP_FAILED.search(image.log):
+            # a RUN step ran on the stand-in, not on the real base image: what it lacked
+            # (pip, a package, a path) says nothing certain about the task
+            result.mismatch = (
+                f"environment mismatch (a local stand-in for {', '.join(result.stand_in)}): "
+                "a RUN step of the build failed"
+            )
+            finding = cap_approximate(finding)
+        result.findings.append(finding)
         return result
     assert image.image is not None
     try:
@@ -331,6 +358,26 @@ def _number(value: object) -> float | None:
 
 
 BUILD_LOG = "logs/build.log"
+# the step that failed ran a command (podman/buildah and docker/buildkit wordings)
+_RUN_STEP_FAILED = re.compile(
+    r'building at STEP "RUN|did not complete successfully|returned a non-zero code', re.I
+)
+
+
+def _base_images(task: LoadedTask, env: dict) -> list[str]:
+    """The images the task's environment starts from (FROM lines, or docker_image)."""
+    dockerfile = task.root / "environment" / "Dockerfile"
+    if dockerfile.is_file():
+        try:
+            data = read_regular(dockerfile, task.root, max_bytes=MENTION_SCAN_BYTES)
+        except (OSError, UnsafeFileError):
+            return []
+        text = data.decode("utf-8", "replace")
+        return parse_dockerfile("environment/Dockerfile", text).base_images
+    image = env.get("docker_image")
+    return [image] if isinstance(image, str) and image else []
+
+
 _COPY_MISSING = re.compile(r"(COPY|ADD)[^\n]*(no such file or directory|not found)", re.I)
 
 

@@ -66,11 +66,16 @@ def _task_entries(cells: dict[tuple[str, str], dict]) -> list[TaskEntry]:
             execution = rec.get("execution") or {}
             if execution.get("skipped"):
                 entry.oracle = entry.null_agent = "skipped"
-                entry.execution_notes = str(execution["skipped"])
+                entry.execution_notes = "; ".join(
+                    str(n) for n in (execution["skipped"], execution.get("mismatch")) if n
+                )
             else:
                 entry.oracle = _phase_outcome(execution.get("oracle"))
                 entry.null_agent = _phase_outcome(execution.get("null_agent"))
                 notes = [execution.get("backend") or ""]
+                if execution.get("stand_in"):
+                    stand_in = ", ".join(execution["stand_in"])
+                    notes.append(f"{stand_in} played by a local stand-in image")
                 if execution.get("approximate"):
                     notes.append("approximating the task's image: findings capped at Low")
                 if execution.get("mismatch"):

@@ -21,21 +21,25 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.errors import ConfigError, MetaevalError
-from metaeval.executor import Job, JobOutcome, JobResources, available_cores, make_executor
+from metaeval.executor import (
+    Job,
+    JobOutcome,
+    JobResources,
+    available_cores,
+    make_executor,
+    selected_backend,
+)
 from metaeval.models.base import Model
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
-from metaeval.protocols.audit.dedupe import merge_check_findings
 from metaeval.protocols.audit.evidence import verify_evidence
-from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES
-from metaeval.protocols.audit.static_checks import run_static_checks_report
+from metaeval.protocols.audit.static_pool import StaticPool
 from metaeval.protocols.audit.summary import CELLS, FINDINGS, STATIC_SOURCE, summarize_run
 from metaeval.records import RunDir
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
-from metaeval.tasks.safe_files import link_text, open_regular, walk_tree
+from metaeval.tasks.safe_files import link_text, open_checked, open_regular, walk_tree
 from metaeval.transient import is_transient
 
 
@@ -84,17 +88,22 @@ def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
         entries = walk_tree(root, ignore_dirs=())
         for entry in sorted(entries, key=lambda e: e.path):
             if entry.kind in ("file", "link"):
-                _hash_file(digest, bench_dir, entry.path, root)
+                _hash_file(digest, bench_dir, entry.path, root, entry.kind == "file")
             elif entry.kind == "outside_link":
                 digest.update(str(entry.path.relative_to(bench_dir)).encode() + b"\0")
                 digest.update(b"symlink:" + os.fsencode(link_text(entry.path)) + b"\0")
     return "sha256:" + digest.hexdigest()
 
 
-def _hash_file(digest: Any, bench_dir: Path, path: Path, boundary: Path) -> None:
+def _hash_file(
+    digest: Any, bench_dir: Path, path: Path, boundary: Path, walked_file: bool = False
+) -> None:
     digest.update(str(path.relative_to(bench_dir)).encode() + b"\0")
     try:
-        with os.fdopen(open_regular(path, boundary), "rb") as handle:
+        # a plain file the walk found inside the task needs no path resolution; it is opened
+        # without following a link that may have replaced it since
+        fd = open_checked(path, follow_links=False) if walked_file else open_regular(path, boundary)
+        with os.fdopen(fd, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
     except OSError as exc:
@@ -129,6 +138,9 @@ def _plan_tasks(settings: AuditSettings) -> tuple[list[Path], list[tuple[str, st
     return task_dirs, skipped
 
 
+STATIC_LANE = "static"
+
+
 class AuditRun:
     """One audit over a benchmark, writing into a run directory."""
 
@@ -144,6 +156,7 @@ class AuditRun:
         given = models or {}
         self.models = {name: given.get(name) or get_model(name) for name in settings.models}
         self.hints = load_hints(settings.bench_dir)
+        self._static_pool: StaticPool | None = None
 
     def hashes(self) -> dict[str, str]:
         hashes = {f"prompt:{name}": text for name, text in PROMPT_TEMPLATES.items()}
@@ -177,6 +190,16 @@ class AuditRun:
 
     def run(self) -> dict[str, Any]:
         """Audit every cell not yet completed; return the summary."""
+        # worker processes start first: their imports overlap hashing and planning
+        self._static_pool = self._make_static_pool(len(self.task_dirs))
+        try:
+            return self._run_with_pool()
+        finally:
+            if self._static_pool is not None:
+                self._static_pool.close()
+                self._static_pool = None
+
+    def _run_with_pool(self) -> dict[str, Any]:
         run = RunDir.open(
             self.settings.run_dir,
             protocol="audit",
@@ -223,9 +246,18 @@ class AuditRun:
                 }
                 return run.submit([(CELLS, failure)])
 
-            make_executor(self.settings.concurrency, self.settings.progress, "audit cells").run(
-                jobs, record
+            lanes = None
+            if self._static_pool is not None:
+                # static cells run in worker processes and hold no model call's slot; two
+                # per worker keep the workers busy while results travel back
+                lanes = {STATIC_LANE: 2 * self._static_pool.workers}
+                for job in jobs:
+                    if job.key.endswith("|" + STATIC_SOURCE):
+                        job.lane = STATIC_LANE
+            executor = make_executor(
+                self.settings.concurrency, self.settings.progress, "audit cells", lanes=lanes
             )
+            executor.run(jobs, record)
             summary = summarize_run(run, self)
             summary["skipped_completed"] = len(done)
             summary["ran"] = len(jobs)
@@ -236,6 +268,27 @@ class AuditRun:
             return summary
         finally:
             run.close()
+
+    def _make_static_pool(self, static_jobs: int) -> StaticPool | None:
+        """Worker processes for static cells when more than one job is in flight on a
+        machine with more than one core (local executor only: Ray places jobs itself);
+        started at once."""
+        workers = min(available_cores(), self.settings.concurrency, static_jobs)
+        if workers < 2 or selected_backend() != "local":
+            return None
+        s = self.settings
+        pool = StaticPool(
+            workers,
+            Path(s.run_dir) / "blobs",
+            self.hints,
+            s.tier,
+            s.bench_dir,
+            s.agent_results,
+            s.execution_checks,
+            s.sandbox,
+        )
+        pool.start()
+        return pool
 
     def _audits(self, source: str, task_id: str) -> bool:
         """Whether `source` audits this task (the static source audits every task)."""
@@ -266,6 +319,8 @@ class AuditRun:
     def _cell_body(
         self, run: RunDir, task_dir: Path, source: str, base: dict[str, Any]
     ) -> tuple[dict, list[dict]]:
+        if source == STATIC_SOURCE and self._static_pool is not None:
+            return self._static_pool.run(task_dir, base)
         task = self.load(task_dir)
         base = {**base, "task_id": task.task_id}
         if source == STATIC_SOURCE:
@@ -296,74 +351,25 @@ class AuditRun:
             "dropped": audit.dropped,
             "notes": getattr(audit, "notes", []),
             "cuts": task.cuts,
-            "raw_outputs_blob": run.blobs.put("\n\n-----\n\n".join(audit.raw_outputs)),
-            "model_calls_blob": run.blobs.put(_jsonl(audit.model_calls)),
+            # durable before the cell record is (the run's writer syncs them first)
+            "raw_outputs_blob": run.blobs.put(
+                "\n\n-----\n\n".join(audit.raw_outputs), defer_sync=True
+            ),
+            "model_calls_blob": run.blobs.put(_jsonl(audit.model_calls), defer_sync=True),
         }
         return cell, [f.model_dump(mode="json") for f in findings]
 
     def _static_cell(self, run: RunDir, task: LoadedTask, base: dict) -> tuple[dict, list[dict]]:
-        static = run_static_checks_report(task)
-        findings: list[Finding] = list(static.findings)
-        execution: dict[str, Any] = {"skipped": "disabled"}
-        extra: dict[str, str] = {}
-        if self.settings.execution_checks:
-            result = run_execution_checks(task, hints=self.hints, sandbox=self.settings.sandbox)
-            findings = merge_check_findings(findings, result.findings)  # one per defect
-            execution = _execution_summary(result, run)
-            extra = _execution_logs(result)
-        verified = [verify_evidence(f, task, extra_files=extra) for f in findings]
-        cell = {
-            **base,
-            "status": "ok",
-            "infra_error": False,
-            "n_findings": len(verified),
-            "n_files": len(task.files),
-            "execution": execution,
-            "config_error": task.config_error,
-            "skipped_files": task.skipped_files,
-            "cuts": task.cuts,
-        }
-        if static.errors:  # a check that failed on this task's input (deterministic)
-            cell["check_errors"] = static.errors
-        return cell, [f.model_dump(mode="json") for f in verified]
+        from metaeval.protocols.audit.static_cell import static_cell
 
-
-def _execution_logs(result: Any) -> dict[str, str]:
-    logs = {}
-    for name in ("oracle", "null_agent"):
-        phase = getattr(result, name, None)
-        log = getattr(phase, "log", None) if phase is not None else None
-        if log:
-            logs[f"logs/{name}.log"] = log
-    if getattr(result, "build_log", ""):
-        logs["logs/build.log"] = result.build_log
-    return logs
-
-
-def _execution_summary(result: Any, run: RunDir) -> dict[str, Any]:
-    """The oracle and null-agent outcomes for the cell record; full logs go to blobs."""
-    summary: dict[str, Any] = {
-        "skipped": result.skipped,
-        "backend": result.backend,
-        "approximate": result.approximate,
-        "mismatch": result.mismatch,
-        "build_log_blob": run.blobs.put(result.build_log) if result.build_log else None,
-    }
-    for name in ("oracle", "null_agent"):
-        phase = getattr(result, name, None)
-        if phase is None:
-            continue
-        summary[name] = {
-            "ran": phase.ran,
-            "note": phase.note,
-            "reward": phase.reward,
-            "reward_source": phase.reward_source,
-            "reward_error": phase.reward_error,
-            "passed": phase.passed,
-            "timed_out": phase.timed_out,
-            "log_blob": run.blobs.put(phase.log) if phase.log else None,
-        }
-    return summary
+        return static_cell(
+            task,
+            base,
+            hints=self.hints,
+            execution_checks=self.settings.execution_checks,
+            sandbox=self.settings.sandbox,
+            blobs=run.blobs,
+        )
 
 
 def _jsonl(items: list[dict[str, Any]]) -> str:

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit.convert import convert_tb1_benchmark, convert_tb1_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.sandbox.harbor_root import run_harbor_phase
 from metaeval.tasks.harbor import load_task
+from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.sources.terminal_bench import convert_tb1_benchmark, convert_tb1_task
+from metaeval.tasks.trial import ORACLE, run_trial
 
 INSTRUCTION = (
     "Create a file named hello.txt in the working directory.\n"
@@ -177,16 +179,13 @@ def test_converted_task_runs_in_the_container_like_root(
         pytest.skip("bubblewrap (bwrap) is not usable on this machine")
     dst = tmp_path / "harbor"
     convert_tb1_task(tb1_task(tmp_path / "tb1"), dst)
-    for name, solve, expected in (("null", False, "0"), ("oracle", True, "1")):
-        app, logs = tmp_path / name / "app", tmp_path / name / "logs"
-        app.mkdir(parents=True)
-        logs.mkdir()
-        if solve:
-            res = run_harbor_phase(dst, app, logs, "bash /solution/solve.sh", 60, False)
-            assert res.ok, res.stderr
-        res = run_harbor_phase(dst, app, logs, "bash /tests/test.sh", 60, False)
-        assert res.ok, res.stderr
-        assert (logs / "reward.txt").read_text().strip() == expected, res.stdout
+    limits = trial_limits(load_task(dst, bench_root=tmp_path).config)
+    for name, solve, expected in (("null", None, 0.0), ("oracle", ORACLE, 1.0)):
+        (tmp_path / name).mkdir()
+        trial = run_trial(dst, BwrapBackend(), limits=limits, scratch=tmp_path / name, solve=solve)
+        assert trial.solve is None or trial.solve.ok, trial.log
+        assert trial.test is not None and trial.test.ok, trial.log
+        assert (trial.reward, trial.reward_source) == (expected, "reward.txt"), trial.log
 
 
 def test_descriptions_form_and_solution_yaml(tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import (
     ExecutionCheckResult,
     log_tail,
-    read_reward,
     run_execution_checks,
 )
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.harbor_root import build_harbor_root_argv, run_harbor_phase
 from metaeval.tasks.harbor import Hints, load_hints, load_task
+from metaeval.tasks.reward import read_reward
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
 

@@ -1,7 +1,7 @@
 """BFCL-style AST checker, the standalone checker copies, the task writer and the loader.
 
 Every expected verdict below is worked out by hand from the checker rules in the
-metaeval.protocols.improve.bfcl docstring.
+metaeval.tasks.sources.bfcl docstring.
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
-from metaeval.protocols.audit.execution_checks import read_reward
-from metaeval.protocols.improve import bfcl
-from metaeval.protocols.improve.bfcl import (
+from metaeval.sandbox import bwrap as bwrap_mod
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.harbor import load_task
+from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.sources import bfcl
+from metaeval.tasks.sources.bfcl import (
     CheckResult,
     bfcl_data_dir,
     canonical_calls,
@@ -29,8 +33,7 @@ from metaeval.protocols.improve.bfcl import (
     render_checker,
     write_function_task,
 )
-from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
+from metaeval.tasks.trial import ORACLE, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 FC_SUITE = ROOT / "examples" / "improve-suites" / "function-calling"
@@ -306,7 +309,7 @@ def test_cli_and_standalone_checker_agree(
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     args = [str(result), str(answer), str(functions)]
     for argv in (
-        [sys.executable, "-m", "metaeval.protocols.improve.bfcl", "check", *args],
+        [sys.executable, "-m", "metaeval.tasks.sources.bfcl", "check", *args],
         [sys.executable, str(checker), *args],
     ):
         run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
@@ -338,7 +341,7 @@ def test_rendered_checker_is_stdlib_only_and_compiles() -> None:
     imports = {line.split()[1] for line in source.splitlines() if line.startswith("import ")}
     assert imports == {"json", "re", "sys"}
     assert not any(line.startswith("from ") for line in source.splitlines())
-    assert "metaeval" not in source.replace("metaeval.protocols.improve.bfcl.render_checker", "")
+    assert "metaeval" not in source.replace("metaeval.tasks.sources.bfcl.render_checker", "")
 
 
 # --------------------------------------------------------------------------- bundled tasks
@@ -553,18 +556,20 @@ def test_loaded_tasks_run_in_the_sandbox(
             pytest.fail(f"METAEVAL_REQUIRE_BWRAP=1 but {reason}")
         pytest.skip(reason)
     for task in load_bfcl_tasks(tmp_path / "out", "simple", data_dir=bfcl_data):
+        limits = trial_limits(load_task(task, bench_root=task.parent).config)
         for solve in (True, False):
             scratch = tmp_path / "runs" / f"{task.name}-{solve}"
-            work, logs = scratch / "app", scratch / "logs"
-            shutil.copytree(task / "environment", work)
-            logs.mkdir()
+            scratch.mkdir(parents=True)
+            trial = run_trial(
+                task,
+                BwrapBackend(),
+                limits=limits,
+                scratch=scratch,
+                solve=ORACLE if solve else None,
+            )
             if solve:
-                run = run_harbor_phase(
-                    task, work, logs, "bash /solution/solve.sh", 60, False, mounts=("solution",)
-                )
-                assert run.ok, run.stderr
-            run_harbor_phase(task, work, logs, "bash /tests/test.sh", 60, False, mounts=("tests",))
-            assert read_reward(logs)[0] == (1.0 if solve else 0.0), (task.name, solve)
+                assert trial.solve is not None and trial.solve.ok, trial.log
+            assert trial.reward == (1.0 if solve else 0.0), (task.name, solve, trial.log)
 
 
 def test_sync_checkers_rewrites_stale_copies(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit.execution_checks import read_reward
 from metaeval.protocols.improve.suites import (
     SuiteConfig,
     load_suite_config,
@@ -23,8 +22,11 @@ from metaeval.protocols.improve.suites import (
     suite_tasks,
 )
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, run_harbor_phase
-from metaeval.tasks.harbor import discover_tasks
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.harbor import discover_tasks, load_task
+from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.trial import ORACLE, run_trial
 
 SUITES = Path(__file__).resolve().parents[1] / "examples" / "improve-suites"
 SUITE_NAMES = ("terminal", "function-calling")
@@ -46,20 +48,15 @@ def sandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_task(task: Path, scratch: Path, *, solve: bool) -> tuple[float | None, str]:
-    """(reward, log) of a fresh /app from environment/, optionally solved by the oracle."""
-    work, logs = scratch / "app", scratch / "logs"
-    shutil.copytree(task / "environment", work)
-    logs.mkdir()
-    log = ""
+    """(reward, log) of one trial of the task, solved by its oracle or not at all."""
+    scratch.mkdir(parents=True)
+    limits = trial_limits(load_task(task, bench_root=task.parent).config)
+    trial = run_trial(
+        task, BwrapBackend(), limits=limits, scratch=scratch, solve=ORACLE if solve else None
+    )
     if solve:
-        res = run_harbor_phase(
-            task, work, logs, "bash /solution/solve.sh", 60, False, mounts=("solution",)
-        )
-        assert res.ok, f"solve.sh failed: {res.stderr}"
-        log += res.stdout + res.stderr
-    res = run_harbor_phase(task, work, logs, "bash /tests/test.sh", 60, False, mounts=("tests",))
-    reward, _, _ = read_reward(logs)
-    return reward, log + res.stdout + res.stderr
+        assert trial.solve is not None and trial.solve.ok, f"solve.sh failed: {trial.log}"
+    return trial.reward, trial.log
 
 
 # --------------------------------------------------------------------------- layout

@@ -6,10 +6,11 @@ What Harbor does with a task's environment, done here with `docker`/`podman`:
   (`--pull=never`: nothing is fetched implicitly), or taken from `[environment]
   docker_image`. Built images are tagged `localhost/metaeval-env:<digest>`, the sha256 of
   every file under environment/, so an unchanged environment is built once;
-- each trial phase runs in a fresh container of that image (`sleep infinity` as PID 1,
-  commands through `exec`), with the task's CPUs, memory and network from task.toml, the
-  host's verifier log directory mounted at /logs/verifier, and /tests or /solution copied in
-  only for the phase that may see them.
+- each trial runs in a fresh container of that image (`sleep infinity` as PID 1, commands
+  through `exec`), with the CPUs and memory the trial grants, the host's verifier log
+  directory mounted at /logs/verifier, and the default network attached only while a phase
+  that may use it runs (`set_network`); `metaeval.tasks.rooms` copies /tests or /solution
+  in for the phase that may see them.
 
 Failures are sorted by cause. `ImageOutcome.status` is "ok", "task" (the task's own build
 is broken: a COPY source that is not there, a Dockerfile syntax error, a RUN step that
@@ -239,12 +240,18 @@ class Limits:
     workdir: str | None = None
 
 
+DEFAULT_NETWORKS = {"podman": "podman", "docker": "bridge"}
+"""The network a container joins by default, per engine (what `set_network` detaches)."""
+
+
 class Container:
-    """One running container of a task image (a fresh one per trial phase)."""
+    """One running container of a task image (a fresh one per trial)."""
 
     def __init__(self, engine: Engine, image: str, logs: Path, limits: Limits):
         self.engine = engine
         self.name = f"metaeval-{uuid.uuid4().hex[:12]}"
+        self.networked = limits.network  # started with a network it may be detached from
+        self.connected = limits.network
         argv = ["run", "-d", "--name", self.name, "--init"]
         if not limits.network:
             argv += ["--network", "none"]
@@ -264,6 +271,26 @@ class Container:
         self.exec(
             "mkdir -p /logs/agent /logs/verifier && chmod 777 /logs/agent", timeout_s=60, user="0"
         )
+
+    def set_network(self, on: bool) -> None:
+        """Attach or detach the engine's default network (a container started without a
+        network stays without one)."""
+        if on == self.connected or (on and not self.networked):
+            return
+        network = DEFAULT_NETWORKS.get(self.engine.name, "bridge")
+        verb = "connect" if on else "disconnect"
+        done = subprocess.run(
+            self.engine.command("network", verb, network, self.name),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ContainerError(
+                f"{self.engine.name} network {verb} failed: {(done.stderr or '').strip()[-300:]}"
+            )
+        self.connected = on
 
     def copy_in(self, source: Path, target: str) -> None:
         """Copy a host directory's contents to `target` in the container."""

@@ -54,6 +54,7 @@ from metaeval.sandbox.policy import (
     running_python_prefixes,
 )
 from metaeval.sandbox.process import ExecResult, run_process
+from metaeval.tasks.limits import DEFAULT_MEMORY_MB
 from metaeval.tasks.safe_files import copy_tree, remove_tree
 from metaeval.tasks.toml_schema import MAX_MEMORY_MB
 
@@ -67,7 +68,6 @@ HOST_SYSTEM_DIRS = SYSTEM_DIRS
 BARE_PYTHON_ENV = "METAEVAL_BARE_PYTHON_DIR"  # where the stdlib-only venvs are cached
 
 log = logging.getLogger(__name__)
-DEFAULT_MEMORY_MB = 2048
 DOCKER_BUILD_FILES = frozenset(
     {"Dockerfile", "docker-compose.yaml", "docker-compose.yml", ".dockerignore"}
 )
@@ -211,12 +211,15 @@ def run_harbor_phase(
     memory_mb: int | None = DEFAULT_MEMORY_MB,
     env: dict[str, str] | None = None,
     memory_cgroup_mb: int | None = None,
+    cpus: int | None = None,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
     `work` (host) becomes /app and `logs` (host) /logs/verifier; both must exist. `mounts`
     chooses which of the task's `tests/` and `solution/` directories are visible, so a
     phase sees what Harbor shows it (the oracle sees /solution, the verifier /tests).
+    `memory_mb` is an address-space limit; `cpus`, when given, pins the phase to that many
+    CPUs.
     Returns a failed ExecResult (returncode None, explanation in stderr) when bubblewrap
     cannot be used.
     """
@@ -252,6 +255,7 @@ def run_harbor_phase(
             memory_mb=clamp_memory_mb(memory_mb),
             sandboxed=True,
             memory_cgroup_mb=memory_cgroup_mb,
+            cpus=cpus,
         )
     finally:
         remove_tree(staging)

@@ -169,6 +169,24 @@ def _open_cgroup(memory_cgroup_mb: int | None) -> tuple[MemoryCgroup | None, str
     return group, f"cgroup v{group.version} memory cap {memory_cgroup_mb} MiB"
 
 
+def _limiter(memory_mb: int | None, cpus: int | None) -> Callable[[], None] | None:
+    """A preexec_fn applying RLIMIT_AS and, with `cpus`, an affinity to the first `cpus` of
+    the CPUs this process may use (both bound in advance, nothing computed in the child)."""
+    memory = _memory_limiter(memory_mb)
+    if cpus is None:
+        return memory
+    allowed = sorted(os.sched_getaffinity(0))[: max(1, int(cpus))]
+    pin = functools.partial(os.sched_setaffinity, 0, allowed)
+    if memory is None:
+        return pin
+
+    def both() -> None:
+        memory()
+        pin()
+
+    return both
+
+
 def group_alive(pgid: int) -> bool:
     """True while any process (zombies included) remains in process group `pgid`."""
     try:
@@ -255,8 +273,12 @@ def run_process(
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     sandboxed: bool = False,
     memory_cgroup_mb: int | None = None,
+    cpus: int | None = None,
 ) -> ExecResult:
     """Run `argv` as a new session, kill its whole group on timeout, and capture output.
+
+    `memory_mb` caps the address space (RLIMIT_AS); `cpus` pins the process tree to that
+    many of the CPUs available.
 
     Never blocks much past `timeout_s`: after the kill it waits at most KILL_REAP_S.
     Processes left in the group after the main process exits are killed too, so nothing
@@ -271,7 +293,7 @@ def run_process(
     update: dict[str, object] = {"memory_note": note} if note else {}
     try:
         result = _run(
-            argv, cwd, env, timeout_s, memory_mb, stdin, max_output_bytes, sandboxed, group
+            argv, cwd, env, timeout_s, memory_mb, stdin, max_output_bytes, sandboxed, group, cpus
         )
     finally:
         if group is not None:
@@ -291,6 +313,7 @@ def _run(
     max_output_bytes: int,
     sandboxed: bool,
     group: MemoryCgroup | None,
+    cpus: int | None = None,
 ) -> ExecResult:
     start = time.monotonic()
     out, err = _CappedBuffer(max_output_bytes), _CappedBuffer(max_output_bytes)
@@ -304,7 +327,7 @@ def _run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_chain(_memory_limiter(memory_mb), join),
+            preexec_fn=_chain(_limiter(memory_mb, cpus), join),
             close_fds=True,
         )
     except OSError as exc:

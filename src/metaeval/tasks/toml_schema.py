@@ -412,22 +412,3 @@ def _check_table(
     for key, (accepts, expected) in rules.items():
         if key in table and not accepts(table[key]):
             found.append(ValueProblem(f"{path}.{key}", table[key], expected))
-
-
-def memory_limit_mb(config: dict[str, Any], default: int) -> int:
-    """`[environment] memory_mb` when valid, else `default`; never above MAX_MEMORY_MB."""
-    env = config.get("environment")
-    value = env.get("memory_mb") if isinstance(env, dict) else None
-    if _is_int(value) and value >= 1:
-        return min(value, MAX_MEMORY_MB)
-    return min(default, MAX_MEMORY_MB)
-
-
-def timeout_limit_s(config: dict[str, Any], section: str, default: float) -> float:
-    """`[section] timeout_sec` when valid (finite, above 0), else `default`; never above
-    MAX_TIMEOUT_S."""
-    table = config.get(section)
-    value = table.get("timeout_sec") if isinstance(table, dict) else None
-    if _seconds(value):
-        return min(float(value), MAX_TIMEOUT_S)
-    return min(default, MAX_TIMEOUT_S)

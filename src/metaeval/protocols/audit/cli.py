@@ -238,7 +238,7 @@ def convert_cmd(
     dst: Annotated[Path, typer.Argument(help="Destination (Harbor layout).")],
 ) -> None:
     """Convert Terminal-Bench 1 task(s) into Harbor task directories."""
-    from metaeval.protocols.audit.convert import convert_tb1_benchmark, convert_tb1_task
+    from metaeval.tasks.sources.terminal_bench import convert_tb1_benchmark, convert_tb1_task
 
     if (src / "task.yaml").is_file():
         by_task = {src.name: convert_tb1_task(src, dst)}

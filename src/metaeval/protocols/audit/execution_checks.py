@@ -1,7 +1,7 @@
-"""Execution checks: run a task's oracle and a do-nothing agent in a container-like sandbox.
+"""Execution checks: run a task's oracle and a do-nothing agent as Harbor trials.
 
-Two runs per task, each in a fresh /app (a copy of the task's environment/ files without
-the Dockerfile, or empty) inside `metaeval.sandbox.harbor_root`:
+Two trials per task, each in a fresh room (`metaeval.tasks.trial.run_trial`, limits from
+task.toml through `metaeval.tasks.limits`):
 
 - oracle: `bash /solution/solve.sh` (sees /solution), then `bash /tests/test.sh` (sees
   /tests). A reward below 1, or none at all, means the reference solution does not pass its
@@ -21,19 +21,18 @@ directories (ENV-PATH).
 
 Where the runs happen (`sandbox`): a task with an environment (environment/Dockerfile or
 `[environment] docker_image`) runs in its own image through a container engine
-(`metaeval.sandbox.container`: Docker or Podman, a fresh container per phase, limits from
-task.toml). A build the task breaks is a finding with the build log as evidence; an engine
-or image this machine cannot get is a skip with the reason. Multi-container (compose) tasks
-are skipped. Tasks without an environment run in bubblewrap. A task with an environment runs
-in bubblewrap only with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml
-marks it local: that run only approximates the image, so its findings are capped at Low,
-confidence 0.3, and a missing module, blocked network or absent path is recorded as an
-environment mismatch instead of a finding. The same holds in a container whose base image
-is a local stand-in for the one the Dockerfile names (an image labelled
-`org.metaeval.stand-in-for`, as scripts/container-base-image.sh makes offline): a RUN step
-that fails there, or a phase failure, is capped the same way; a COPY source missing from
-the build context does not depend on the base image and stays Critical. A skipped check
-never counts as passed.
+(`metaeval.sandbox.container`: Docker or Podman, a fresh container per trial). A build the
+task breaks is a finding with the build log as evidence; an engine or image this machine
+cannot get is a skip with the reason. Multi-container (compose) tasks are skipped. Tasks
+without an environment run in bubblewrap. A task with an environment runs in bubblewrap only
+with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks it local:
+that run only approximates the image, so its findings are capped at Low, confidence 0.3, and
+a missing module, blocked network or absent path is recorded as an environment mismatch
+instead of a finding. The same holds in a container whose base image is a local stand-in for
+the one the Dockerfile names (an image labelled `org.metaeval.stand-in-for`, as
+scripts/container-base-image.sh makes offline): a RUN step that fails there, or a phase
+failure, is capped the same way; a COPY source missing from the build context does not
+depend on the base image and stays Critical. A skipped check never counts as passed.
 """
 
 from __future__ import annotations
@@ -49,26 +48,19 @@ from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.sandbox.container import (
     DEFAULT_BUILD_TIMEOUT_S,
-    Container,
     ContainerError,
     Engine,
     ImageOutcome,
-    Limits,
     describe_engine,
     ensure_image,
     find_engine,
     stand_in_images,
 )
-from metaeval.sandbox.harbor_root import (
-    DEFAULT_MEMORY_MB,
-    harbor_sandbox_unavailable,
-    python_prefixes,
-    run_harbor_phase,
-    seed_app,
-)
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, python_prefixes
 from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import Hints, LoadedTask, network_allowed
-from metaeval.tasks.reward import read_reward
+from metaeval.tasks.harbor import Hints, LoadedTask
+from metaeval.tasks.limits import TrialLimits, trial_limits
+from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import (
     UnsafeFileError,
     classify,
@@ -76,7 +68,7 @@ from metaeval.tasks.safe_files import (
     remove_tree,
     walk_tree,
 )
-from metaeval.tasks.toml_schema import memory_limit_mb
+from metaeval.tasks.trial import ORACLE, Backend, TrialResult, run_trial
 
 SOURCE = "static"
 CONFIDENCE = 0.9
@@ -180,7 +172,11 @@ def needs_docker(task: LoadedTask, hints: Hints | None) -> bool:
 
 
 def run_execution_checks(
-    task: LoadedTask, *, hints: Hints | None, timeout_s: float = 120, sandbox: str = "auto"
+    task: LoadedTask,
+    *,
+    hints: Hints | None,
+    timeout_s: float | None = None,
+    sandbox: str = "auto",
 ) -> ExecutionCheckResult:
     """Run the oracle and the null agent of one task and turn failures into findings.
 
@@ -188,7 +184,8 @@ def run_execution_checks(
     for tasks with an environment (see `metaeval.sandbox.container`), bubblewrap for tasks
     without one. With "bwrap", or a task marked local in the hints and no engine, a task
     with an environment runs in the bubblewrap approximation and its findings are capped
-    (see `cap_approximate`).
+    (see `cap_approximate`). Limits come from task.toml (`metaeval.tasks.limits`);
+    `timeout_s`, when given, replaces the time limit of every phase.
     """
     result = ExecutionCheckResult(task_id=task.task_id)
     if not (task.root / "tests" / "test.sh").is_file():
@@ -198,6 +195,7 @@ def run_execution_checks(
     if unsafe is not None:  # never bound, copied or executed, on any backend
         result.skipped = f"not run: {unsafe}"
         return result
+    limits = trial_limits(task.config, agent_timeout_s=timeout_s, verifier_timeout_s=timeout_s)
     has_environment = needs_docker(task, None)
     if has_environment and sandbox != "bwrap":
         compose = [n for n in COMPOSE_FILES if (task.root / "environment" / n).is_file()]
@@ -209,7 +207,7 @@ def run_execution_checks(
             if leaving is not None:
                 result.skipped = f"not run: {leaving}"
                 return result
-            return run_in_container(task, engine, result, timeout_s)
+            return run_in_container(task, engine, result, limits)
         if not (hints is not None and hints.is_local(task.task_id)):
             result.skipped = why or (
                 f"multi-container environment (environment/{compose[0]}): not run, only "
@@ -222,33 +220,53 @@ def run_execution_checks(
         return result
     result.backend = "bubblewrap"
     result.approximate = has_environment
+    _run_phases(task, BwrapBackend(), result, limits)
+    _judge(task, result, limits)
+    return result
 
-    network_agent = network_allowed(task.config, "agent") is not False
-    network_tests = network_allowed(task.config, "verifier") is not False
+
+def _run_phases(
+    task: LoadedTask, backend: Backend, result: ExecutionCheckResult, limits: TrialLimits
+) -> None:
+    """The oracle trial (when there is a runnable solution/solve.sh) and the null-agent
+    trial, each in a fresh room of `backend`."""
     scratch = Path(tempfile.mkdtemp(prefix="metaeval-exec-"))
     try:
         unsafe = _unsafe_script(task.root, "solution", "solve.sh")
         if unsafe is not None:
             result.oracle.note = f"not run: {unsafe}"
         elif (task.root / "solution" / "solve.sh").is_file():
-            result.oracle = _run(
-                "oracle", task, scratch, timeout_s, network_agent, network_tests, solve=True
+            (scratch / "oracle").mkdir()
+            trial = run_trial(
+                task.root, backend, limits=limits, scratch=scratch / "oracle", solve=ORACLE
             )
+            result.oracle = _outcome("oracle", trial)
         else:
             result.oracle.note = "not run: no solution/solve.sh"
-        result.null_agent = _run(
-            "null_agent", task, scratch, timeout_s, network_agent, network_tests, solve=False
-        )
+        (scratch / "null_agent").mkdir()
+        trial = run_trial(task.root, backend, limits=limits, scratch=scratch / "null_agent")
+        result.null_agent = _outcome("null_agent", trial)
     finally:
         remove_tree(scratch)  # iterative: the phases may leave a tree deeper than rmtree copes with
 
-    _judge(task, result, network_tests, timeout_s)
-    return result
+
+def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
+    return PhaseOutcome(
+        name=name,
+        ran=True,
+        reward=trial.reward,
+        reward_source=trial.reward_source,
+        reward_error=trial.reward_error,
+        solve=trial.solve,
+        test=trial.test,
+        log=trial.log,
+        log_name=ORACLE_LOG if name == "oracle" else NULL_AGENT_LOG,
+    )
 
 
-def _judge(task: LoadedTask, result: ExecutionCheckResult, network: bool, timeout_s: float) -> None:
+def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) -> None:
     """Turn the two runs into findings (capped when the environment was approximated)."""
-    finding = _oracle_finding(task, result.oracle, network, timeout_s)
+    finding = _oracle_finding(task, result.oracle, limits)
     if finding is not None and result.approximate and finding.subcategory in MISMATCH_KINDS:
         # A missing module, blocked network or absent path is what the real image would
         # supply: the approximation differs from the environment, the task is not at fault.
@@ -290,9 +308,9 @@ def cap_approximate(finding: Finding) -> Finding:
 
 
 def run_in_container(
-    task: LoadedTask, engine: Engine, result: ExecutionCheckResult, timeout_s: float
+    task: LoadedTask, engine: Engine, result: ExecutionCheckResult, limits: TrialLimits
 ) -> ExecutionCheckResult:
-    """Build (or reuse) the task's image and run both phases in fresh containers."""
+    """Build (or reuse) the task's image and run both trials in fresh containers."""
     result.backend = describe_engine(engine)
     env = task.config.get("environment")
     env = env if isinstance(env, dict) else {}
@@ -322,89 +340,21 @@ def run_in_container(
         result.findings.append(finding)
         return result
     assert image.image is not None
-    limits = Limits(
-        cpus=_number(env.get("cpus")),
-        memory_mb=int(_number(env.get("memory_mb")) or DEFAULT_MEMORY_MB),
-        network=network_allowed(task.config, "agent") is not False,
-        workdir=env.get("workdir") if isinstance(env.get("workdir"), str) else None,
-    )
-    agent_timeout = _phase_timeout(task, "agent", timeout_s)
-    test_timeout = _phase_timeout(task, "verifier", timeout_s)
     try:
-        with tempfile.TemporaryDirectory(prefix="metaeval-exec-") as tmp:
-            if (task.root / "solution" / "solve.sh").is_file():
-                result.oracle = _container_phase(
-                    "oracle",
-                    task,
-                    engine,
-                    image.image,
-                    limits,
-                    Path(tmp),
-                    agent_timeout,
-                    test_timeout,
-                )
-            else:
-                result.oracle.note = "not run: no solution/solve.sh"
-            result.null_agent = _container_phase(
-                "null_agent", task, engine, image.image, limits, Path(tmp), None, test_timeout
-            )
+        _run_phases(task, ContainerBackend(engine, image.image), result, limits)
     except ContainerError as exc:
         result.skipped = f"{engine.name}: {exc}"
         result.oracle = PhaseOutcome(name="oracle")
         result.null_agent = PhaseOutcome(name="null_agent")
         return result
-    _judge(task, result, limits.network, max(agent_timeout, test_timeout))
+    _judge(task, result, limits)
     return result
-
-
-def _container_phase(
-    name: str,
-    task: LoadedTask,
-    engine: Engine,
-    image: str,
-    limits: Limits,
-    scratch: Path,
-    solve_timeout: float | None,
-    test_timeout: float,
-) -> PhaseOutcome:
-    outcome = PhaseOutcome(name=name, ran=True)
-    outcome.log_name = ORACLE_LOG if name == "oracle" else NULL_AGENT_LOG
-    logs = scratch / name / "verifier"
-    logs.mkdir(parents=True)
-    logs.chmod(0o777)  # the task may run as a non-root user
-    parts = [f"[{describe_engine(engine)}, image {image}]"]
-    with Container(engine, image, logs, limits) as box:
-        if solve_timeout is not None:
-            box.copy_in(task.root / "solution", "/solution")
-            outcome.solve = box.exec("bash /solution/solve.sh", timeout_s=solve_timeout)
-            parts.append(outcome.solve.describe("bash /solution/solve.sh"))
-        box.copy_in(task.root / "tests", "/tests")
-        outcome.test = box.exec("bash /tests/test.sh", timeout_s=test_timeout)
-        parts.append(outcome.test.describe("bash /tests/test.sh"))
-    return _read_outcome(outcome, logs, parts)
-
-
-def _read_outcome(outcome: PhaseOutcome, logs: Path, parts: list[str]) -> PhaseOutcome:
-    """Read the phase's reward from `logs` and close its log (both backends end this way)."""
-    outcome.reward, outcome.reward_source, outcome.reward_error = read_reward(logs)
-    if outcome.reward_source is not None and outcome.reward is not None:
-        parts.append(f"reward: {outcome.reward:g} (from /logs/verifier/{outcome.reward_source})")
-    else:
-        parts.append(f"reward: none ({outcome.reward_error})")
-    outcome.log = "\n".join(parts) + "\n"
-    return outcome
 
 
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return None
     return float(value)
-
-
-def _phase_timeout(task: LoadedTask, section: str, default: float) -> float:
-    table = task.config.get(section)
-    value = _number(table.get("timeout_sec")) if isinstance(table, dict) else None
-    return value or default
 
 
 BUILD_LOG = "logs/build.log"
@@ -460,49 +410,6 @@ def _build_finding(task: LoadedTask, image: ImageOutcome) -> Finding:
     )
 
 
-def _run(
-    name: str,
-    task: LoadedTask,
-    scratch: Path,
-    timeout_s: float,
-    network_agent: bool,
-    network_tests: bool,
-    *,
-    solve: bool,
-) -> PhaseOutcome:
-    outcome = PhaseOutcome(name=name, ran=True)
-    outcome.log_name = ORACLE_LOG if name == "oracle" else NULL_AGENT_LOG
-    work = scratch / name / "app"
-    logs = scratch / name / "verifier"
-    notes = _seed_app(task.root, work)
-    logs.mkdir(parents=True)
-    parts: list[str] = [f"/app: left out {note}" for note in notes]
-    if solve:
-        outcome.solve = run_harbor_phase(
-            task.root,
-            work,
-            logs,
-            "bash /solution/solve.sh",
-            timeout_s,
-            network_agent,
-            mounts=("solution",),
-            memory_mb=_memory_mb(task),
-        )
-        parts.append(outcome.solve.describe("bash /solution/solve.sh"))
-    outcome.test = run_harbor_phase(
-        task.root,
-        work,
-        logs,
-        "bash /tests/test.sh",
-        timeout_s,
-        network_tests,
-        mounts=("tests",),
-        memory_mb=_memory_mb(task),
-    )
-    parts.append(outcome.test.describe("bash /tests/test.sh"))
-    return _read_outcome(outcome, logs, parts)
-
-
 def _outside_link(root: Path) -> str | None:
     """Why the task must not run at all: a symlink in it leads outside the task (its
     environment would be built, or its files bound, from another place), or None."""
@@ -525,14 +432,6 @@ def _unsafe_script(root: Path, dirname: str, name: str) -> str | None:
     return None
 
 
-def _seed_app(task_root: Path, work: Path) -> list[str]:
-    """A fresh /app: the environment/ files without Docker build files, or empty.
-
-    Returns notes on the entries left out (links leaving the task, special files).
-    """
-    return seed_app(task_root, work)
-
-
 def log_tail(text: str, lines: int = LOG_TAIL_LINES, chars: int = LOG_TAIL_CHARS) -> str:
     """The last `lines` lines of a log, at most `chars` characters: an exact substring."""
     body = text.rstrip("\n")
@@ -550,11 +449,10 @@ def log_tail(text: str, lines: int = LOG_TAIL_LINES, chars: int = LOG_TAIL_CHARS
 # --------------------------------------------------------------------------- findings
 
 
-def _oracle_finding(
-    task: LoadedTask, oracle: PhaseOutcome, network: bool, timeout_s: float
-) -> Finding | None:
+def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits) -> Finding | None:
     if not oracle.ran or oracle.passed:
         return None
+    network = limits.agent.network and limits.verifier.network
     evidence = [Evidence(file=ORACLE_LOG, snippet=log_tail(oracle.log))]
     got = (
         f"a reward of {oracle.reward:g}"
@@ -590,14 +488,16 @@ def _oracle_finding(
         )
     log = oracle.log
     if oracle.timed_out:
+        solve_timed_out = oracle.solve is not None and oracle.solve.timed_out
+        phase = "solution/solve.sh" if solve_timed_out else "tests/test.sh"
+        limit = (limits.agent if solve_timed_out else limits.verifier).timeout_s
         return Finding(
             category="ENV",
             subcategory="ENV-RESOURCE",
             severity="High",
             title="The reference solution does not finish within the time limit",
             description=(
-                "A phase of the oracle run (solution/solve.sh, then tests/test.sh) was "
-                f"killed after {timeout_s:g} s, the execution checks' limit per phase "
+                f"In the oracle run, {phase} was killed after {limit:g} s, its time limit "
                 f"(task.toml: {_declared_timeouts(task)}); the run ended with {got}. The task "
                 "may need more time than it declares, or a step hangs."
             ),
@@ -688,11 +588,6 @@ def _declared_timeouts(task: LoadedTask) -> str:
         value = table.get("timeout_sec") if isinstance(table, dict) else None
         parts.append(f"[{section}] timeout_sec = {value if value is not None else 'unset'}")
     return ", ".join(parts)
-
-
-def _memory_mb(task: LoadedTask) -> int:
-    """The task's declared memory (at least the sandbox default, at most a sane maximum)."""
-    return max(memory_limit_mb(task.config, DEFAULT_MEMORY_MB), DEFAULT_MEMORY_MB)
 
 
 def _null_agent_finding(task: LoadedTask, null: PhaseOutcome) -> Finding:

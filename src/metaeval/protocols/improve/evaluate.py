@@ -1,24 +1,27 @@
 """Evaluate a target agent on Harbor tasks through the PACT episode interface.
 
-One task, one episode (`evaluate_task`):
+One task, one episode (`evaluate_task`), run as a Harbor trial in bubblewrap
+(`metaeval.tasks.trial.run_trial`, limits from task.toml through `metaeval.tasks.limits`):
 
 1. A fresh work directory is seeded from the task's `environment/` (Docker build files
    left out); it is the agent's `/app`.
 2. `client.reset(ResetRequest)` starts the episode with the task's instruction.md; the first
    observation is `initial`.
 3. Up to `max_steps` times: `client.act(ActRequest(observation))` returns an action.
-   - command: run with bash in the bubblewrap root (`run_harbor_phase`, mounts=(): the agent
-     never sees /tests or /solution; network off; a scratch directory, not the verifier's,
-     at /logs/verifier), capped at `command_timeout_s` and at the time the episode has left;
+   - command: run with bash in the trial's agent phase (the agent never sees /tests or
+     /solution; network off whatever task.toml says; the task's memory limit; a scratch
+     directory, not the verifier's, at /logs/verifier), capped at `command_timeout_s` and
+     at the time the episode has left;
      observation `command_result` (stdout/stderr capped, exit code, timed_out);
    - write_file: written on the host under the work directory; the path is `/app/<rel>` or
      `<rel>`; a path leaving /app (absolute elsewhere, `..`, or through a symlink) is refused
      with an `error` observation and nothing is written; otherwise `file_written`;
    - submit: the episode ends.
 4. Whether the agent submitted, ran out of steps or ran out of time, the task's tests run
-   (`bash /tests/test.sh`, mounts=("tests",), the task's verifier network setting) on the
-   work directory, and the reward is read from /logs/verifier: reward >= 1 is `passed`, any
-   other reward, no reward, or a verifier that timed out is `failed`.
+   (`bash /tests/test.sh` in the trial's verifier phase: /tests visible, the task's verifier
+   network setting and memory limit) on the work directory, and the reward is read from
+   /logs/verifier: reward >= 1 is `passed`, any other reward, no reward, or a verifier that
+   timed out is `failed`.
 
 Statuses and the paper's failure classes (Section 3.6):
 
@@ -35,8 +38,8 @@ An agent that is merely slow is not a target error: when the episode time limit
 harness waits for an action, the episode ends and the tests still run. Client calls run on a
 daemon thread the harness stops waiting for at the deadline, so a hung client can never hang
 the evaluation; a call still running then is abandoned. The verifier has its own time limit
-(`verifier_timeout_s`, default the task's `[verifier] timeout_sec`, else 120 s), so a task
-takes at most about task_timeout_s + verifier_timeout_s.
+(`verifier_timeout_s`, default the task's `[verifier] timeout_sec`, else Harbor's 600 s), so
+a task takes at most about task_timeout_s + verifier_timeout_s.
 
 Why a verifier timeout or a missing reward counts as `failed`, not infra_error: the agent
 shapes the /app the tests read (a FIFO, a huge file), so classifying those as infrastructure
@@ -54,6 +57,7 @@ target error as broken (`SuiteResult.broken`), whatever its score.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import tempfile
@@ -77,28 +81,22 @@ from metaeval.protocols.improve.pact.protocol import (
     WriteFileAction,
 )
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
-from metaeval.sandbox.harbor_root import (
-    DEFAULT_MEMORY_MB,
-    harbor_sandbox_unavailable,
-    run_harbor_phase,
-    seed_app,
-)
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import network_allowed, parse_task_toml
-from metaeval.tasks.reward import read_reward
+from metaeval.tasks.harbor import parse_task_toml
+from metaeval.tasks.limits import TrialLimits, trial_limits
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree
-from metaeval.tasks.toml_schema import memory_limit_mb, timeout_limit_s
+from metaeval.tasks.trial import Room, TrialResult, run_trial
 
 TaskStatus = Literal["passed", "failed", "infra_error", "target_error"]
 
 DEFAULT_MAX_STEPS = 30
 DEFAULT_TASK_TIMEOUT_S = 600.0
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
-DEFAULT_VERIFIER_TIMEOUT_S = 120.0
 MAX_OBSERVATION_CHARS = 8000
 """Per stream (stdout, stderr) in a command_result observation: head and tail are kept."""
 MAX_WRITE_BYTES = 8 * 1024 * 1024
-TEST_COMMAND = "bash /tests/test.sh"
 MAX_INSTRUCTION_BYTES = 1024 * 1024
 
 
@@ -269,18 +267,32 @@ class _Episode:
         self.command_timeout_s = command_timeout_s
         self.verifier_timeout_s = verifier_timeout_s
         self.episode_id = episode_id
-        self.app = scratch / "app"
-        self.agent_logs = scratch / "agent-logs"
-        self.verifier_logs = scratch / "verifier"
+        self.scratch = scratch
         self.config: dict[str, Any] = {}
+        self.room: BwrapRoom | None = None
+        self.ending = ""
 
     # ---------------------------------------------------------------- phases
 
     def run(self) -> None:
         instruction = self._prepare()
-        self._reset(instruction)
-        ending = self._loop()
-        self._verify(ending)
+
+        def episode(room: Room) -> None:
+            assert isinstance(room, BwrapRoom)  # write_file writes into its host /app
+            self.room = room
+            self._reset(instruction)
+            self.ending = self._loop()
+
+        limits = self._limits()
+        trial = run_trial(
+            self.root,
+            BwrapBackend(),
+            limits=limits,
+            scratch=self.scratch,
+            solve=episode,
+            cap=_cap,
+        )
+        self._score(trial, limits)
 
     def _prepare(self) -> str:
         unavailable = harbor_sandbox_unavailable()
@@ -302,8 +314,6 @@ class _Episode:
             ).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise _Stop("infra_error", f"instruction.md cannot be read: {exc}") from exc
-        seed_app(self.root, self.app)  # links out of the task and special files are left out
-        self.agent_logs.mkdir()
         return instruction
 
     def _reset(self, instruction: str) -> None:
@@ -377,36 +387,22 @@ class _Episode:
             {"step": observation.step, "observation": observation.model_dump(), "action": None}
         )
 
-    def _verify(self, ending: str) -> None:
-        self.verifier_logs.mkdir()
-        timeout = self._verifier_timeout()
-        result = run_harbor_phase(
-            self.root,
-            self.app,
-            self.verifier_logs,
-            TEST_COMMAND,
-            timeout,
-            network_allowed(self.config, "verifier") is not False,
-            mounts=("tests",),
-            memory_mb=self._memory_mb(),
-        )
-        self.outcome.test_log = result.describe(TEST_COMMAND, cap=_cap)
+    def _score(self, trial: TrialResult, limits: TrialLimits) -> None:
+        """The tests' verdict: passed on a reward of at least 1, failed otherwise."""
+        result = trial.test
+        assert result is not None  # run_trial always runs the tests
+        self.outcome.test_log = trial.log
         if _sandbox_broke(result):
             raise _Stop("infra_error", f"the verifier could not run: {result.stderr.strip()}")
-        reward, source, error = read_reward(self.verifier_logs)
-        self.outcome.reward = reward
-        if reward is not None:
-            self.outcome.test_log += f"\nreward: {reward:g} (from /logs/verifier/{source})\n"
-        else:
-            self.outcome.test_log += f"\nreward: none ({error})\n"
-        self.outcome.status = "passed" if reward is not None and reward >= 1 else "failed"
+        self.outcome.reward = trial.reward
+        self.outcome.status = "passed" if trial.passed else "failed"
         if result.timed_out:
-            verdict = f"the verifier timed out after {timeout:g} s"
-        elif reward is None:
-            verdict = f"no reward: {error}"
+            verdict = f"the verifier timed out after {limits.verifier.timeout_s:g} s"
+        elif trial.reward is None:
+            verdict = f"no reward: {trial.reward_error}"
         else:
-            verdict = f"reward {reward:g}"
-        self.outcome.reason = f"{ending}; {verdict}"
+            verdict = f"reward {trial.reward:g}"
+        self.outcome.reason = f"{self.ending}; {verdict}"
 
     # ---------------------------------------------------------------- actions
 
@@ -419,16 +415,8 @@ class _Episode:
             return Observation(
                 kind="error", step=step, message="no time left in the episode to run a command"
             )
-        result = run_harbor_phase(
-            self.root,
-            self.app,
-            self.agent_logs,
-            action.command,
-            limit,
-            False,
-            mounts=(),
-            memory_mb=self._memory_mb(),
-        )
+        assert self.room is not None
+        result = self.room.exec(action.command, "agent", timeout_s=limit)
         if _sandbox_broke(result):
             raise _Stop("infra_error", f"sandbox failed at step {step}: {result.stderr.strip()}")
         return Observation(
@@ -450,7 +438,8 @@ class _Episode:
                 message=f"refused: content is {len(data)} bytes (limit {MAX_WRITE_BYTES})",
             )
         try:
-            target, shown = _resolve_app_path(self.app, action.path)
+            assert self.room is not None
+            target, shown = _resolve_app_path(self.room.app, action.path)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -467,13 +456,15 @@ class _Episode:
     def _left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def _verifier_timeout(self) -> float:
-        if self.verifier_timeout_s is not None:
-            return self.verifier_timeout_s
-        return timeout_limit_s(self.config, "verifier", DEFAULT_VERIFIER_TIMEOUT_S)
-
-    def _memory_mb(self) -> int:
-        return max(memory_limit_mb(self.config, DEFAULT_MEMORY_MB), 256)
+    def _limits(self) -> TrialLimits:
+        """task.toml's limits; the agent phase gets the episode's time limit and, whatever
+        task.toml says, no network (a candidate never reaches the host's services)."""
+        limits = trial_limits(
+            self.config,
+            agent_timeout_s=self.task_timeout_s,
+            verifier_timeout_s=self.verifier_timeout_s,
+        )
+        return dataclasses.replace(limits, agent=dataclasses.replace(limits.agent, network=False))
 
 
 # --------------------------------------------------------------------------- helpers

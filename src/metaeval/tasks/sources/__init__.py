@@ -1,0 +1,1 @@
+"""Task sources: other benchmark formats written as Harbor tasks (Terminal-Bench 1, BFCL)."""

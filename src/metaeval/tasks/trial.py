@@ -1,0 +1,145 @@
+"""One Harbor trial, the same for every caller: a fresh /app, a solve phase, the tests, the reward.
+
+`run_trial` opens a room on a backend (`metaeval.tasks.rooms`: bubblewrap or a container
+engine), runs the solve step in the agent phase, then `bash /tests/test.sh` in the verifier
+phase, and reads the reward the tests left in /logs/verifier (`metaeval.tasks.reward`). The
+limits of both phases come from task.toml through `metaeval.tasks.limits`. The solve step is
+the reference solution (`ORACLE`), nothing (a null agent), any other `Solve` command, or a
+callable that drives the room itself (an interactive agent).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from pydantic import BaseModel
+
+from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.limits import Phase, TrialLimits
+from metaeval.tasks.reward import read_reward
+from metaeval.tasks.safe_files import remove_tree
+
+TEST_COMMAND = "bash /tests/test.sh"
+SOLVE_COMMAND = "bash /solution/solve.sh"
+
+
+@dataclass(frozen=True)
+class Solve:
+    """A solve step run as one command in the agent phase, seeing the task directories in
+    `show` ("solution" for the oracle; an agent sees neither tests nor solution)."""
+
+    command: str
+    show: tuple[str, ...] = ()
+
+
+ORACLE = Solve(SOLVE_COMMAND, show=("solution",))
+
+
+class Room(abc.ABC):
+    """One trial's environment: /app, /logs/verifier and the phases run in it."""
+
+    def __init__(self, limits: TrialLimits, verifier_logs: Path) -> None:
+        self.limits = limits
+        self.verifier_logs = verifier_logs  # host directory seen at /logs/verifier by the tests
+        self.notes: list[str] = []  # what seeding /app left out
+        self.header: str | None = None  # first line of the trial log, if any
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        command: str,
+        phase: Phase,
+        *,
+        timeout_s: float | None = None,
+        show: Sequence[str] = (),
+    ) -> ExecResult:
+        """Run `command` with bash in /app under the limits of `phase` (time capped further
+        by `timeout_s`), with the task directories named in `show` visible."""
+
+    def test(self) -> ExecResult:
+        """Run the task's tests in the verifier phase, on an emptied /logs/verifier (the
+        reward read afterwards is what the tests wrote, never a leftover of the agent)."""
+        for entry in list(self.verifier_logs.iterdir()):
+            remove_tree(entry)  # never follows a link the agent left there
+        return self.exec(TEST_COMMAND, "verifier", show=("tests",))
+
+    def close(self) -> None:  # noqa: B027 - rooms without resources need nothing
+        """Release what the room holds (a container)."""
+
+    def __enter__(self) -> Room:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Backend(abc.ABC):
+    """Where trials run: opens a fresh room per trial."""
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> str:
+        """For reports: "bubblewrap", "podman 4.3.1"."""
+
+    @abc.abstractmethod
+    def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> Room:
+        """A fresh room for one trial of the task at `task_root`; host files go to `scratch`."""
+
+
+class TrialResult(BaseModel):
+    """What a trial did and scored."""
+
+    backend: str
+    solve: ExecResult | None = None
+    test: ExecResult | None = None
+    reward: float | None = None
+    reward_source: str | None = None  # "reward.txt" or "reward.json"
+    reward_error: str | None = None
+    log: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """True when the tests ran and reported a reward of at least 1."""
+        return self.reward is not None and self.reward >= 1
+
+
+def run_trial(
+    task_root: Path,
+    backend: Backend,
+    *,
+    limits: TrialLimits,
+    scratch: Path,
+    solve: Solve | Callable[[Room], object] | None = None,
+    cap: Callable[[str], str] | None = None,
+) -> TrialResult:
+    """Run one trial of the Harbor task at `task_root` and return its reward and log.
+
+    `scratch` (an existing, empty host directory) receives the trial's files; the caller
+    removes it. Exceptions of a callable `solve` propagate (the tests do not run); `cap`
+    shortens the phases' output in the log.
+    """
+    result = TrialResult(backend=backend.description)
+    with backend.open(Path(task_root), Path(scratch), limits) as room:
+        parts = [room.header] if room.header else []
+        parts += [f"/app: left out {note}" for note in room.notes]
+        if isinstance(solve, Solve):
+            result.solve = room.exec(solve.command, "agent", show=solve.show)
+            parts.append(result.solve.describe(solve.command, cap=cap))
+        elif solve is not None:
+            solve(room)
+        result.test = room.test()
+        parts.append(result.test.describe(TEST_COMMAND, cap=cap))
+        reward, source, error = read_reward(room.verifier_logs)
+    result.reward, result.reward_source, result.reward_error = reward, source, error
+    if source is not None and reward is not None:
+        parts.append(f"reward: {reward:g} (from /logs/verifier/{source})")
+    else:
+        parts.append(f"reward: none ({error})")
+    result.log = "\n".join(parts) + "\n"
+    return result

@@ -44,16 +44,15 @@ from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.records import RunDir
 from metaeval.sandbox.harbor_root import (
-    DEFAULT_MEMORY_MB,
     harbor_sandbox_unavailable,
     run_harbor_phase,
     seed_app,
 )
 from metaeval.sandbox.task_workspace import TaskRootWorkspace
 from metaeval.tasks.harbor import LoadedTask, load_task, network_allowed
+from metaeval.tasks.limits import memory_mb as declared_memory_mb
 from metaeval.tasks.reward import read_reward
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
-from metaeval.tasks.toml_schema import memory_limit_mb
 
 PROTOCOL = "audit-agent"
 RECORDS = "agent_runs"
@@ -250,7 +249,7 @@ class AgentRuns:
             test_timeout,
             network_allowed(task.config, "verifier") is not False,
             mounts=("tests",),
-            memory_mb=max(memory_limit_mb(task.config, DEFAULT_MEMORY_MB), DEFAULT_MEMORY_MB),
+            memory_mb=declared_memory_mb(task.config),  # task.toml's, as in every trial
         )
         reward, reward_source, reward_error = read_reward(verifier_logs)
         log = "\n".join(

@@ -43,16 +43,13 @@ from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
 from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.records import RunDir
-from metaeval.sandbox.harbor_root import (
-    harbor_sandbox_unavailable,
-    run_harbor_phase,
-    seed_app,
-)
+from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.sandbox.task_workspace import TaskRootWorkspace
-from metaeval.tasks.harbor import LoadedTask, load_task, network_allowed
-from metaeval.tasks.limits import memory_mb as declared_memory_mb
-from metaeval.tasks.reward import read_reward
+from metaeval.tasks.harbor import LoadedTask, load_task
+from metaeval.tasks.limits import timeout_s, trial_limits
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
+from metaeval.tasks.trial import run_trial
 
 PROTOCOL = "audit-agent"
 RECORDS = "agent_runs"
@@ -221,44 +218,36 @@ class AgentRuns:
     def _attempt(
         self, run: RunDir, task: LoadedTask, base: dict[str, Any], scratch: Path
     ) -> tuple[dict[str, Any], dict[str, str]]:
-        work, start = scratch / "app", scratch / "start"
-        agent_logs, verifier_logs = scratch / "agent-logs", scratch / "verifier"
-        notes = seed_app(task.root, work)
+        """The agent as the solve step of one Harbor trial (`tasks.trial.run_trial`) in the
+        bubblewrap room, then the task's tests; /app is diffed against a fresh copy."""
+        scratch.mkdir(parents=True)
+        start = scratch / "start"
         seed_app(task.root, start)
-        agent_logs.mkdir(parents=True)
-        verifier_logs.mkdir(parents=True)
+        trial_limits_ = trial_limits(
+            task.config,
+            agent_timeout_s=self.settings.time_limit_s
+            or timeout_s(task.config, "agent", DEFAULT_TIME_LIMIT_S),
+            verifier_timeout_s=self.settings.test_timeout_s
+            or timeout_s(task.config, "verifier", DEFAULT_TEST_TIMEOUT_S),
+        )
         instruction = next(f.text for f in task.files if f.role == "instruction")
         limits = Limits(
-            max_steps=self.settings.max_steps,
-            time_limit_s=self._phase_timeout(task, "agent", self.settings.time_limit_s)
-            or DEFAULT_TIME_LIMIT_S,
+            max_steps=self.settings.max_steps, time_limit_s=trial_limits_.agent.timeout_s
         )
         agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
-        result: AgentResult = self.agent.run(
-            agent_task, TaskRootWorkspace(work, agent_logs), limits
+        ran: list[AgentResult] = []
+
+        def drive(room: BwrapRoom) -> None:
+            workspace = TaskRootWorkspace(room.app, room.agent_logs)
+            ran.append(self.agent.run(agent_task, workspace, limits))
+
+        trial = run_trial(
+            task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
         )
-        test_timeout = (
-            self._phase_timeout(task, "verifier", self.settings.test_timeout_s)
-            or DEFAULT_TEST_TIMEOUT_S
-        )
-        test = run_harbor_phase(
-            task.root,
-            work,
-            verifier_logs,
-            "bash /tests/test.sh",
-            test_timeout,
-            network_allowed(task.config, "verifier") is not False,
-            mounts=("tests",),
-            memory_mb=declared_memory_mb(task.config),  # task.toml's, as in every trial
-        )
-        reward, reward_source, reward_error = read_reward(verifier_logs)
-        log = "\n".join(
-            [*(f"/app: left out {n}" for n in notes), test.describe("bash /tests/test.sh")]
-        )
-        if reward is not None:
-            log += f"\nreward: {reward:g} (from /logs/verifier/{reward_source})\n"
-        else:
-            log += f"\nreward: none ({reward_error})\n"
+        result, test, log = ran[0], trial.test, trial.log
+        assert test is not None  # run_trial always runs the tests after the solve step
+        reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
+        work = scratch / "app"
         diff = tree_diff(start, work)
         record = {
             **base,
@@ -293,15 +282,6 @@ class AgentRuns:
         }
         summary = transcript_summary(result.transcript, result.submission)
         return record, documents(record, diff, summary, log)
-
-    @staticmethod
-    def _phase_timeout(task: LoadedTask, section: str, given: float | None) -> float | None:
-        if given is not None:
-            return given
-        table = task.config.get(section)
-        value = table.get("timeout_sec") if isinstance(table, dict) else None
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        return float(value) if ok else None
 
 
 _agents: dict[tuple[int, str, int | None], Any] = {}

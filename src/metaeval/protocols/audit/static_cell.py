@@ -18,10 +18,9 @@ from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.static_checks import run_static_checks_report
+from metaeval.protocols.audit.static_pool import Cell
 from metaeval.records.blobs import BlobStore
 from metaeval.tasks.harbor import Hints, LoadedTask, load_task
-
-Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 def static_cell(
@@ -111,7 +110,3 @@ def in_worker(
     return static_cell(
         task, {**base, "task_id": task.task_id}, blobs=BlobStore(blobs_root), **checks
     )
-
-
-def ready() -> None:
-    """A no-op: submitting it makes a pool start a worker (which imports this module)."""

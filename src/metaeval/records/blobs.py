@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -80,18 +79,9 @@ class BlobStore:
         except FileNotFoundError:
             pass
         final.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(final, raw, sync=not defer_sync)
         if not defer_sync:
-            atomic_write(final, raw)
             return ref
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=final.parent)
-        try:
-            os.fchmod(fd, 0o644)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(raw)
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         with self._pending_lock:
             self._pending.add(final)
         return ref

@@ -21,17 +21,20 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(final: Path, data: bytes) -> None:
-    """Write `data` to `final` via a fsynced temporary file and os.replace (0644)."""
+def atomic_write(final: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write `data` to `final` via a temporary file and os.replace (0644). With `sync` (the
+    default) the file and its directory are fsynced; without, the caller syncs them later."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=final.parent)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, final)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(final.parent)
+    if sync:
+        fsync_dir(final.parent)

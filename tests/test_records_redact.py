@@ -150,3 +150,35 @@ def test_env_secret_set_after_a_redaction_is_scrubbed(monkeypatch: pytest.Monkey
     assert redact_text("value zq9-late-secret-value") == "value zq9-late-secret-value"
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "zq9-late-secret-value")
     assert redact_text("value zq9-late-secret-value here") == f"value {REDACTED} here"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "auth: bEaReR abcdefgh123",
+        "id AKIA" + "A" * 16 + " end",
+        "hf_" + "b" * 24,
+        "gho_" + "c" * 30,
+        "x sk-ant-" + "d" * 20,
+        "DB_PASSWD=hunter22",
+    ],
+)
+def test_short_texts_are_scrubbed_every_time_they_recur(text: str) -> None:
+    # Short strings are remembered once scrubbed: the second sighting (as a value or as a
+    # dict key) must come out as scrubbed as the first.
+    first = redact_text(text)
+    assert REDACTED in first and first == redact_text(text)
+    record = redact({text: text, "k": [text, {"n": text}]})
+    assert all(REDACTED in key for key in record if key != "k")
+    assert REDACTED in record["k"][0] and REDACTED in record["k"][1]["n"]
+
+
+def test_a_remembered_short_text_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "id qx7-recurring-value"
+    assert redact_text(text) == text
+    assert redact({"a": text}) == {"a": text}
+    monkeypatch.setenv("RECURRING_API_TOKEN", "qx7-recurring-value")
+    assert redact_text(text) == f"id {REDACTED}"
+    assert redact({"a": text}) == {"a": f"id {REDACTED}"}
+    monkeypatch.delenv("RECURRING_API_TOKEN")
+    assert redact_text(text) == text

@@ -140,16 +140,51 @@ def _env_pattern() -> re.Pattern[str] | None:
     return _env_cache[1]
 
 
+# Every credential shape above and every secret environment value is at least this long.
+_SHORTEST_SECRET = 6
+# Short strings (dict keys, statuses, ids) recur in every record: their scrubbed form is
+# remembered per environment pattern, bounded in size.
+_SHORT_TEXT = 64
+_SHORT_CACHE_MAX = 8192
+# (environment pattern, cache): replaced whole, so a thread still holding the old pair
+# never files a result under a newer pattern
+_short_cache: tuple[object, dict[str, str]] = (None, {})
+_CASED_GUARDS = tuple(g for i, group in enumerate(_GUARDS) if i != _LOWER_GUARD for g in group)
+
+
 def _redact_str(text: str, env_re: re.Pattern[str] | None) -> str:
+    if len(text) < _SHORTEST_SECRET:
+        return text
+    if len(text) <= _SHORT_TEXT:
+        global _short_cache
+        owner, cache = _short_cache
+        if owner is not env_re:
+            cache = {}
+            _short_cache = (env_re, cache)
+        cached = cache.get(text)
+        if cached is None:
+            cached = _scrub(text, env_re)
+            if len(cache) >= _SHORT_CACHE_MAX:
+                cache.clear()
+            cache[text] = cached
+        return cached
+    return _scrub(text, env_re)
+
+
+def _scrub(text: str, env_re: re.Pattern[str] | None) -> str:
     if env_re is not None:
         values = _env_cache[2] if env_re is _env_cache[1] else None
         if values is None or any(v in text for v in values):
             text = env_re.sub(REDACTED, text)
-    lowered: str | None = None
+    lowered = text.lower()
+    for guard in _CASED_GUARDS:
+        if guard in text:
+            break
+    else:
+        if not any(g in lowered for g in _GUARDS[_LOWER_GUARD]):
+            return text  # no shape's literal part occurs: nothing to scan for
     for index, ((pattern, repl), guard) in enumerate(zip(_PATTERNS, _GUARDS, strict=True)):
         if index == _LOWER_GUARD:
-            if lowered is None:
-                lowered = text.lower()
             if not any(g in lowered for g in guard):
                 continue
         elif not any(g in text for g in guard):

@@ -82,6 +82,15 @@ def test_progress_prints_a_line_per_job_when_not_a_terminal_and_eta_on_a_termina
         "cells 2/3: cell 1",
         "cells 3/3: cell 2",
     ]
+    # a label with control characters (a task directory named with an escape sequence)
+    # must not reach the log as a live terminal control sequence
+    hostile = io.StringIO()
+    evil = [Job(key="e", fn=lambda: 0, label="task\x1b]0;pwned\x07\x1b[2J name")]
+    LocalExecutor(1, None, "cells", console=Console(file=hostile, width=200)).run(
+        evil, lambda o: None
+    )
+    assert "\x1b" not in hostile.getvalue() and "\x07" not in hostile.getvalue()
+    assert hostile.getvalue().startswith("cells 1/1: task\\x1b]0;pwned\\x07\\x1b[2J name done in")
     quiet = io.StringIO()
     LocalExecutor(1, False, "cells", console=Console(file=quiet)).run(jobs, lambda o: None)
     assert quiet.getvalue() == ""
@@ -94,9 +103,11 @@ def test_progress_prints_a_line_per_job_when_not_a_terminal_and_eta_on_a_termina
     with StepProgress("trials", 2, console=Console(file=steps, width=200)) as progress:
         progress.advance("trial 001 promoted")
         progress.advance("trial 002 rejected")
+        progress.advance("trial 003 \x1b[31mred")
     assert steps.getvalue().splitlines() == [
         "trials 1/2: trial 001 promoted",
         "trials 2/2: trial 002 rejected",
+        "trials 3/2: trial 003 \\x1b[31mred",
     ]
     bar = io.StringIO()
     with StepProgress("trials", 1, console=Console(file=bar, force_terminal=True)) as progress:

@@ -41,6 +41,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from metaeval.progress import write_line
+
 OutcomeStatus = Literal["done", "failed", "timeout"]
 
 
@@ -166,13 +168,8 @@ class LocalExecutor(Executor):
     def _line(self, outcome: JobOutcome, done: int, total: int) -> None:
         """One plain line per finished job, for output that is not a terminal."""
         name = outcome.job.label or outcome.job.key
-        self.console.print(
-            f"{self.description} {done}/{total}: {name} {outcome.status} "
-            f"in {outcome.duration_s:.1f}s",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+        line = f"{self.description} {done}/{total}: {name} {outcome.status} in {outcome.duration_s:.1f}s"
+        write_line(self.console, line)
 
 
 class _Workers:

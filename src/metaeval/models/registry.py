@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
 
+from metaeval.cpu_gate import waiting
 from metaeval.errors import ConfigError, ProviderUnavailableError, UnknownProviderError
 from metaeval.models.base import Model
 from metaeval.models.limits import AdaptiveLimiter
@@ -229,7 +230,8 @@ class ProviderModel(Model):
             finally:
                 limiter.release(ticket, outcome)  # type: ignore[arg-type]
 
-        result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
+        with waiting():  # a job's CPU slot is free while the call is out (see cpu_gate)
+            result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
         table = self.prices
         return result.model_copy(
             update={

@@ -501,7 +501,27 @@ def _deliver(
 ) -> int:
     """Read one file into `task.files` within the caps; returns the bytes delivered."""
     try:
-        size = path.stat().st_size
+        fd = open_checked(path)  # a file the walk found regular; refused if it changed since
+    except OSError as exc:
+        task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
+        return 0
+    try:
+        return _deliver_open(task, rel, role, fd, max_file_bytes, max_task_bytes, used)
+    finally:
+        os.close(fd)
+
+
+def _deliver_open(
+    task: LoadedTask,
+    rel: str,
+    role: Role,
+    fd: int,
+    max_file_bytes: int,
+    max_task_bytes: int,
+    used: int,
+) -> int:
+    try:
+        size = os.fstat(fd).st_size
     except OSError as exc:
         task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
         return 0
@@ -509,7 +529,7 @@ def _deliver(
     cap = max(0, min(max_file_bytes, remaining))
     if size > cap and remaining < MIN_BUDGET_SHARE:
         try:
-            head = _read_range(path, 0, min(size, BINARY_SNIFF_BYTES))
+            head = _read_range(fd, 0, min(size, BINARY_SNIFF_BYTES))
         except OSError as exc:
             task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
             return 0
@@ -522,12 +542,12 @@ def _deliver(
         return 0
     try:
         if size <= cap:
-            head_window = tail_window = _read_range(path, 0, size)
+            head_window = tail_window = _read_range(fd, 0, size)
             total_newlines = 0
         else:
-            head_window = _read_range(path, 0, min(size, cap))
-            tail_window = _read_range(path, max(0, size - cap), min(size, cap))
-            total_newlines = _count_newlines(path)
+            head_window = _read_range(fd, 0, min(size, cap))
+            tail_window = _read_range(fd, max(0, size - cap), min(size, cap))
+            total_newlines = _count_newlines(fd)
     except OSError as exc:
         task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
         return 0
@@ -640,20 +660,23 @@ def _trim_utf8_start(data: bytes) -> bytes:
     return data[skip:]
 
 
-def _open_file(path: Path) -> Any:
-    """Open a file the walk found regular, refusing anything else (a FIFO never blocks)."""
-    return os.fdopen(open_checked(path), "rb")
+def _read_range(fd: int, offset: int, length: int) -> bytes:
+    """`length` bytes of an open file from `offset` (fewer at its end)."""
+    parts = []
+    while length > 0:
+        chunk = os.pread(fd, min(length, 1 << 20), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(parts)
 
 
-def _read_range(path: Path, offset: int, length: int) -> bytes:
-    with _open_file(path) as handle:
-        handle.seek(offset)
-        return handle.read(length)
-
-
-def _count_newlines(path: Path) -> int:
+def _count_newlines(fd: int) -> int:
     count = 0
-    with _open_file(path) as handle:
-        while chunk := handle.read(1 << 20):
-            count += chunk.count(b"\n")
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        count += chunk.count(b"\n")
+        offset += len(chunk)
     return count

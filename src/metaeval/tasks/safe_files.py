@@ -145,15 +145,17 @@ def walk_tree(
     while stack:
         current, prefix = stack.pop()
         try:
-            names = sorted(entry.name for entry in os.scandir(current))
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=_entry_name)
         except OSError as exc:
             if prefix:
                 found.append(TreeEntry(prefix.rstrip("/"), current, "error", exc.strerror or ""))
             continue
-        for name in names:
+        for entry in entries:
+            name = entry.name
             path = current / name
             rel = prefix + name
-            kind, detail = classify(path, bound)
+            kind, detail = _entry_kind(entry, path, bound)
             if kind == "dir":
                 if name in ignored:
                     continue
@@ -163,6 +165,24 @@ def walk_tree(
             found.append(TreeEntry(rel, path, kind, detail))
     found.sort(key=lambda entry: entry.rel)
     return found
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _entry_kind(entry: os.DirEntry[str], path: Path, boundary: Path) -> tuple[EntryKind, str]:
+    """`classify` for a listed entry: plain files and directories are told apart by the
+    type the listing carries (no system call); links and anything else get a full look."""
+    try:
+        if not entry.is_symlink():
+            if entry.is_dir(follow_symlinks=False):
+                return "dir", ""
+            if entry.is_file(follow_symlinks=False):
+                return "file", ""
+    except OSError:
+        pass
+    return classify(path, boundary)
 
 
 def open_regular(

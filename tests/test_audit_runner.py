@@ -300,3 +300,32 @@ def test_model_tasks_limits_the_models_and_keeps_checks_on_every_task(tmp_path):
     )
     with pytest.raises(Exception, match="no such task"):
         AuditRun(bad, models={"scripted/few": model})
+
+
+def test_benchmark_hash_covers_names_and_bytes_in_path_order(tmp_path):
+    """The run identity: sha256 over (path relative to the benchmark, NUL, bytes, NUL) of
+    every file, in pathlib order (part by part: `a/b` before `a-b`), with a link leading
+    outside counted by its link text. Recomputed here from that definition."""
+    import hashlib
+    import os
+
+    from metaeval.protocols.audit.runner import benchmark_hash
+
+    bench = tmp_path / "bench"
+    task = bench / "t1"
+    files = {"a/b": b"one", "a-b": b"two", "a.b": b"three", "tests/test.sh": b"exit 0\n"}
+    for rel, data in files.items():
+        (task / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / rel).write_bytes(data)
+    (tmp_path / "secret.txt").write_text("host file")
+    os.symlink(tmp_path / "secret.txt", task / "leak")
+    expected = hashlib.sha256()
+    for path in sorted([task / rel for rel in files] + [task / "leak"]):
+        expected.update(str(path.relative_to(bench)).encode() + b"\0")
+        if path.name == "leak":
+            expected.update(b"symlink:" + os.fsencode(os.readlink(path)) + b"\0")
+        else:
+            expected.update(files[str(path.relative_to(task))] + b"\0")
+    assert benchmark_hash(bench, [task]) == "sha256:" + expected.hexdigest()
+    (task / "a-b").write_bytes(b"changed")
+    assert benchmark_hash(bench, [task]) != "sha256:" + expected.hexdigest()

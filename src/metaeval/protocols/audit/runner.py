@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from metaeval.cpu_gate import CpuGate
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.executor import (
     Job,
@@ -88,29 +89,33 @@ def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
     digest = hashlib.sha256()
     hints = bench_dir / "benchguard_hints.yaml"
     if hints.is_file():
-        _hash_file(digest, bench_dir, hints, bench_dir)
+        _hash_file(digest, str(hints.relative_to(bench_dir)), hints, bench_dir)
     for root in task_dirs:
+        prefix = str(root.relative_to(bench_dir)) + "/"
         entries = walk_tree(root, ignore_dirs=())
-        for entry in sorted(entries, key=lambda e: e.path):
+        # path order, part by part (as pathlib compares), without building a Path per entry
+        for entry in sorted(entries, key=lambda e: e.rel.split("/")):
             if entry.kind in ("file", "link"):
-                _hash_file(digest, bench_dir, entry.path, root, entry.kind == "file")
+                _hash_file(digest, prefix + entry.rel, entry.path, root, entry.kind == "file")
             elif entry.kind == "outside_link":
-                digest.update(str(entry.path.relative_to(bench_dir)).encode() + b"\0")
+                digest.update((prefix + entry.rel).encode() + b"\0")
                 digest.update(b"symlink:" + os.fsencode(link_text(entry.path)) + b"\0")
     return "sha256:" + digest.hexdigest()
 
 
 def _hash_file(
-    digest: Any, bench_dir: Path, path: Path, boundary: Path, walked_file: bool = False
+    digest: Any, name: str, path: Path, boundary: Path, walked_file: bool = False
 ) -> None:
-    digest.update(str(path.relative_to(bench_dir)).encode() + b"\0")
+    digest.update(name.encode() + b"\0")
     try:
         # a plain file the walk found inside the task needs no path resolution; it is opened
         # without following a link that may have replaced it since
         fd = open_checked(path, follow_links=False) if walked_file else open_regular(path, boundary)
-        with os.fdopen(fd, "rb") as handle:
-            while chunk := handle.read(1 << 20):
+        try:
+            while chunk := os.read(fd, 1 << 20):
                 digest.update(chunk)
+        finally:
+            os.close(fd)
     except OSError as exc:
         digest.update(f"unreadable:{exc}".encode())
     digest.update(b"\0")
@@ -171,6 +176,8 @@ class AuditRun:
         given = models or {}
         self.models = {name: given.get(name) or get_model(name) for name in settings.models}
         self.hints = load_hints(settings.bench_dir)
+        # model cells do their Python work a few threads at a time (see metaeval.cpu_gate)
+        self._cpu_gate = CpuGate(available_cores())
         self._static_pool: StaticPool | None = None
 
     def hashes(self) -> dict[str, str]:
@@ -216,6 +223,7 @@ class AuditRun:
     def load(self, task_dir: Path) -> LoadedTask:
         return load_task(
             task_dir,
+            hints=self.hints,  # read once per run, not once per cell
             tier=self.settings.tier,
             bench_root=self.settings.bench_dir,
             agent_results=self.settings.agent_results,
@@ -356,10 +364,17 @@ class AuditRun:
     ) -> tuple[dict, list[dict]]:
         if source == STATIC_SOURCE and self._static_pool is not None:
             return self._static_pool.run(task_dir, base)
+        if source == STATIC_SOURCE:
+            task = self.load(task_dir)
+            return self._static_cell(run, task, {**base, "task_id": task.task_id})
+        with self._cpu_gate.held():  # given back while the model call is out
+            return self._model_cell(run, task_dir, source, base)
+
+    def _model_cell(
+        self, run: RunDir, task_dir: Path, source: str, base: dict[str, Any]
+    ) -> tuple[dict, list[dict]]:
         task = self.load(task_dir)
         base = {**base, "task_id": task.task_id}
-        if source == STATIC_SOURCE:
-            return self._static_cell(run, task, base)
         model = self.models[source]
         try:
             audit = audit_task(

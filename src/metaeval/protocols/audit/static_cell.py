@@ -106,7 +106,7 @@ def in_worker(
     checks: dict[str, Any],
     blobs_root: Path,
 ) -> Cell:
-    task = load_task(task_dir, **load)
+    task = load_task(task_dir, hints=checks["hints"], **load)  # the run's hints, read once
     return static_cell(
         task, {**base, "task_id": task.task_id}, blobs=BlobStore(blobs_root), **checks
     )

@@ -182,3 +182,21 @@ def test_a_remembered_short_text_follows_the_environment(monkeypatch: pytest.Mon
     assert redact({"a": text}) == {"a": f"id {REDACTED}"}
     monkeypatch.delenv("RECURRING_API_TOKEN")
     assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sk-" + "a" * 20, REDACTED),  # at the very start
+        ("key: sk-" + "a" * 20 + " end", f"key: {REDACTED} end"),
+        ("task-" + "a" * 20, "task-" + "a" * 20),  # a word ending in "sk" is not a key
+        ("x_sk-" + "a" * 20, "x_sk-" + "a" * 20),
+        ("-sk-" + "a" * 20, "-sk-" + "a" * 20),
+        ("sk-sk-" + "a" * 20, REDACTED),
+        ("sk-short", "sk-short"),
+    ],
+)
+def test_api_key_shape_needs_a_boundary_before_sk(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+    filler = "task-00001 checks the output file.\n" * 500  # many "sk-" that are not keys
+    assert redact_text(filler + text) == filler + expected

@@ -39,7 +39,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
         REDACTED,
     ),
     # OpenAI / Anthropic style keys (sk-..., sk-proj-..., sk-ant-...).
-    (re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"), REDACTED),
+    # (The look-behind sits after the literal, so the scan jumps from "sk-" to "sk-": every
+    # "task-" holds one, and a look-behind first made the engine test each position.)
+    (re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{16,}"), REDACTED),
     # HTTP bearer tokens: keep the scheme, drop the credential.
     (re.compile(r"(?i)\b(Bearer)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 " + REDACTED),
     # GitHub and Hugging Face tokens, AWS access key ids.

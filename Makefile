@@ -34,7 +34,7 @@ demo: setup
 
 test: setup clis
 	bash scripts/container-base-image.sh  # offline Podman base image for the container tests (cached)
-	METAEVAL_REQUIRE_CONTAINER=$${METAEVAL_REQUIRE_CONTAINER:-1} METAEVAL_REQUIRE_BWRAP=$${METAEVAL_REQUIRE_BWRAP:-1} METAEVAL_REQUIRE_EXTRAS=$${METAEVAL_REQUIRE_EXTRAS:-1} $(PY) -m pytest -q
+	METAEVAL_MODEL_CACHE=$${METAEVAL_MODEL_CACHE:-$$HOME/.cache/metaeval/gguf} METAEVAL_REQUIRE_CONTAINER=$${METAEVAL_REQUIRE_CONTAINER:-1} METAEVAL_REQUIRE_BWRAP=$${METAEVAL_REQUIRE_BWRAP:-1} METAEVAL_REQUIRE_EXTRAS=$${METAEVAL_REQUIRE_EXTRAS:-1} $(PY) -m pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -16,6 +16,7 @@ from typing import Any
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.models.base import import_sdk
+from metaeval.models.gguf_weights import f16_copy, wants_f16
 from metaeval.models.registry import ProviderModel
 from metaeval.models.retry import NO_RETRY
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
@@ -177,8 +178,10 @@ class LocalModel(ProviderModel):
     Options: n_ctx (8192), n_threads (default: every core of the affinity mask that is not busy
     with other work at the time of the call, see `threads_for_call`; a number fixes it),
     flash_attn (True: llama.cpp's fused attention, faster on long prompts), prefix_cache_mb
-    (256; 0 turns the prompt-prefix state cache off). `timeout_s` is accepted but not
-    enforced: an in-process call cannot be interrupted.
+    (256; 0 turns the prompt-prefix state cache off), weights (auto: files up to 1 GiB run
+    from a cached F16 copy, whose prompts evaluate 1.6x faster, see `gguf_weights`; file: the
+    file as it is; f16: always the copy). `timeout_s` is accepted but not enforced: an
+    in-process call cannot be interrupted.
     """
 
     provider = "local"
@@ -193,10 +196,17 @@ class LocalModel(ProviderModel):
         n_threads: int | None = None,
         flash_attn: bool = True,
         prefix_cache_mb: int = DEFAULT_PREFIX_CACHE_MB,
+        weights: str = "auto",
         **common: Any,
     ):
         super().__init__(name, **common)
-        self.path = resolve_gguf(model_id)
+        self.source_path = resolve_gguf(model_id)
+        self.weights = "f16" if wants_f16(self.source_path, weights) else "file"  # type: ignore[arg-type]
+        if self.weights == "f16":
+            llama_cpp = import_sdk("llama_cpp", "llama-cpp-python", INSTALL_HINT)
+            self.path = f16_copy(self.source_path, llama_cpp)
+        else:
+            self.path = self.source_path
         for field, value in (("n_threads", n_threads), ("prefix_cache_mb", prefix_cache_mb)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise ConfigError(f"must be an integer, got {value!r}", field=field)
@@ -227,7 +237,12 @@ class LocalModel(ProviderModel):
                     llama_cpp.llama_set_n_threads(llama._ctx.ctx, n, n)
                     self._loaded.threads = n
             response = llama.create_chat_completion(**kwargs)
-        raw_request = {"model_path": str(self.path), **kwargs}
+        raw_request = {
+            "model_path": str(self.path),
+            "weights": self.weights,
+            "source_model_path": str(self.source_path),
+            **kwargs,
+        }
         if request.tools:
             raw_request["tools"] = [t.model_dump(mode="json") for t in request.tools]
             raw_request["tools_sent"] = False  # local models get JSON-schema actions instead

@@ -90,9 +90,9 @@ def test_missing_gguf_is_config_error_naming_path() -> None:
 
 
 def test_any_gguf_path_loads(smollm2) -> None:
-    path = Path(smollm2.path)
+    path = Path(smollm2.source_path)  # the GGUF file itself (smollm2.path may be its F16 copy)
     model = get_model(f"local/{path}")
-    assert model.path == path
+    assert model.source_path == path
     result = model.complete(
         ModelRequest(model="x", messages=[Message(role="user", content="Hi")], max_tokens=8)
     )

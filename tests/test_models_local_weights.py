@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.models.gguf_weights import F16_MAX_SOURCE_BYTES, wants_f16
+from metaeval.models.gguf_weights import F16_MAX_SOURCE_BYTES, gguf_file_type, wants_f16
 from metaeval.models.local import LocalModel, find_smollm2_gguf
 from metaeval.models.types import Message, ModelRequest
 
@@ -43,6 +43,9 @@ def test_auto_runs_a_cached_f16_copy_and_records_which_weights(tmp_path, monkeyp
     again = LocalModel("local/smollm2", "smollm2", n_ctx=2048)  # another load, same copy
     assert again.path == model.path and again.path.stat().st_mtime_ns == made
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [model.path.name]  # no leftovers
+    # an F16 file (here the copy itself) has nothing to gain from a copy: it runs as it is
+    as_given = LocalModel("local/copy", str(model.path))
+    assert as_given.weights == "file" and as_given.path == model.path
     result = model.complete(_request())
     assert result.raw_request["weights"] == "f16"
     assert result.raw_request["model_path"] == str(model.path)
@@ -69,9 +72,7 @@ def test_bad_weights_value_and_big_files(tmp_path):
     assert wants_f16(find_smollm2_gguf(), "auto")
 
 
-def test_a_file_llama_cpp_cannot_convert_is_a_clear_error_and_leaves_nothing(
-    tmp_path, monkeypatch
-):
+def test_a_file_llama_cpp_cannot_convert_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("METAEVAL_MODEL_CACHE", str(cache))
     source = find_smollm2_gguf()
@@ -83,3 +84,15 @@ def test_a_file_llama_cpp_cannot_convert_is_a_clear_error_and_leaves_nothing(
     assert info.value.file == str(broken) and "weights=file" in str(info.value)
     assert not cache.exists() or os.listdir(cache) == []
     assert Path(source).stat().st_size > 1 << 20  # the source is untouched
+
+
+def test_file_type_is_read_from_the_gguf_header(tmp_path):
+    source = find_smollm2_gguf()
+    assert gguf_file_type(source) == 3  # LLAMA_FTYPE_MOSTLY_Q4_1, as the file name says
+    not_gguf = tmp_path / "x.gguf"
+    not_gguf.write_bytes(b"PK\x03\x04 not a model")
+    assert gguf_file_type(not_gguf) is None
+    cut = tmp_path / "cut.gguf"
+    with open(source, "rb") as handle:
+        cut.write_bytes(handle.read(40))  # the header stops inside its first key
+    assert gguf_file_type(cut) is None

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import struct
 import tempfile
 import threading
 from pathlib import Path
@@ -33,6 +34,12 @@ WEIGHTS = ("auto", "file", "f16")
 F16_MAX_SOURCE_BYTES = 1 << 30
 
 _lock = threading.Lock()
+
+# llama.cpp's general.file_type codes of unquantized files: nothing to gain from a copy
+FLOAT_TYPES = (0, 1, 32)  # ALL_F32, MOSTLY_F16, MOSTLY_BF16
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
+            11: "<q", 12: "<d"}  # fmt: skip
+_STRING, _ARRAY = 8, 9
 
 
 def cache_root() -> Path:
@@ -60,7 +67,7 @@ def wants_f16(path: Path, weights: Weights) -> bool:
         return False
     if weights == "f16":
         return True
-    return path.stat().st_size <= F16_MAX_SOURCE_BYTES
+    return path.stat().st_size <= F16_MAX_SOURCE_BYTES and gguf_file_type(path) not in FLOAT_TYPES
 
 
 def f16_copy(path: Path, llama_cpp: Any) -> Path:
@@ -100,3 +107,46 @@ def _quiet(llama_cpp: Any) -> Any:
     """llama-cpp-python's own redirection of the C library's stdout/stderr, if it has one."""
     suppress = getattr(getattr(llama_cpp, "_utils", None), "suppress_stdout_stderr", None)
     return suppress(disable=False) if suppress is not None else contextlib.nullcontext()
+
+
+def gguf_file_type(path: Path) -> int | None:
+    """`general.file_type` from a GGUF header (llama.cpp's LLAMA_FTYPE code), None when the
+    file does not say or cannot be read as GGUF."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                return None
+            _version, _tensors, count = struct.unpack("<IQQ", handle.read(20))
+            for _ in range(min(count, 4096)):
+                key = _read_string(handle)
+                kind = struct.unpack("<I", handle.read(4))[0]
+                value = _read_value(handle, kind)
+                if key == "general.file_type":
+                    return int(value) if isinstance(value, int) else None
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _read_string(handle: Any) -> str:
+    (length,) = struct.unpack("<Q", handle.read(8))
+    if length > 1 << 20:
+        raise ValueError("GGUF string too long")
+    return handle.read(length).decode("utf-8")
+
+
+def _read_value(handle: Any, kind: int) -> Any:
+    if kind in _SCALARS:
+        fmt = _SCALARS[kind]
+        return struct.unpack(fmt, handle.read(struct.calcsize(fmt)))[0]
+    if kind == _STRING:
+        return _read_string(handle)
+    if kind == _ARRAY:
+        item_kind, length = struct.unpack("<IQ", handle.read(12))
+        if item_kind in _SCALARS:  # skipped, not decoded
+            handle.seek(struct.calcsize(_SCALARS[item_kind]) * length, os.SEEK_CUR)
+        else:
+            for _ in range(length):
+                _read_value(handle, item_kind)
+        return None
+    raise ValueError(f"unknown GGUF value type {kind}")

@@ -64,3 +64,41 @@ def test_waiting_outside_a_gate_and_nested_holds_are_harmless():
         other.join(timeout=5)
     with pytest.raises(ValueError):
         CpuGate(0)
+
+
+def _until(condition) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_a_thread_starting_work_goes_before_one_returning_from_a_wait():
+    gate = CpuGate(1)
+    order: list[str] = []
+    returner_waiting = threading.Event()
+    release_returner = threading.Event()
+
+    def returner() -> None:
+        with gate.held():
+            with waiting():
+                returner_waiting.set()
+                release_returner.wait(timeout=10)
+            order.append("returned")
+
+    def starter() -> None:
+        with gate.held():
+            order.append("started")
+
+    ret = threading.Thread(target=returner)
+    ret.start()
+    assert returner_waiting.wait(timeout=5)  # it holds no slot while it waits
+    start = threading.Thread(target=starter)
+    with gate.held():  # take the only slot, then let both queue for it
+        release_returner.set()
+        _until(lambda: gate._waiting_to_return == 1)
+        start.start()
+        _until(lambda: gate._waiting_to_start == 1)
+    ret.join(timeout=5)
+    start.join(timeout=5)
+    assert order == ["started", "returned"]

@@ -19,13 +19,23 @@ _state = threading.local()
 
 
 class CpuGate:
-    """At most `slots` threads between `held()` and the end of it, minus those `waiting()`."""
+    """At most `slots` threads between `held()` and the end of it, minus those `waiting()`.
+
+    A thread starting its work (`held`) goes before one coming back from a wait: the start
+    of a job leads to its request, the end only to bookkeeping, which can run while the
+    requests are out. Among equals, order is left to the threads library.
+    """
 
     def __init__(self, slots: int):
         if slots < 1:
             raise ValueError("a CPU gate needs at least one slot")
         self.slots = slots
-        self._semaphore = threading.Semaphore(slots)
+        self._lock = threading.Lock()
+        self._starting = threading.Condition(self._lock)
+        self._returning = threading.Condition(self._lock)
+        self._free = slots
+        self._waiting_to_start = 0
+        self._waiting_to_return = 0
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -33,13 +43,41 @@ class CpuGate:
         if getattr(_state, "gate", None) is not None:  # nested: the slot is already ours
             yield
             return
-        self._semaphore.acquire()
+        self._acquire(starting=True)
         _state.gate = self
         try:
             yield
         finally:
             _state.gate = None
-            self._semaphore.release()
+            self._release()
+
+    def _acquire(self, *, starting: bool) -> None:
+        with self._lock:
+            if starting:
+                self._waiting_to_start += 1
+                try:
+                    while self._free == 0:
+                        self._starting.wait()
+                finally:
+                    self._waiting_to_start -= 1
+            else:
+                self._waiting_to_return += 1
+                try:
+                    while self._free == 0 or self._waiting_to_start:
+                        self._returning.wait()
+                finally:
+                    self._waiting_to_return -= 1
+            self._free -= 1
+            if self._free and self._waiting_to_return and not self._waiting_to_start:
+                self._returning.notify()  # a slot freed while starters were queued is still free
+
+    def _release(self) -> None:
+        with self._lock:
+            self._free += 1
+            if self._waiting_to_start:
+                self._starting.notify()
+            elif self._waiting_to_return:
+                self._returning.notify()
 
 
 @contextmanager
@@ -51,9 +89,9 @@ def waiting() -> Iterator[None]:
         yield
         return
     _state.gate = None
-    gate._semaphore.release()
+    gate._release()
     try:
         yield
     finally:
-        gate._semaphore.acquire()
+        gate._acquire(starting=False)
         _state.gate = gate

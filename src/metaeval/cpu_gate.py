@@ -19,23 +19,13 @@ _state = threading.local()
 
 
 class CpuGate:
-    """At most `slots` threads between `held()` and the end of it, minus those `waiting()`.
-
-    A thread starting its work (`held`) goes before one coming back from a wait: the start
-    of a job leads to its request, the end only to bookkeeping, which can run while the
-    requests are out. Among equals, order is left to the threads library.
-    """
+    """At most `slots` threads between `held()` and the end of it, minus those `waiting()`."""
 
     def __init__(self, slots: int):
         if slots < 1:
             raise ValueError("a CPU gate needs at least one slot")
         self.slots = slots
-        self._lock = threading.Lock()
-        self._starting = threading.Condition(self._lock)
-        self._returning = threading.Condition(self._lock)
-        self._free = slots
-        self._waiting_to_start = 0
-        self._waiting_to_return = 0
+        self._semaphore = threading.Semaphore(slots)
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -43,41 +33,13 @@ class CpuGate:
         if getattr(_state, "gate", None) is not None:  # nested: the slot is already ours
             yield
             return
-        self._acquire(starting=True)
+        self._semaphore.acquire()
         _state.gate = self
         try:
             yield
         finally:
             _state.gate = None
-            self._release()
-
-    def _acquire(self, *, starting: bool) -> None:
-        with self._lock:
-            if starting:
-                self._waiting_to_start += 1
-                try:
-                    while self._free == 0:
-                        self._starting.wait()
-                finally:
-                    self._waiting_to_start -= 1
-            else:
-                self._waiting_to_return += 1
-                try:
-                    while self._free == 0 or self._waiting_to_start:
-                        self._returning.wait()
-                finally:
-                    self._waiting_to_return -= 1
-            self._free -= 1
-            if self._free and self._waiting_to_return and not self._waiting_to_start:
-                self._returning.notify()  # a slot freed while starters were queued is still free
-
-    def _release(self) -> None:
-        with self._lock:
-            self._free += 1
-            if self._waiting_to_start:
-                self._starting.notify()
-            elif self._waiting_to_return:
-                self._returning.notify()
+            self._semaphore.release()
 
 
 @contextmanager
@@ -89,9 +51,9 @@ def waiting() -> Iterator[None]:
         yield
         return
     _state.gate = None
-    gate._release()
+    gate._semaphore.release()
     try:
         yield
     finally:
-        gate._acquire(starting=False)
+        gate._semaphore.acquire()
         _state.gate = gate

@@ -76,9 +76,9 @@ def run_cmd(
         typer.Option(
             "--allow-host-env",
             metavar="NAME",
-            help="Let task.toml's [verifier.env] / [solution.env] read the host variable "
-            "NAME through ${NAME} in execution checks (repeatable; none by default: a "
-            "reference then takes its ${NAME:-default} or stays unset).",
+            help="Let the verifier.env / solution.env tables of task.toml read the host "
+            "variable NAME through ${NAME} in execution checks (repeatable; none by default: "
+            "a reference then takes its ${NAME:-default} or stays unset).",
         ),
     ] = None,
 ) -> None:

@@ -294,19 +294,45 @@ def test_an_audit_run_records_no_host_value_a_task_asks_for(
     assert any("KEY needs host variable AWS_SECRET_ACCESS_KEY, not passed" in n for n in notes)
 
 
-def test_the_cli_refuses_an_allowed_name_that_is_no_variable(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command", [["run", "--static-only"], ["agent-run", "--agent", "toolloop"]]
+)
+def test_the_cli_refuses_an_allowed_name_that_is_no_variable(
+    tmp_path: Path, command: list[str]
+) -> None:
     from typer.testing import CliRunner
 
     from metaeval.cli import app
 
     bench = tmp_path / "bench"
     write_task(bench / "t", "")
-    argv = ["audit", "run", str(bench), "--static-only", "-o", str(tmp_path / "r")]
+    argv = ["audit", command[0], str(bench), *command[1:], "-o", str(tmp_path / "r")]
     result = CliRunner().invoke(app, [*argv, "--allow-host-env", "AWS KEY"])
     assert result.exit_code != 0
     assert "--allow-host-env 'AWS KEY' is not a variable name" in result.output
     assert "allow_host_env" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "r").exists()
+
+
+ENGINE_TOML = """
+[verifier.env]
+CONTAINERS_CONF = "/nonexistent/containers.conf"
+LD_PRELOAD = "./not-a-library.so"
+"""
+ENGINE_TEST = """#!/bin/bash
+echo "conf=$CONTAINERS_CONF"
+if [ "$CONTAINERS_CONF" = /nonexistent/containers.conf ]; then echo 1; else echo 0; fi \
+  > /logs/verifier/reward.txt
+"""
+
+
+def test_a_tasks_variables_never_steer_the_host_side_process(room: str, tmp_path: Path) -> None:
+    """Variables the engine client or the dynamic loader read on the host reach only the
+    task's shell: `podman exec` given this CONTAINERS_CONF would not start at all."""
+    task = room_task(tmp_path / "steer", room, ENGINE_TOML, test=ENGINE_TEST, solve=None)
+    result = audit(task, room)
+    assert result.null_agent.reward == 1, result.null_agent.log
+    assert seen(result.null_agent.log, "conf") == "/nonexistent/containers.conf"
 
 
 def test_values_travel_on_stdin_not_on_the_command_line() -> None:

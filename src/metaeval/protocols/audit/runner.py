@@ -221,6 +221,7 @@ class AuditRun:
             task_filter=tasks,
             progress=s.progress,
             new_layer=s.new_layer,
+            host_env=s.host_env,
         )
         return AgentRuns(settings).run()
 

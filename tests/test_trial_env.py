@@ -400,7 +400,11 @@ def test_malformed_entries_are_left_out_with_a_note(room: str, tmp_path: Path) -
         ),
         (
             {"verifier": {"env": {"X" * 129: "x"}}},
-            f'verifier env "{"X" * 56}... left out: not a valid variable name',
+            f'verifier env "{"X" * 56}..." left out: not a valid variable name',
+        ),
+        (
+            {"verifier": {"env": {"\x1b[31mRED\u202e": "x"}}},
+            'verifier env "\\u001b[31mRED\\u202e" left out: not a valid variable name',
         ),
         (
             {"verifier": {"env": {"KEY": "${AWS_SECRET_ACCESS_KEY}"}}},

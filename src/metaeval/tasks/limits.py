@@ -19,6 +19,7 @@ trial's log, naming variables, never their values.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -170,10 +171,13 @@ def phase_env(
 
 
 def _shown_name(name: Any) -> str:
-    """A variable name for a note: bare when valid, else quoted and escaped."""
-    if isinstance(name, str) and ENV_NAME.fullmatch(name):
+    """A variable name for a note: bare when valid, else quoted, shortened and escaped to
+    ASCII (no control or bidirectional character of a hostile key reaches a log)."""
+    if not isinstance(name, str):
+        return show_toml_value(name)
+    if ENV_NAME.fullmatch(name):
         return name
-    return show_toml_value(name)
+    return json.dumps(name if len(name) <= 56 else name[:56] + "...")
 
 
 def _env_problem(name: Any, value: Any) -> str | None:

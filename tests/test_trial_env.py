@@ -28,6 +28,7 @@ from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.tasks.harbor import Hints, load_task
 from metaeval.tasks.limits import MAX_ENV_VARS, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
+from metaeval.tasks.toml_schema import value_problems
 from metaeval.tasks.trial import Solve, run_trial
 from test_hostile_inputs import metaeval_argv
 from test_improve_evaluate import ScriptedClient
@@ -425,3 +426,14 @@ def test_limits_never_show_a_resolved_value() -> None:
     )
     assert dict(limits.verifier_env.values) == {"KEY": "tok-9"}
     assert "tok-9" not in repr(limits)
+
+
+def test_the_static_checks_name_a_malformed_solution_table() -> None:
+    """The trial leaves such a table out with a note; the audit's static checks report it
+    as they report a malformed [verifier.env]."""
+    shown = [str(p) for p in value_problems({"solution": {"env": {"SEED": 1}}})]
+    assert shown == ["solution.env = {SEED = 1} (expected a table of string values)"]
+    assert [str(p) for p in value_problems({"solution": "fast"})] == [
+        'solution = "fast" (expected a table)'
+    ]
+    assert value_problems({"solution": {"env": {"SEED": "1"}}}) == []

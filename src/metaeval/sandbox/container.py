@@ -28,12 +28,14 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from metaeval.sandbox.process import ExecResult
+from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.tasks.safe_files import walk_tree
 
 SandboxKind = Literal["auto", "docker", "podman", "bwrap"]
@@ -307,14 +309,31 @@ class Container:
         if done.returncode != 0:
             raise ContainerError(f"{self.engine.name} cp failed: {done.stderr.strip()[-500:]}")
 
-    def exec(self, script: str, *, timeout_s: float, user: str | None = None) -> ExecResult:
+    def exec(
+        self,
+        script: str,
+        *,
+        timeout_s: float,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         """Run `script` with bash -c in the container's working directory (as the image's
-        user, or `user`)."""
+        user, or `user`), with `env` exported first (passed on stdin, never on the engine's
+        command line or in its environment: `metaeval.sandbox.stdin_env`)."""
         start = time.monotonic()
         as_user = ["-u", user] if user else []
-        argv = self.engine.command("exec", *as_user, self.name, "bash", "-c", script)
+        command, stdin = shell_with_env("bash", script, env)
+        keep_stdin = ["-i"] if stdin is not None else []
+        argv = self.engine.command("exec", *keep_stdin, *as_user, self.name, *command)
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False)
+            done = subprocess.run(
+                argv,
+                input=stdin,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
             # The engine client is gone; what it started stays until the container is removed.
             return ExecResult(

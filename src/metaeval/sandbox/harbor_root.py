@@ -36,7 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from metaeval.sandbox.bwrap import (
@@ -54,6 +54,7 @@ from metaeval.sandbox.policy import (
     running_python_prefixes,
 )
 from metaeval.sandbox.process import ExecResult, run_process
+from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.tasks.limits import DEFAULT_MEMORY_MB
 from metaeval.tasks.safe_files import copy_tree, remove_tree
 from metaeval.tasks.toml_schema import MAX_MEMORY_MB
@@ -212,6 +213,7 @@ def run_harbor_phase(
     env: dict[str, str] | None = None,
     memory_cgroup_mb: int | None = None,
     cpus: int | None = None,
+    task_env: Mapping[str, str] | None = None,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
@@ -219,7 +221,9 @@ def run_harbor_phase(
     chooses which of the task's `tests/` and `solution/` directories are visible, so a
     phase sees what Harbor shows it (the oracle sees /solution, the verifier /tests).
     `memory_mb` is an address-space limit; `cpus`, when given, pins the phase to that many
-    CPUs.
+    CPUs. `env` is added to bwrap's own environment (metaeval's choices only); `task_env`,
+    the task's variables for this phase, reaches the script alone, through its stdin
+    (`metaeval.sandbox.stdin_env`), never bwrap's environment or command line.
     Returns a failed ExecResult (returncode None, explanation in stderr) when bubblewrap
     cannot be used.
     """
@@ -247,8 +251,10 @@ def run_harbor_phase(
         shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
         explicit = {"PATH": sandbox_path(), "PWD": APP_DIR, "TEST_DIR": TESTS_DIR}
         explicit.update(env or {})
+        command, stdin = shell_with_env(shell, script, task_env)
         result = run_process(
-            [*prefix, shell, "-c", script],
+            [*prefix, *command],
+            stdin=stdin,
             cwd=Path(work),
             env=sandbox_env(explicit, home="/tmp"),
             timeout_s=timeout_s,

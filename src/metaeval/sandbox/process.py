@@ -269,7 +269,7 @@ def run_process(
     env: Mapping[str, str],
     timeout_s: float,
     memory_mb: int | None = None,
-    stdin: str | None = None,
+    stdin: str | bytes | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     sandboxed: bool = False,
     memory_cgroup_mb: int | None = None,
@@ -309,7 +309,7 @@ def _run(
     env: Mapping[str, str],
     timeout_s: float,
     memory_mb: int | None,
-    stdin: str | None,
+    stdin: str | bytes | None,
     max_output_bytes: int,
     sandboxed: bool,
     group: MemoryCgroup | None,
@@ -379,7 +379,7 @@ def _result(
 def _pump(
     proc: subprocess.Popen,
     pgid: int,
-    stdin: str | None,
+    stdin: str | bytes | None,
     deadline: float,
     out: _CappedBuffer,
     err: _CappedBuffer,
@@ -389,7 +389,7 @@ def _pump(
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
     sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
-    pending = memoryview((stdin or "").encode())
+    pending = memoryview(stdin if isinstance(stdin, bytes) else (stdin or "").encode())
     if proc.stdin is not None:
         os.set_blocking(proc.stdin.fileno(), False)
         if pending:

@@ -6,16 +6,34 @@ workdir`, and each phase's time limit and network from its own table: `[agent]` 
 solve phase, `[verifier]` for the tests (network resolved by `toml_schema.network_setting`,
 Harbor's default being public network). Invalid values fall back to the defaults here (the
 audit's static checks report them); nothing exceeds the caps in `toml_schema`.
+
+The environment variables of two phases come from `[solution.env]` (the oracle's solve.sh)
+and `[verifier.env]` (the tests), tables of names to strings. As in Harbor, a value that is
+exactly `${NAME}` or `${NAME:-default}` refers to a host variable, anything else is literal.
+Unlike Harbor, a host variable is read only when the caller allows its name (`host_env`):
+task.toml is untrusted input, and a task that names `${AWS_SECRET_ACCESS_KEY}` must not get
+it. A reference that is not allowed takes its default, or leaves the variable unset; entries
+that cannot be environment variables are left out. Each such decision is a note in the
+trial's log, naming variables, never their values.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from metaeval.tasks.toml_schema import MAX_CPUS, MAX_MEMORY_MB, MAX_TIMEOUT_S, network_setting
+from metaeval.tasks.toml_schema import (
+    MAX_CPUS,
+    MAX_MEMORY_MB,
+    MAX_TIMEOUT_S,
+    network_setting,
+    show_toml_value,
+)
 
 Phase = Literal["agent", "verifier"]
 
@@ -23,6 +41,15 @@ DEFAULT_MEMORY_MB = 2048
 """Granted when task.toml declares no memory (a bubblewrap phase always gets a limit)."""
 DEFAULT_TIMEOUT_S = 600.0
 """Per phase when task.toml declares none (Harbor's default `[verifier] timeout_sec`)."""
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+"""A variable name a POSIX shell accepts (at most 128 characters)."""
+MAX_ENV_VARS = 100
+"""More entries than this in one env table: the whole table is ignored."""
+MAX_ENV_VALUE_CHARS = 32 * 1024
+"""A longer value is left out (a kernel takes at most 128 KiB per variable)."""
+# Harbor's template shape: the whole value is `${NAME}` or `${NAME:-default}`.
+_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])i?b?\s*$", re.IGNORECASE)
 _MB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -37,6 +64,16 @@ class PhaseLimits:
 
 
 @dataclass(frozen=True)
+class PhaseEnv:
+    """The variables task.toml sets for one phase, resolved, and notes on what was left out
+    or taken from the host (names only). `values` may hold an allowed host secret: it is
+    kept out of the repr."""
+
+    values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TrialLimits:
     """Everything task.toml grants a trial, resolved to concrete values."""
 
@@ -45,6 +82,8 @@ class TrialLimits:
     workdir: str | None
     agent: PhaseLimits
     verifier: PhaseLimits
+    solution_env: PhaseEnv = field(default_factory=PhaseEnv)  # the oracle's solve phase only
+    verifier_env: PhaseEnv = field(default_factory=PhaseEnv)  # the tests
 
     def phase(self, name: Phase) -> PhaseLimits:
         return self.agent if name == "agent" else self.verifier
@@ -55,11 +94,14 @@ def trial_limits(
     *,
     agent_timeout_s: float | None = None,
     verifier_timeout_s: float | None = None,
+    host_env: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> TrialLimits:
     """The limits of a trial of the task whose parsed task.toml is `config`.
 
     `agent_timeout_s` / `verifier_timeout_s`, when given, override the declared time limits
-    (as Harbor's per-run timeout overrides do).
+    (as Harbor's per-run timeout overrides do). `host_env` names the host variables that
+    `${NAME}` templates of the env tables may read (from `environ`, default os.environ).
     """
     env = config.get("environment")
     env = env if isinstance(env, dict) else {}
@@ -76,7 +118,79 @@ def trial_limits(
             timeout_s=_override(verifier_timeout_s) or timeout_s(config, "verifier"),
             network=network_setting(config, "verifier") is not False,
         ),
+        solution_env=phase_env(config, "solution", host_env, environ),
+        verifier_env=phase_env(config, "verifier", host_env, environ),
     )
+
+
+def phase_env(
+    config: dict[str, Any],
+    section: Literal["solution", "verifier"],
+    host_env: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> PhaseEnv:
+    """`[section.env]` of task.toml as the variables of that phase (see the module
+    docstring); never raises, whatever the table holds."""
+    environ = os.environ if environ is None else environ
+    table = config.get(section)
+    if not isinstance(table, dict) or "env" not in table:
+        return PhaseEnv()
+    where = f"[{section}.env]"
+    entries = table["env"]
+    if not isinstance(entries, dict):
+        return PhaseEnv(notes=(f"{where} ignored: {show_toml_value(entries)} is not a table",))
+    if len(entries) > MAX_ENV_VARS:
+        return PhaseEnv(
+            notes=(f"{where} ignored: {len(entries)} variables (at most {MAX_ENV_VARS})",)
+        )
+    values: dict[str, str] = {}
+    notes: list[str] = []
+    allowed = set(host_env)
+    for name, value in entries.items():
+        label = f"{section} env {_shown_name(name)}"
+        problem = _env_problem(name, value)
+        if problem is not None:
+            notes.append(f"{label} left out: {problem}")
+            continue
+        template = _TEMPLATE.fullmatch(value)
+        if template is None:
+            values[name] = value
+            continue
+        source, default = template.group(1), template.group(2)
+        shown = _shown_name(source)
+        if source in allowed and source in environ:
+            values[name] = environ[source]
+            notes.append(f"{label} = host variable {source} (allowed)")
+        elif default is not None:
+            values[name] = default
+            notes.append(f"{label}: host variable {shown} not passed, its default used")
+        else:
+            why = "allowed but not set" if source in allowed else "not allowed"
+            notes.append(f"{label} needs host variable {shown}, not passed ({why}): left unset")
+    return PhaseEnv(values=values, notes=tuple(notes))
+
+
+def _shown_name(name: Any) -> str:
+    """A variable name for a note: bare when valid, else quoted, shortened and escaped to
+    ASCII (no control or bidirectional character of a hostile key reaches a log)."""
+    if not isinstance(name, str):
+        return show_toml_value(name)
+    if ENV_NAME.fullmatch(name):
+        return name
+    return json.dumps(name if len(name) <= 56 else name[:56] + "...")
+
+
+def _env_problem(name: Any, value: Any) -> str | None:
+    """Why an env entry cannot become an environment variable, or None."""
+    if not isinstance(name, str) or ENV_NAME.fullmatch(name) is None:
+        return "not a valid variable name"
+    if not isinstance(value, str):
+        return f"the value {show_toml_value(value)} is not a string"
+    if "\0" in value:
+        return "the value holds a NUL character"
+    if len(value) > MAX_ENV_VALUE_CHARS:
+        return f"the value is {len(value)} characters long (at most {MAX_ENV_VALUE_CHARS})"
+    return None
 
 
 def memory_mb(config: dict[str, Any], default: int = DEFAULT_MEMORY_MB) -> int:

@@ -6,6 +6,9 @@
   limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it), and /tests or /solution only
   when shown. The agent phase gets a scratch
   directory at /logs/verifier, the verifier phase the real one.
+
+In both, a command's `env` (task.toml's `[solution.env]` or `[verifier.env]`) reaches only
+that command, through its stdin (`metaeval.sandbox.stdin_env`).
 - `ContainerBackend`: one fresh container of the task's image per trial (`metaeval.sandbox.
   container`), with the trial's memory (a cgroup limit), CPUs and working directory; /tests
   and /solution are copied in when first shown; the network is attached only while a phase
@@ -14,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -49,6 +52,7 @@ class BwrapRoom(Room):
         *,
         timeout_s: float | None = None,
         show: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         return run_harbor_phase(
             self.task_root,
@@ -60,6 +64,7 @@ class BwrapRoom(Room):
             mounts=tuple(show),
             memory_mb=self.limits.memory_mb,
             cpus=self.limits.cpus,
+            task_env=env,
         )
 
 
@@ -102,13 +107,16 @@ class ContainerRoom(Room):
         *,
         timeout_s: float | None = None,
         show: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         for name in show:
             if name not in self.shown and (self.task_root / name).is_dir():
                 self.box.copy_in(self.task_root / name, f"/{name}")
                 self.shown.add(name)
         self.box.set_network(self.limits.phase(phase).network)
-        return self.box.exec(command, timeout_s=_phase_timeout(self.limits, phase, timeout_s))
+        return self.box.exec(
+            command, timeout_s=_phase_timeout(self.limits, phase, timeout_s), env=env
+        )
 
     def close(self) -> None:
         self.box.remove()

@@ -363,6 +363,7 @@ PHASE_RULES: dict[str, Rule] = {
     "user": (lambda v: isinstance(v, str) or _is_int(v), "a user name or id"),
     **_NETWORK_RULES,
 }
+SOLUTION_RULES: dict[str, Rule] = {"env": (_string_table, "a table of string values")}
 
 
 def value_problems(config: dict[str, Any]) -> list[ValueProblem]:
@@ -382,6 +383,11 @@ def value_problems(config: dict[str, Any]) -> list[ValueProblem]:
             _check_phase(table, name, found)
         elif name in config:
             found.append(ValueProblem(name, table, "a table"))
+    solution = config.get("solution")
+    if isinstance(solution, dict):
+        _check_table(solution, SOLUTION_RULES, "solution", found)
+    elif "solution" in config:
+        found.append(ValueProblem("solution", solution, "a table"))
     steps = config.get("steps")
     if isinstance(steps, list):
         for index, step in enumerate(steps):

@@ -5,18 +5,20 @@ engine), runs the solve step in the agent phase, then `bash /tests/test.sh` in t
 phase, and reads the reward the tests left in /logs/verifier (`metaeval.tasks.reward`). The
 limits of both phases come from task.toml through `metaeval.tasks.limits`. The solve step is
 the reference solution (`ORACLE`), nothing (a null agent), any other `Solve` command, or a
-callable that drives the room itself (an interactive agent).
+callable that drives the room itself (an interactive agent). As in Harbor, the oracle's solve
+step gets task.toml's `[solution.env]` and the tests get `[verifier.env]`; an agent gets
+neither. What `limits` noted about those tables heads the trial log.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import Phase, TrialLimits
@@ -30,13 +32,15 @@ SOLVE_COMMAND = "bash /solution/solve.sh"
 @dataclass(frozen=True)
 class Solve:
     """A solve step run as one command in the agent phase, seeing the task directories in
-    `show` ("solution" for the oracle; an agent sees neither tests nor solution)."""
+    `show` ("solution" for the oracle; an agent sees neither tests nor solution), with
+    task.toml's `[solution.env]` when `solution_env`."""
 
     command: str
     show: tuple[str, ...] = ()
+    solution_env: bool = False
 
 
-ORACLE = Solve(SOLVE_COMMAND, show=("solution",))
+ORACLE = Solve(SOLVE_COMMAND, show=("solution",), solution_env=True)
 
 
 class Room(abc.ABC):
@@ -56,16 +60,20 @@ class Room(abc.ABC):
         *,
         timeout_s: float | None = None,
         show: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         """Run `command` with bash in /app under the limits of `phase` (time capped further
-        by `timeout_s`), with the task directories named in `show` visible."""
+        by `timeout_s`), with the task directories named in `show` visible and the
+        variables `env` set for this command only."""
 
     def test(self) -> ExecResult:
         """Run the task's tests in the verifier phase, on an emptied /logs/verifier (the
         reward read afterwards is what the tests wrote, never a leftover of the agent)."""
         for entry in list(self.verifier_logs.iterdir()):
             remove_tree(entry)  # never follows a link the agent left there
-        return self.exec(TEST_COMMAND, "verifier", show=("tests",))
+        return self.exec(
+            TEST_COMMAND, "verifier", show=("tests",), env=self.limits.verifier_env.values
+        )
 
     def close(self) -> None:  # noqa: B027 - rooms without resources need nothing
         """Release what the room holds (a container)."""
@@ -101,6 +109,7 @@ class TrialResult(BaseModel):
     reward: float | None = None
     reward_source: str | None = None  # "reward.txt" or "reward.json"
     reward_error: str | None = None
+    notes: list[str] = Field(default_factory=list)  # on task.toml's env tables, names only
     log: str = ""
 
     @property
@@ -125,11 +134,15 @@ def run_trial(
     shortens the phases' output in the log.
     """
     result = TrialResult(backend=backend.description)
+    oracle = isinstance(solve, Solve) and solve.solution_env
+    result.notes = [*(limits.solution_env.notes if oracle else ()), *limits.verifier_env.notes]
     with backend.open(Path(task_root), Path(scratch), limits) as room:
         parts = [room.header] if room.header else []
         parts += [f"/app: left out {note}" for note in room.notes]
+        parts += [f"task.toml: {note}" for note in result.notes]
         if isinstance(solve, Solve):
-            result.solve = room.exec(solve.command, "agent", show=solve.show)
+            env = limits.solution_env.values if solve.solution_env else None
+            result.solve = room.exec(solve.command, "agent", show=solve.show, env=env)
             parts.append(result.solve.describe(solve.command, cap=cap))
         elif solve is not None:
             solve(room)

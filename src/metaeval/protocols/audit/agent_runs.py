@@ -75,6 +75,8 @@ class AgentRunSettings:
     memory_cgroup_mb: int | None = None  # None: the agent's own default
     progress: bool | None = None
     new_layer: str | None = None
+    # Host variables task.toml's [verifier.env] may read as ${NAME} (`metaeval.tasks.limits`)
+    host_env: tuple[str, ...] = ()
 
 
 class AgentRuns:
@@ -120,6 +122,7 @@ class AgentRuns:
             "max_steps": s.max_steps,
             "test_timeout_s": s.test_timeout_s,
             "memory_cgroup_mb": getattr(self.agent, "memory_cgroup_mb", None),
+            **({"host_env": list(s.host_env)} if s.host_env else {}),
         }
 
     def run(self) -> dict[str, Any]:
@@ -229,6 +232,7 @@ class AgentRuns:
             or timeout_s(task.config, "agent", DEFAULT_TIME_LIMIT_S),
             verifier_timeout_s=self.settings.test_timeout_s
             or timeout_s(task.config, "verifier", DEFAULT_TEST_TIMEOUT_S),
+            host_env=self.settings.host_env,
         )
         instruction = next(f.text for f in task.files if f.role == "instruction")
         limits = Limits(

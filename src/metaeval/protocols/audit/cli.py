@@ -16,6 +16,18 @@ audit_app = typer.Typer(
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
 
 
+AllowHostEnv = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host-env",
+        metavar="NAME",
+        help="Let the verifier.env / solution.env tables of task.toml read the host "
+        "variable NAME through ${NAME} in the task's trials (repeatable; none by default: "
+        "a reference then takes its ${NAME:-default} or stays unset).",
+    ),
+]
+
+
 def _default_run_dir(bench_dir: Path) -> Path:
     return Path("runs") / f"audit-{bench_dir.resolve().name}"
 
@@ -71,6 +83,7 @@ def run_cmd(
             "environment, bubblewrap for the rest), docker, podman, or bwrap."
         ),
     ] = "auto",
+    allow_host_env: AllowHostEnv = None,
 ) -> None:
     """Audit every task of BENCH_DIR; re-running resumes."""
     from metaeval.cli_options import apply_model_options
@@ -87,6 +100,7 @@ def run_cmd(
         raise ConfigError(
             f"unknown sandbox '{sandbox}' (auto, docker, podman, bwrap)", field="sandbox"
         )
+    host_env = _host_env_names(allow_host_env or [])
     run_dir = output or _default_run_dir(bench_dir)
     summary = AuditRun(
         AuditSettings(
@@ -103,6 +117,7 @@ def run_cmd(
             execution_checks=not no_execution,
             new_layer=new_layer,
             sandbox=sandbox,
+            host_env=host_env,
         )
     ).run()
     if summary["skipped_completed"]:
@@ -114,6 +129,20 @@ def run_cmd(
         f"audit failures {len(summary['audit_failures'])}, infra errors {summary['infra_errors']}"
     )
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+
+
+def _host_env_names(names: list[str]) -> tuple[str, ...]:
+    """The --allow-host-env names, checked and without repeats (ConfigError on a bad one)."""
+    from metaeval.errors import ConfigError
+    from metaeval.tasks.limits import ENV_NAME
+
+    for name in names:
+        if ENV_NAME.fullmatch(name) is None:
+            raise ConfigError(
+                f"--allow-host-env {name!r} is not a variable name (letters, digits, _)",
+                field="allow_host_env",
+            )
+    return tuple(dict.fromkeys(names))
 
 
 @audit_app.command("agent-run")
@@ -149,6 +178,7 @@ def agent_run_cmd(
     model_timeout: ModelTimeout = None,
     max_connections: MaxConnections = None,
     new_layer: Annotated[str | None, typer.Option(help="Start a new evidence layer.")] = None,
+    allow_host_env: AllowHostEnv = None,
 ) -> None:
     """Run an agent on every task in its sandbox, score it with the task's tests, and write
     the agent results the execution tier reads; re-running resumes."""
@@ -168,6 +198,7 @@ def agent_run_cmd(
             max_steps=max_steps,
             memory_cgroup_mb=memory_mb,
             new_layer=new_layer,
+            host_env=_host_env_names(allow_host_env or []),
         )
     ).run()
     if summary["skipped_completed"]:

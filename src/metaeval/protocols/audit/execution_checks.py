@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -124,6 +125,7 @@ class PhaseOutcome(BaseModel):
     reward: float | None = None
     reward_source: str | None = None  # "reward.txt" or "reward.json"
     reward_error: str | None = None
+    notes: list[str] = Field(default_factory=list)  # on task.toml's env tables (names only)
     solve: ExecResult | None = None
     test: ExecResult | None = None
     log: str = ""
@@ -177,6 +179,7 @@ def run_execution_checks(
     hints: Hints | None,
     timeout_s: float | None = None,
     sandbox: str = "auto",
+    host_env: Collection[str] = (),
 ) -> ExecutionCheckResult:
     """Run the oracle and the null agent of one task and turn failures into findings.
 
@@ -185,7 +188,9 @@ def run_execution_checks(
     without one. With "bwrap", or a task marked local in the hints and no engine, a task
     with an environment runs in the bubblewrap approximation and its findings are capped
     (see `cap_approximate`). Limits come from task.toml (`metaeval.tasks.limits`);
-    `timeout_s`, when given, replaces the time limit of every phase.
+    `timeout_s`, when given, replaces the time limit of every phase. `host_env` names the
+    host variables task.toml's `[verifier.env]` / `[solution.env]` may read as `${NAME}`
+    (none by default).
     """
     result = ExecutionCheckResult(task_id=task.task_id)
     if not (task.root / "tests" / "test.sh").is_file():
@@ -195,7 +200,12 @@ def run_execution_checks(
     if unsafe is not None:  # never bound, copied or executed, on any backend
         result.skipped = f"not run: {unsafe}"
         return result
-    limits = trial_limits(task.config, agent_timeout_s=timeout_s, verifier_timeout_s=timeout_s)
+    limits = trial_limits(
+        task.config,
+        agent_timeout_s=timeout_s,
+        verifier_timeout_s=timeout_s,
+        host_env=host_env,
+    )
     has_environment = needs_docker(task, None)
     if has_environment and sandbox != "bwrap":
         compose = [n for n in COMPOSE_FILES if (task.root / "environment" / n).is_file()]
@@ -257,6 +267,7 @@ def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
         reward=trial.reward,
         reward_source=trial.reward_source,
         reward_error=trial.reward_error,
+        notes=trial.notes,
         solve=trial.solve,
         test=trial.test,
         log=trial.log,

@@ -62,6 +62,9 @@ class AuditSettings:
     new_layer: str | None = None
     progress: bool | None = None
     sandbox: str = "auto"  # execution backend: auto, docker, podman, bwrap
+    # Host variables task.toml's [verifier.env] / [solution.env] may read as ${NAME}
+    # (`metaeval.tasks.limits`); none by default. Names only: values are never recorded.
+    host_env: tuple[str, ...] = ()
     # Task ids the models audit (None: every task); static and execution checks still run on
     # every task. The demo uses it to keep the slow local-model step to a few tasks.
     model_tasks: list[str] | None = None
@@ -199,6 +202,7 @@ class AuditRun:
             "max_tokens": s.max_tokens,
             "execution_checks": s.execution_checks,
             "sandbox": s.sandbox,
+            **({"host_env": list(s.host_env)} if s.host_env else {}),
             "concurrency": s.concurrency,
             **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
         }
@@ -217,6 +221,7 @@ class AuditRun:
             task_filter=tasks,
             progress=s.progress,
             new_layer=s.new_layer,
+            host_env=s.host_env,
         )
         return AgentRuns(settings).run()
 
@@ -329,6 +334,7 @@ class AuditRun:
             s.agent_results,
             s.execution_checks,
             s.sandbox,
+            s.host_env,
         )
         pool.start()
         return pool
@@ -419,6 +425,7 @@ class AuditRun:
             execution_checks=self.settings.execution_checks,
             sandbox=self.settings.sandbox,
             blobs=run.blobs,
+            host_env=self.settings.host_env,
         )
 
 

@@ -31,6 +31,7 @@ def static_cell(
     execution_checks: bool,
     sandbox: str,
     blobs: BlobStore,
+    host_env: tuple[str, ...] = (),
 ) -> Cell:
     """The cell record and findings of the static source for one loaded task."""
     static = run_static_checks_report(task)
@@ -38,7 +39,7 @@ def static_cell(
     execution: dict[str, Any] = {"skipped": "disabled"}
     extra: dict[str, str] = {}
     if execution_checks:
-        result = run_execution_checks(task, hints=hints, sandbox=sandbox)
+        result = run_execution_checks(task, hints=hints, sandbox=sandbox, host_env=host_env)
         findings = merge_check_findings(findings, result.findings)  # one per defect
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)
@@ -94,6 +95,7 @@ def execution_summary(result: Any, blobs: BlobStore) -> dict[str, Any]:
             "reward_error": phase.reward_error,
             "passed": phase.passed,
             "timed_out": phase.timed_out,
+            **({"env_notes": list(phase.notes)} if getattr(phase, "notes", None) else {}),
             "log_blob": blobs.put(phase.log) if phase.log else None,
         }
     return summary

@@ -52,11 +52,16 @@ class StaticPool:
 
     def __init__(self, workers: int, blobs_root: Path, hints: Hints | None, tier: InputTier,
                  bench_root: Path, agent_results: Path | None, execution_checks: bool,
-                 sandbox: str):  # fmt: skip
+                 sandbox: str, host_env: tuple[str, ...] = ()):  # fmt: skip
         self.workers = workers
         self.blobs_root = blobs_root
         self.load = {"tier": tier, "bench_root": bench_root, "agent_results": agent_results}
-        self.checks = {"hints": hints, "execution_checks": execution_checks, "sandbox": sandbox}
+        self.checks = {
+            "hints": hints,
+            "execution_checks": execution_checks,
+            "sandbox": sandbox,
+            "host_env": host_env,
+        }
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         self._closed = False

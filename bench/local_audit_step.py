@@ -7,20 +7,25 @@ tokens llama.cpp actually evaluated (a reused prefix is not evaluated again), th
 time per task and the prompt tokens per second (prompt tokens of the calls / time spent
 evaluating prompts, from llama.cpp's own counters).
 
-With --compare, the same tasks first run in the configuration the local provider had before
-it was tuned (one thread, no prefix-state cache, no flash attention, the GGUF file's own Q4_1
-weights instead of the cached F16 copy), then in the current
-default, in the same process and session, and the speed-up of the mean time per task is
-printed: on a shared machine both sides see the same load.
+With --compare-src DIR (the `src/` of another checkout, e.g. a worktree of the commit before
+the tuning), the same tasks first run with that code in a child process (PYTHONPATH=DIR, its
+own defaults), then with this checkout's, and the speed-up of the mean time per task is
+printed. Running the old code itself matters: its defaults are not reproducible by options of
+the new code (llama-cpp-python evaluated its prompts with every core even when n_threads was
+1), and an earlier in-process "old configuration" overstated the speed-up for that reason.
 
 Usage: python bench/local_audit_step.py [--tasks 4] [--max-tokens 2048] [--n-threads N]
-           [--compare]
+           [--compare-src DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,21 +49,35 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--n-threads", type=int, default=None)
-    parser.add_argument("--compare", action="store_true", help="also run the old configuration")
+    parser.add_argument(
+        "--compare-src", type=Path, default=None, help="src/ of a checkout to compare against"
+    )
     args = parser.parse_args()
 
     options: dict = {} if args.n_threads is None else {"n_threads": args.n_threads}
-    if not args.compare:
+    if args.compare_src is None:
         measure(options, args.tasks, args.max_tokens)
         return
-    print("== before: 1 thread, no prefix cache, no flash attention, the file's Q4_1 weights")
-    before = {"n_threads": 1, "prefix_cache_mb": 0, "flash_attn": False, "weights": "file"}
-    old = measure(before, args.tasks, args.max_tokens)
-    print("== now: the default configuration")
+    print(f"== before: the code in {args.compare_src}, its defaults")
+    old = run_other(args.compare_src, args.tasks, args.max_tokens)
+    print("== now: this checkout, the default configuration")
     new = measure(options, args.tasks, args.max_tokens)
     print(
         f"speed-up of the mean time per audit task: {old / new:.2f}x ({old:.1f} s -> {new:.1f} s)"
     )
+
+
+def run_other(src: Path, n_tasks: int, max_tokens: int) -> float:
+    """This script under another checkout's code, in a child process; its mean s per task."""
+    env = {**os.environ, "PYTHONPATH": str(src.resolve())}
+    argv = [sys.executable, __file__, "--tasks", str(n_tasks), "--max-tokens", str(max_tokens)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("llama")]
+    print("\n".join(lines), flush=True)
+    found = re.search(r"time per audit task: mean ([0-9.]+) s", done.stdout)
+    if found is None:
+        raise RuntimeError(f"no mean time in the child's output:\n{done.stdout}\n{done.stderr}")
+    return float(found.group(1))
 
 
 def measure(options: dict, n_tasks: int, max_tokens: int) -> float:
@@ -69,7 +88,7 @@ def measure(options: dict, n_tasks: int, max_tokens: int) -> float:
     llama = model._loaded.llama  # type: ignore[attr-defined]
     print(
         f"load: {time.perf_counter() - started:.2f} s; threads {llama.n_threads}; "
-        f"weights {model.weights} ({model.path.name})"  # type: ignore[attr-defined]
+        f"weights {getattr(model, 'weights', 'file')} ({model.path.name})"  # type: ignore[attr-defined]
     )
     task_dirs, _ = discover_tasks(BENCH)
     times, prompt_tokens = [], 0

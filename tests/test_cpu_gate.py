@@ -64,3 +64,28 @@ def test_waiting_outside_a_gate_and_nested_holds_are_harmless():
         other.join(timeout=5)
     with pytest.raises(ValueError):
         CpuGate(0)
+
+
+def test_a_gate_travels_to_another_process_as_a_fresh_gate_of_the_same_size():
+    import pickle
+
+    gate = CpuGate(3)
+    with gate.held():  # a slot in use here is not in use over there
+        copy = pickle.loads(pickle.dumps(gate))
+    assert copy.slots == 3 and copy is not gate
+    together = threading.Barrier(3, timeout=10)  # all three slots free in the copy
+    errors: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with copy.held():
+                together.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hold) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors

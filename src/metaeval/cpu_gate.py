@@ -27,6 +27,13 @@ class CpuGate:
         self.slots = slots
         self._semaphore = threading.Semaphore(slots)
 
+    def __getstate__(self) -> dict[str, int]:
+        # a job sent to another process (a Ray worker) gets a fresh gate of the same size
+        return {"slots": self.slots}
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self.__init__(state["slots"])  # type: ignore[misc]
+
     @contextmanager
     def held(self) -> Iterator[None]:
         """Hold a slot for the body (a job's work); `waiting()` inside gives it back."""

@@ -30,7 +30,8 @@ from functools import cached_property
 from typing import Any
 
 from metaeval.protocols.audit.findings import SUBCATEGORIES, Evidence, Finding
-from metaeval.protocols.audit.static.dockerfile import DockerInfo, parse_dockerfile
+from metaeval.protocols.audit.static.dockerfile import DockerInfo
+from metaeval.protocols.audit.static.parse_cache import shared_dockerfile, shared_script
 from metaeval.protocols.audit.static.shell import (
     ShellScript,
     parse_script,
@@ -794,7 +795,9 @@ class TaskContext:
     def shell_scripts(self) -> dict[str, ShellScript]:
         """Parsed shell scripts of the solution and tests, by path."""
         return {
-            f.path: parse_script(f.path, f.text, script_path=runtime_path(f.path), cwd=self.workdir)
+            f.path: shared_script(
+                f.path, f.text, script_path=runtime_path(f.path), cwd=self.workdir
+            )
             for f in self.role_files(*CODE_ROLES)
             if self.is_shell(f)
         }
@@ -847,7 +850,7 @@ class TaskContext:
     def docker(self) -> DockerInfo:
         for path in ("environment/Dockerfile", "Dockerfile"):
             if path in self.files:
-                return parse_dockerfile(path, self.files[path].text)
+                return shared_dockerfile(path, self.files[path].text)
         for f in self.role_files("environment"):
             name = f.path.rsplit("/", 1)[-1]
             if (
@@ -855,7 +858,7 @@ class TaskContext:
                 or name.startswith("Dockerfile.")
                 or name.endswith(".Dockerfile")
             ):
-                return parse_dockerfile(f.path, f.text)
+                return shared_dockerfile(f.path, f.text)
         return DockerInfo()
 
     @cached_property

@@ -471,7 +471,7 @@ def main() -> None:
 
     if load_task is not None:
         with tempfile.TemporaryDirectory() as tmp:
-            bench = Path(tmp)
+            bench = Path(tmp) / "shared"
             for tid, _, files in specs:
                 for path, text in files.items():
                     target = bench / tid / path
@@ -499,6 +499,14 @@ def main() -> None:
                         verified += bool(verify_evidence(finding, task).evidence_verified)
                 print(f"evidence verified (loaded tasks): {verified}/{total} findings")
             print(end_to_end(bench, len(specs)))
+            unique_bench = Path(tmp) / "unique"
+            for tid, _, files in specs:
+                for path, text in make_unique(tid, files).items():
+                    target = unique_bench / tid / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text)
+                (unique_bench / tid / "environment" / f"{DOMAINS[0][0]}.csv").write_text("a,b\n")
+            print(end_to_end(unique_bench, len(specs)) + ", every file unique")
     else:
         print("load + checks: skipped (metaeval.tasks.harbor.load_task not available)")
 

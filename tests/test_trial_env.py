@@ -1,4 +1,5 @@
-"""task.toml's `[verifier.env]` and `[solution.env]` in real trials, and what stays out.
+"""task.toml's `[environment.env]`, `[verifier.env]` and `[solution.env]` in real trials, and
+what stays out.
 
 Harbor passes `[solution.env]` to the oracle's solve.sh and `[verifier.env]` to the tests; a
 value that is exactly `${NAME}` or `${NAME:-default}` names a host variable. The tasks here
@@ -162,6 +163,77 @@ def test_improves_agent_never_sees_either_table(sandboxed: None, tmp_path: Path)
     outcome = improve(task, client, tmp_path)
     assert client.requests[1].observation.stdout == "unset|unset\n"
     assert seen(outcome.test_log, "test-saw") == "unset|for the tests"
+
+
+ENVIRONMENT_TOML = """
+[environment.env]
+SHARED = "for every phase"
+OVERRIDDEN = "from the environment"
+
+[verifier.env]
+OVERRIDDEN = "from the verifier"
+"""
+ENVIRONMENT_SOLVE = """#!/bin/bash
+printf '%s|%s' "${SHARED-unset}" "${OVERRIDDEN-unset}" > /app/solve-saw.txt
+"""
+ENVIRONMENT_TEST = """#!/bin/bash
+solve=$(cat /app/solve-saw.txt 2>/dev/null || echo none)
+tests="${SHARED-unset}|${OVERRIDDEN-unset}"
+echo "solve-saw=$solve"
+echo "test-saw=$tests"
+if [ "$solve" = "for every phase|from the environment" ] \\
+  && [ "$tests" = "for every phase|from the verifier" ]; then
+  echo 1; else echo 0; fi > /logs/verifier/reward.txt
+"""
+
+
+def test_the_environment_table_reaches_every_phase_and_a_phase_table_wins(
+    room: str, tmp_path: Path
+) -> None:
+    """Harbor sets `[environment.env]` on the container: the solve step and the tests see it,
+    and the tests' own `[verifier.env]` value wins for a name both tables set."""
+    task = room_task(
+        tmp_path / "envtable",
+        room,
+        ENVIRONMENT_TOML,
+        test=ENVIRONMENT_TEST,
+        solve=ENVIRONMENT_SOLVE,
+    )
+    result = audit(task, room)
+    assert seen(result.oracle.log, "solve-saw") == "for every phase|from the environment"
+    assert seen(result.oracle.log, "test-saw") == "for every phase|from the verifier"
+    assert result.oracle.reward == 1
+    assert seen(result.null_agent.log, "test-saw") == "for every phase|from the verifier"
+
+
+def test_an_agents_solve_step_sees_the_environment_table(room: str, tmp_path: Path) -> None:
+    task_dir = room_task(tmp_path / "envagent", room, ENVIRONMENT_TOML, test=ENVIRONMENT_TEST)
+    task = load_task(task_dir, bench_root=tmp_path, hints=Hints())
+    probe = Solve('echo "agent-saw=${SHARED-unset}|${OVERRIDDEN-unset}"')
+    backend = (
+        BwrapBackend() if room == "bwrap" else ContainerBackend(_podman(), _image_of(task_dir))
+    )
+    (tmp_path / "scratch").mkdir()
+    trial = run_trial(
+        task_dir,
+        backend,
+        limits=trial_limits(task.config),
+        scratch=tmp_path / "scratch",
+        solve=probe,
+    )
+    assert seen(trial.log, "agent-saw") == "for every phase|from the environment"
+
+
+def test_environment_table_host_references_follow_the_allow_list(tmp_path: Path) -> None:
+    config = {"environment": {"env": {"TOKEN": "${HOST_TOKEN:-fallback}", "KEY": "${HOST_KEY}"}}}
+    environ = {"HOST_TOKEN": "real-token", "HOST_KEY": "real-key"}
+    closed = trial_limits(config, environ=environ)
+    assert dict(closed.environment_env.values) == {"TOKEN": "fallback"}
+    assert any("KEY needs host variable HOST_KEY" in n for n in closed.environment_env.notes)
+    opened = trial_limits(config, host_env=("HOST_KEY",), environ=environ)
+    assert dict(opened.environment_env.values) == {"TOKEN": "fallback", "KEY": "real-key"}
+    assert opened.with_environment({"KEY": "phase"}) == {"TOKEN": "fallback", "KEY": "phase"}
+    assert "real-key" not in repr(opened)
 
 
 # --------------------------------------------------------------------------- host variables

@@ -7,8 +7,10 @@ solve phase, `[verifier]` for the tests (network resolved by `toml_schema.networ
 Harbor's default being public network). Invalid values fall back to the defaults here (the
 audit's static checks report them); nothing exceeds the caps in `toml_schema`.
 
-The environment variables of two phases come from `[solution.env]` (the oracle's solve.sh)
-and `[verifier.env]` (the tests), tables of names to strings. As in Harbor, a value that is
+Environment variables come from three tables of names to strings: `[environment.env]` (the
+container's own, so every phase run in the room: the oracle's or null agent's solve step and
+the tests), `[solution.env]` (the oracle's solve.sh) and `[verifier.env]` (the tests); a
+phase's own table wins over `[environment.env]` for a name both set. As in Harbor, a value that is
 exactly `${NAME}` or `${NAME:-default}` refers to a host variable, anything else is literal.
 Unlike Harbor, a host variable is read only when the caller allows its name (`host_env`):
 task.toml is untrusted input, and a task that names `${AWS_SECRET_ACCESS_KEY}` must not get
@@ -84,6 +86,11 @@ class TrialLimits:
     verifier: PhaseLimits
     solution_env: PhaseEnv = field(default_factory=PhaseEnv)  # the oracle's solve phase only
     verifier_env: PhaseEnv = field(default_factory=PhaseEnv)  # the tests
+    environment_env: PhaseEnv = field(default_factory=PhaseEnv)  # every phase in the room
+
+    def with_environment(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """`env` (a phase's variables) over `[environment.env]`: what one command gets."""
+        return {**self.environment_env.values, **(env or {})}
 
     def phase(self, name: Phase) -> PhaseLimits:
         return self.agent if name == "agent" else self.verifier
@@ -120,12 +127,13 @@ def trial_limits(
         ),
         solution_env=phase_env(config, "solution", host_env, environ),
         verifier_env=phase_env(config, "verifier", host_env, environ),
+        environment_env=phase_env(config, "environment", host_env, environ),
     )
 
 
 def phase_env(
     config: dict[str, Any],
-    section: Literal["solution", "verifier"],
+    section: Literal["solution", "verifier", "environment"],
     host_env: Collection[str] = (),
     environ: Mapping[str, str] | None = None,
 ) -> PhaseEnv:

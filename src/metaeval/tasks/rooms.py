@@ -64,7 +64,7 @@ class BwrapRoom(Room):
             mounts=tuple(show),
             memory_mb=self.limits.memory_mb,
             cpus=self.limits.cpus,
-            task_env=env,
+            task_env=self.limits.with_environment(env),
         )
 
 
@@ -115,7 +115,9 @@ class ContainerRoom(Room):
                 self.shown.add(name)
         self.box.set_network(self.limits.phase(phase).network)
         return self.box.exec(
-            command, timeout_s=_phase_timeout(self.limits, phase, timeout_s), env=env
+            command,
+            timeout_s=_phase_timeout(self.limits, phase, timeout_s),
+            env=self.limits.with_environment(env),
         )
 
     def close(self) -> None:

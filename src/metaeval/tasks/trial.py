@@ -135,7 +135,11 @@ def run_trial(
     """
     result = TrialResult(backend=backend.description)
     oracle = isinstance(solve, Solve) and solve.solution_env
-    result.notes = [*(limits.solution_env.notes if oracle else ()), *limits.verifier_env.notes]
+    result.notes = [
+        *limits.environment_env.notes,
+        *(limits.solution_env.notes if oracle else ()),
+        *limits.verifier_env.notes,
+    ]
     with backend.open(Path(task_root), Path(scratch), limits) as room:
         parts = [room.header] if room.header else []
         parts += [f"/app: left out {note}" for note in room.notes]

@@ -252,3 +252,22 @@ def test_one_real_trial_with_the_toolloop_meta_agent(tmp_path):
     assert trace, "the meta-agent's transcript is recorded"
     output = json.loads((bundle / "trials" / "001" / "optimizer_output.json").read_text())
     assert output["usage"]["input_tokens"] > 0
+
+
+def test_resuming_with_another_host_variable_allow_list_is_refused(tmp_path):
+    """`--allow-host-env` can change what verifiers score, so a bundle started with one allow
+    list resumes only with the same one (names recorded, never values)."""
+    from metaeval.errors import RecordIntegrityError
+    from metaeval.protocols.improve.bundle import open_bundle
+    from metaeval.protocols.improve.runner import build_plan
+
+    manifest = experiment(tmp_path)
+    plan, _ = build_plan(manifest, tmp_path / "bundle", 1, ("JUDGE_API_KEY",))
+    open_bundle(plan).close()
+    manifest_json = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest_json["config"]["host_env"] == ["JUDGE_API_KEY"]
+    same, _ = build_plan(manifest, tmp_path / "bundle", 1, ("JUDGE_API_KEY",))
+    open_bundle(same).close()  # the same list resumes
+    other, _ = build_plan(manifest, tmp_path / "bundle", 1)
+    with pytest.raises(RecordIntegrityError, match="allow_host_env"):
+        open_bundle(other)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit.execution_checks import ExecutionCheckResult, run_execution_checks
+from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox.container import Engine, ensure_image, find_engine
 from metaeval.sandbox.stdin_env import shell_with_env
@@ -305,6 +306,57 @@ def test_an_allowed_host_variable_reaches_the_tests(room: str, secret: str, tmp_
         "verifier env KEY = host variable AWS_SECRET_ACCESS_KEY (allowed)" in result.null_agent.log
     )
     assert secret not in result.model_dump_json()
+
+
+@pytest.mark.bwrap
+def test_improves_verifier_reads_a_host_variable_only_when_allowed(
+    sandboxed: None, secret: str, tmp_path: Path
+) -> None:
+    """improve's episodes use the same allow list (`improve run --allow-host-env`): an
+    LLM-judge verifier can get its key, a task that merely names a secret cannot."""
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    test = (
+        "#!/bin/bash\n"
+        f'if [ "$(printf %s "$KEY" | sha256sum | cut -d" " -f1)" = {digest} ]; then echo 1; '
+        "else echo 0; fi > /logs/verifier/reward.txt\n"
+    )
+    toml = f'\n[verifier.env]\nKEY = "${{{SECRET_NAME}}}"\n'
+    task = write_task(tmp_path / "imp-allowed", toml, test=test, solve=None)
+
+    def episode(host_env: tuple[str, ...]):
+        client = ScriptedClient([SubmitAction(answer="")])
+        return evaluate_task(
+            task,
+            client,
+            max_steps=3,
+            task_timeout_s=60,
+            command_timeout_s=30,
+            work_root=tmp_path / "work",
+            host_env=host_env,
+        )
+
+    closed = episode(())
+    assert closed.reward == 0
+    assert "KEY needs host variable AWS_SECRET_ACCESS_KEY, not passed" in closed.test_log
+    opened = episode((SECRET_NAME,))
+    assert opened.reward == 1
+    assert "verifier env KEY = host variable AWS_SECRET_ACCESS_KEY (allowed)" in opened.test_log
+    assert secret not in opened.model_dump_json()
+
+
+def test_improve_run_refuses_an_allowed_name_that_is_no_variable(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from metaeval.cli import app
+
+    manifest = tmp_path / "experiment.json"
+    manifest.write_text("{}")
+    argv = ["improve", "run", str(manifest), "-o", str(tmp_path / "b")]
+    result = CliRunner().invoke(app, [*argv, "--allow-host-env", "AWS-KEY"])
+    assert result.exit_code != 0
+    assert "--allow-host-env 'AWS-KEY' is not a variable name" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "b").exists()
 
 
 def _files_holding(root: Path, needle: str) -> list[str]:

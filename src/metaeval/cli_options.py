@@ -103,3 +103,28 @@ def apply_model_options(
     options = model_options(model_args, base_url, timeout, max_connections)
     set_command_line_options(options)
     return options
+
+
+AllowHostEnv = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host-env",
+        metavar="NAME",
+        help="Let the environment.env / verifier.env / solution.env tables of task.toml read "
+        "the host variable NAME through ${NAME} in the task's trials (repeatable; none by "
+        "default: a reference then takes its ${NAME:-default} or stays unset).",
+    ),
+]
+
+
+def host_env_names(names: list[str]) -> tuple[str, ...]:
+    """The --allow-host-env names, checked and without repeats (ConfigError on a bad one)."""
+    from metaeval.tasks.limits import ENV_NAME
+
+    for name in names:
+        if ENV_NAME.fullmatch(name) is None:
+            raise ConfigError(
+                f"--allow-host-env {name!r} is not a variable name (letters, digits, _)",
+                field="allow_host_env",
+            )
+    return tuple(dict.fromkeys(names))

@@ -7,25 +7,20 @@ from typing import Annotated
 
 import typer
 
-from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
+from metaeval.cli_options import (
+    AllowHostEnv,
+    MaxConnections,
+    ModelArgs,
+    ModelBaseUrl,
+    ModelTimeout,
+    host_env_names,
+)
 from metaeval.console import make_console
 
 audit_app = typer.Typer(
     help="Audit an agent benchmark for defects (BenchGuard).", no_args_is_help=True
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
-
-
-AllowHostEnv = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--allow-host-env",
-        metavar="NAME",
-        help="Let the verifier.env / solution.env tables of task.toml read the host "
-        "variable NAME through ${NAME} in the task's trials (repeatable; none by default: "
-        "a reference then takes its ${NAME:-default} or stays unset).",
-    ),
-]
 
 
 def _default_run_dir(bench_dir: Path) -> Path:
@@ -100,7 +95,7 @@ def run_cmd(
         raise ConfigError(
             f"unknown sandbox '{sandbox}' (auto, docker, podman, bwrap)", field="sandbox"
         )
-    host_env = _host_env_names(allow_host_env or [])
+    host_env = host_env_names(allow_host_env or [])
     run_dir = output or _default_run_dir(bench_dir)
     summary = AuditRun(
         AuditSettings(
@@ -129,20 +124,6 @@ def run_cmd(
         f"audit failures {len(summary['audit_failures'])}, infra errors {summary['infra_errors']}"
     )
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
-
-
-def _host_env_names(names: list[str]) -> tuple[str, ...]:
-    """The --allow-host-env names, checked and without repeats (ConfigError on a bad one)."""
-    from metaeval.errors import ConfigError
-    from metaeval.tasks.limits import ENV_NAME
-
-    for name in names:
-        if ENV_NAME.fullmatch(name) is None:
-            raise ConfigError(
-                f"--allow-host-env {name!r} is not a variable name (letters, digits, _)",
-                field="allow_host_env",
-            )
-    return tuple(dict.fromkeys(names))
 
 
 @audit_app.command("agent-run")
@@ -198,7 +179,7 @@ def agent_run_cmd(
             max_steps=max_steps,
             memory_cgroup_mb=memory_mb,
             new_layer=new_layer,
-            host_env=_host_env_names(allow_host_env or []),
+            host_env=host_env_names(allow_host_env or []),
         )
     ).run()
     if summary["skipped_completed"]:

@@ -20,15 +20,21 @@ def open_bundle(plan: Plan) -> RunDir:
     resolved = plan.documents.get("resolved_manifest.json") or {}
     files = resolved.get("files") or {}
     hashes = {f"file:{role}": rec["sha256"] for role, rec in sorted(files.items())}
+    config: dict = {
+        "run_id": plan.run_id,
+        "baseline_id": plan.baseline_id,
+        "trial_budget": plan.trial_budget,
+    }
+    if plan.host_env:
+        # the names only; a different allow list can change what the verifiers score, so
+        # resuming with another one is refused like a changed input file
+        config["host_env"] = list(plan.host_env)
+        hashes["allow_host_env"] = "\n".join(plan.host_env)
     try:
         return RunDir.open(
             plan.bundle,
             protocol="improve",
-            config={
-                "run_id": plan.run_id,
-                "baseline_id": plan.baseline_id,
-                "trial_budget": plan.trial_budget,
-            },
+            config=config,
             hashes=hashes,
             seeds={},
         )

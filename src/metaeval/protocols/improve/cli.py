@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from metaeval.cli_options import AllowHostEnv, host_env_names
 from metaeval.console import make_console
 
 improve_app = typer.Typer(
@@ -33,13 +34,15 @@ def run_cmd(
     manifest: Annotated[Path, typer.Argument(help="Experiment manifest (JSON).")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory.")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="Override the trial budget.")] = None,
+    allow_host_env: AllowHostEnv = None,
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.protocols.improve.bundle import summary_text
     from metaeval.protocols.improve.runner import build_plan, run_experiment
 
-    summary = run_experiment(manifest, output, budget)
-    plan, _ = build_plan(manifest, output, budget)
+    host_env = host_env_names(allow_host_env or [])
+    summary = run_experiment(manifest, output, budget, host_env=host_env)
+    plan, _ = build_plan(manifest, output, budget, host_env)
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
 

@@ -201,8 +201,12 @@ def evaluate_task(
     verifier_timeout_s: float | None = None,
     episode_id: str | None = None,
     keep_work: bool = False,
+    host_env: Sequence[str] = (),
 ) -> TaskOutcome:
     """Run one episode of `client` on the Harbor task at `task_dir`, then its tests.
+
+    `host_env` names the host variables task.toml's env tables may read as `${NAME}`
+    (`metaeval.tasks.limits`); no other host variable reaches the episode or its tests.
 
     Raises ValueError for non-positive limits; otherwise never raises: every problem becomes a status with
     a reason (see the module docstring). `work_root` holds the episode's scratch directory
@@ -229,6 +233,7 @@ def evaluate_task(
             command_timeout_s=command_timeout_s,
             verifier_timeout_s=verifier_timeout_s,
             episode_id=episode_id or f"{_safe(root.name)}-{uuid.uuid4().hex[:12]}",
+            host_env=tuple(host_env),
         ).run()
     except _Stop as stop:
         outcome.status = stop.status
@@ -257,8 +262,10 @@ class _Episode:
         command_timeout_s: float,
         verifier_timeout_s: float | None,
         episode_id: str,
+        host_env: tuple[str, ...] = (),
     ) -> None:
         self.root = root
+        self.host_env = host_env
         self.client = client
         self.outcome = outcome
         self.deadline = started + task_timeout_s
@@ -463,6 +470,7 @@ class _Episode:
             self.config,
             agent_timeout_s=self.task_timeout_s,
             verifier_timeout_s=self.verifier_timeout_s,
+            host_env=self.host_env,
         )
         return dataclasses.replace(limits, agent=dataclasses.replace(limits.agent, network=False))
 
@@ -594,6 +602,7 @@ def evaluate_suite(
     name: str = "",
     on_outcome: Callable[[TaskOutcome], None] | None = None,
     executor: Executor | None = None,
+    host_env: Sequence[str] = (),
 ) -> SuiteResult:
     """Evaluate every task as one executor job each (one client per task from
     `client_factory`) and score the suite; outcomes keep the order of `tasks`.
@@ -603,6 +612,7 @@ def evaluate_suite(
     with a `release()` method gets it called when its episode ends. A job the executor
     reports as failed (the harness crashed, a worker was lost) is an infra_error.
     `on_outcome` is called as each task finishes, in the executor's orchestrating thread.
+    `host_env`: see `evaluate_task`.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -613,6 +623,7 @@ def evaluate_suite(
         "command_timeout_s": command_timeout_s,
         "work_root": work_root,
         "verifier_timeout_s": verifier_timeout_s,
+        "host_env": tuple(host_env),
     }
     jobs = [
         Job(

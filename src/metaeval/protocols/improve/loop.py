@@ -75,6 +75,7 @@ class Plan:
     task_timeout_s: float = 120.0
     command_timeout_s: float = 30.0
     concurrency: int = 1
+    host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
 
 
@@ -294,6 +295,7 @@ class TrialLoop:
             task_timeout_s=plan.task_timeout_s,
             command_timeout_s=plan.command_timeout_s,
             work_root=work_root,
+            host_env=plan.host_env,
         )
 
     # ----------------------------------------------------------------- state

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,9 +39,15 @@ def _tasks(suite: Any) -> list[Path]:
 
 
 def build_plan(
-    manifest_path: Path, output: Path | None = None, budget: int | None = None
+    manifest_path: Path,
+    output: Path | None = None,
+    budget: int | None = None,
+    host_env: Sequence[str] = (),
 ) -> tuple[Plan, Any]:
-    """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec)."""
+    """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
+
+    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`).
+    """
     resolved = resolve_manifest(manifest_path)
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
@@ -76,6 +83,7 @@ def build_plan(
         task_timeout_s=manifest.target_budget.task_timeout_s,
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
+        host_env=tuple(dict.fromkeys(host_env)),
         documents={
             "source_manifest.json": resolved.source_text,
             "resolved_manifest.json": resolved_json,
@@ -104,9 +112,10 @@ def run_experiment(
     output: Path | None = None,
     budget: int | None = None,
     meta_agent: Any = None,
+    host_env: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget)
+    plan, spec = build_plan(manifest_path, output, budget, host_env)
     agent = meta_agent or make_meta_agent(spec.model_dump())
     return TrialLoop(plan, agent).run()
 

@@ -138,6 +138,29 @@ def test_converted_terminal_bench_task_builds_and_passes(engine, tmp_path: Path)
     assert not result.null_agent.passed and result.findings == []
 
 
+def test_converted_task_with_the_compose_template_runs_in_a_container(
+    engine, tmp_path: Path
+) -> None:
+    """Terminal-Bench 1 shipped a docker-compose.yaml with every task; the converter leaves
+    the standard client service to Harbor and carries its variables and `network_mode: none`
+    into task.toml, so the task runs as a single container and its tests see the variables."""
+    from test_audit_convert import OFFLINE_COMPOSE
+    from test_audit_convert_dockerfile import write_tb1
+
+    src = write_tb1(tmp_path / "tb1" / "fib-fix")
+    (src / "docker-compose.yaml").write_text(OFFLINE_COMPOSE)
+    (src / "run-tests.sh").write_text(
+        '#!/bin/bash\n[ "$PYTHONHASHSEED" = 0 ] && [ "$TZ" = UTC ] || exit 1\n'
+        'python3 -m pytest "$TEST_DIR/test_outputs.py"\n'
+    )
+    dst = tmp_path / "harbor" / "fib-fix"
+    convert_tb1_task(src, dst)
+    result = run(dst)
+    assert result.skipped is None, result.build_log
+    assert result.oracle.passed, result.oracle.log
+    assert not result.null_agent.passed and result.findings == []
+
+
 def test_audit_run_reports_backend_and_one_finding_per_defect(engine, tmp_path: Path) -> None:
     bench = tmp_path / "bench"
     copy_task("defective/tb-leftover-copy", bench)

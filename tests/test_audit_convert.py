@@ -121,8 +121,7 @@ def test_converted_task_loads_with_instruction_and_layout(tmp_path: Path) -> Non
         "solution/solve.sh",
         "environment/Dockerfile",
         "environment/data.txt",
-        "environment/docker-compose.yaml",
-    ]
+    ]  # the compose file is the standard client service: Harbor provides it
     assert task.file("solution/solve.sh").text == SOLUTION
     assert task.file("tests/run-tests.sh").text == RUN_TESTS
     assert task.file("environment/Dockerfile").text == DOCKERFILE
@@ -133,7 +132,10 @@ def test_converted_task_loads_with_instruction_and_layout(tmp_path: Path) -> Non
     assert os.access(dst / "tests" / "test.sh", os.X_OK)
     assert os.access(dst / "solution" / "solve.sh", os.X_OK)
     assert any("t-bench" in n and "base image" in n for n in notes)
-    assert any(n.startswith("docker-compose.yaml: copied as is") for n in notes)
+    assert any(
+        n.startswith("docker-compose.yaml: the standard Terminal-Bench client service")
+        for n in notes
+    )
     assert "copied to environment/ as build context: data.txt" in notes
     assert not any("run_tests_in_same_shell" in n for n in notes)
 
@@ -313,3 +315,78 @@ def test_convert_benchmark_keeps_going_past_a_bad_task(tmp_path: Path) -> None:
     ).task_id == ("nested/also-good")
     with pytest.raises(ConfigError):
         convert_tb1_benchmark(src_root, tmp_path / "strict", strict=True)
+
+
+# The client-service template Terminal-Bench 1 shipped with every task (written out here),
+# and shapes that go beyond it.
+TEMPLATE_COMPOSE = """# You usually don't need to modify anything in this file.
+
+services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+    command: [ "sh", "-c", "sleep infinity" ]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+      - ${T_BENCH_TASK_AGENT_LOGS_PATH}:${T_BENCH_CONTAINER_AGENT_LOGS_PATH}
+"""
+OFFLINE_COMPOSE = TEMPLATE_COMPOSE.replace(
+    "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n",
+    "    network_mode: none\n    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n"
+    "      - PYTHONHASHSEED=0\n      - TZ=UTC\n",
+)
+SIDECAR_COMPOSE = (
+    TEMPLATE_COMPOSE
+    + """  redis:
+    image: redis:7
+"""
+)
+HOST_VALUE_COMPOSE = TEMPLATE_COMPOSE.replace(
+    "      - TEST_DIR=${T_BENCH_TEST_DIR}\n",
+    "      - TEST_DIR=${T_BENCH_TEST_DIR}\n      - OPENAI_API_KEY\n",
+)
+PORTS_COMPOSE = TEMPLATE_COMPOSE + '    ports:\n      - "8080:8080"\n'
+
+
+def test_the_template_compose_file_is_left_to_harbor(tmp_path: Path) -> None:
+    dst = tmp_path / "harbor" / "t"
+    convert_tb1_task(
+        tb1_task(tmp_path / "tb1" / "t", **{"docker-compose.yaml": TEMPLATE_COMPOSE}), dst
+    )
+    assert not (dst / "environment" / "docker-compose.yaml").exists()
+    task = load_task(dst, bench_root=dst.parent)
+    assert "env" not in task.config.get("environment", {})
+
+
+def test_the_templates_variables_and_no_network_move_into_task_toml(tmp_path: Path) -> None:
+    dst = tmp_path / "harbor" / "t"
+    notes = convert_tb1_task(
+        tb1_task(tmp_path / "tb1" / "t", **{"docker-compose.yaml": OFFLINE_COMPOSE}), dst
+    )
+    assert not (dst / "environment" / "docker-compose.yaml").exists()
+    task = load_task(dst, bench_root=dst.parent)
+    assert task.config_error is None and task.unknown_keys == []
+    assert task.config["environment"] == {
+        "allow_internet": False,
+        "env": {"PYTHONHASHSEED": "0", "TZ": "UTC"},
+    }
+    assert (
+        "docker-compose.yaml: its variables (PYTHONHASHSEED, TZ) became [environment.env]" in notes
+    )
+
+
+@pytest.mark.parametrize(
+    "compose", [SIDECAR_COMPOSE, HOST_VALUE_COMPOSE, PORTS_COMPOSE, "services: [\n"]
+)
+def test_anything_beyond_the_template_is_kept_for_review(tmp_path: Path, compose: str) -> None:
+    dst = tmp_path / "harbor" / "t"
+    notes = convert_tb1_task(
+        tb1_task(tmp_path / "tb1" / "t", **{"docker-compose.yaml": compose}), dst
+    )
+    assert (dst / "environment" / "docker-compose.yaml").read_text() == compose
+    assert any(n.startswith("docker-compose.yaml: copied as is") for n in notes)
+    assert "env" not in load_task(dst, bench_root=dst.parent).config.get("environment", {})

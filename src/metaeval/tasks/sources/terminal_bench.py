@@ -10,7 +10,9 @@ whatever else the Dockerfile copies into the image. The Harbor layout written he
     tests/test.sh        runs the original run-tests.sh, writes /logs/verifier/reward.txt
     tests/run-tests.sh   the original runner, next to the original tests/ files
     solution/solve.sh    solution.sh, or the commands of solution.yaml in order
-    environment/         Dockerfile, docker-compose.yaml and the rest of the build context
+    environment/         Dockerfile and the rest of the build context; docker-compose.yaml
+                         only when it is more than the standard client-service template
+                         (whose variables and `network_mode: none` go into task.toml)
 
 Whatever has no Harbor equivalent is reported in the returned notes rather than dropped
 silently. A malformed task.yaml or solution.yaml raises ConfigError naming file and field.
@@ -21,7 +23,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -477,11 +481,21 @@ def _write_environment(src: Path, dst: Path, notes: list[str]) -> None:
         notes.append("no Dockerfile: environment/ has no image definition")
     for name in ("docker-compose.yaml", "docker-compose.yml"):
         if (src / name).is_file():
-            (env / "docker-compose.yaml").write_bytes(_read_source_bytes(src / name))
+            data = _read_source_bytes(src / name)
+            standard = standard_client_service(data.decode("utf-8", errors="replace"))
+            if standard is None:
+                (env / "docker-compose.yaml").write_bytes(data)
+                notes.append(
+                    f"{name}: copied as is; its T_BENCH_* variables are not Harbor's and its "
+                    "services need review"
+                )
+                break
             notes.append(
-                f"{name}: copied as is; its T_BENCH_* variables are not Harbor's and its "
-                "services need review"
+                f"{name}: the standard Terminal-Bench client service (built from the "
+                "Dockerfile, log mounts, TEST_DIR); Harbor provides the same, so it was not "
+                "copied"
             )
+            _append_environment_table(dst / "task.toml", standard, name, notes)
             break
     extra: list[str] = []
     for entry in sorted(src.iterdir(), key=lambda p: p.name):
@@ -498,3 +512,116 @@ def _write_environment(src: Path, dst: Path, notes: list[str]) -> None:
         extra.append(entry.name)
     if extra:
         notes.append("copied to environment/ as build context: " + ", ".join(extra))
+
+
+# --------------------------------------------------------------------------- docker-compose
+
+_CLIENT_KEYS = frozenset(
+    {"build", "image", "container_name", "command", "environment", "volumes", "network_mode"}
+)
+_TB_VARIABLE = re.compile(r"^\$\{T_BENCH_[A-Z_]+\}$")
+_TB_MOUNT = re.compile(r"^\$\{T_BENCH_[A-Z_]+\}:\$\{T_BENCH_[A-Z_]+\}(?::[a-z,]+)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ClientService:
+    """What a standard Terminal-Bench client service sets beyond Harbor's defaults."""
+
+    env: dict[str, str]
+    no_network: bool
+
+
+def standard_client_service(text: str) -> ClientService | None:
+    """The settings of a docker-compose file that is only Terminal-Bench 1's client-service
+    template (one service built from the task's Dockerfile, T_BENCH_* names and log mounts,
+    `TEST_DIR`, literal variables, optionally `network_mode: none`), else None: anything
+    else (more services, ports, other builds or mounts, host variables) needs a person."""
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError):
+        return None
+    if not isinstance(data, dict) or set(data) != {"services"}:
+        return None
+    services = data["services"]
+    if not isinstance(services, dict) or len(services) != 1:
+        return None
+    [service] = services.values()
+    if not isinstance(service, dict) or not set(service) <= _CLIENT_KEYS:
+        return None
+    if not _own_dockerfile(service.get("build")):
+        return None
+    for key in ("image", "container_name"):
+        value = service.get(key)
+        if value is not None and not (isinstance(value, str) and _TB_VARIABLE.match(value)):
+            return None
+    volumes = service.get("volumes") or []
+    if not isinstance(volumes, list) or not all(
+        isinstance(v, str) and _TB_MOUNT.match(v) for v in volumes
+    ):
+        return None
+    network = service.get("network_mode")
+    if network not in (None, "none"):
+        return None
+    env = _literal_environment(service.get("environment"))
+    if env is None:
+        return None
+    return ClientService(env=env, no_network=network == "none")
+
+
+def _own_dockerfile(build: Any) -> bool:
+    if build in (".", "./"):
+        return True
+    if not isinstance(build, dict) or not set(build) <= {"context", "dockerfile"}:
+        return False
+    return build.get("context", ".") in (".", "./") and build.get("dockerfile", "Dockerfile") in (
+        "Dockerfile",
+        "./Dockerfile",
+    )
+
+
+def _literal_environment(raw: Any) -> dict[str, str] | None:
+    """`environment:` as literal name -> value (TEST_DIR left out: tests/test.sh sets it),
+    or None when an entry reads the host or is not a plain variable."""
+    if raw is None:
+        return {}
+    if isinstance(raw, list):
+        pairs = []
+        for entry in raw:
+            if not isinstance(entry, str) or "=" not in entry:
+                return None  # `- NAME` passes the host's value through
+            pairs.append(tuple(entry.split("=", 1)))
+    elif isinstance(raw, dict):
+        pairs = list(raw.items())
+    else:
+        return None
+    env: dict[str, str] = {}
+    for name, value in pairs:
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            return None
+        if name == "TEST_DIR" and value == "${T_BENCH_TEST_DIR}":
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return None
+        value = str(value)
+        if "$" in value:
+            return None
+        env[name] = value
+    return env
+
+
+def _append_environment_table(
+    task_toml: Path, service: ClientService, name: str, notes: list[str]
+) -> None:
+    """Carry the client service's variables and `network_mode: none` into task.toml."""
+    lines: list[str] = []
+    if service.no_network:
+        lines += ["", "[environment]", "allow_internet = false"]
+        notes.append(f"{name}: network_mode none became [environment] allow_internet = false")
+    if service.env:
+        lines += ["", "[environment.env]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in service.env.items()]
+        notes.append(f"{name}: its variables ({', '.join(service.env)}) became [environment.env]")
+    if lines:
+        with task_toml.open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")

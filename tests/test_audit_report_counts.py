@@ -73,6 +73,39 @@ def test_static_and_execution_views_of_one_defect_become_one_finding() -> None:
     assert static[0].severity == "High"  # inputs are not modified
 
 
+def test_a_failed_oracle_that_reports_a_missing_shipped_file_folds_into_its_cause() -> None:
+    """The oracle fails (GT-LOGIC, its effect) because solve.sh copies a file the task does not
+    ship (ENV-PATH, its cause): one fix resolves both, so they are one finding."""
+    cause = make(
+        "t",
+        "ENV-PATH",
+        "solution/solve.sh reads `/solution/files/out.txt`, which the task does not ship",
+    )
+    other = make("t", "ENV-PATH", "Hard-coded path `/home/dev/data.csv`")
+    oracle_log = Evidence(
+        file="logs/oracle.log",
+        snippet="$ bash /solution/solve.sh   [exit 1]\n"
+        "cp: cannot stat '/solution/files/out.txt': No such file or directory\nreward: 0",
+    )
+    effect = make(
+        "t", "GT-LOGIC", "The reference solution fails the task's own tests", evidence=[oracle_log]
+    )
+    merged = merge_check_findings([other, cause], [effect])
+    assert [f.subcategory for f in merged] == ["ENV-PATH", "ENV-PATH"]
+    assert merged[1].evidence[-1] == oracle_log and merged[0].evidence == other.evidence
+    assert "execution check confirmed it: The reference solution fails" in merged[1].description
+    # a log that merely mentions the path, without saying it is missing, is another defect
+    unrelated = effect.model_copy(
+        update={
+            "evidence": [Evidence(file="logs/oracle.log", snippet="read /solution/files/out.txt")]
+        }
+    )
+    assert len(merge_check_findings([cause], [unrelated])) == 2
+    # and another task's log never folds
+    elsewhere = effect.model_copy(update={"task_id": "u"})
+    assert len(merge_check_findings([cause], [elsewhere])) == 2
+
+
 def _data(findings: list[Finding]) -> AuditReportData:
     return AuditReportData(
         benchmark="bench",

@@ -225,6 +225,7 @@ def test_registry_lists_the_checks() -> None:
     assert static_check_names() == [
         "file-names",
         "absolute-paths",
+        "mounted-files",
         "python-imports",
         "reward-written",
         "test-network",

@@ -20,6 +20,7 @@ from metaeval.protocols.audit.static.filenames import check_file_names
 from metaeval.protocols.audit.static.floats import check_float_equality
 from metaeval.protocols.audit.static.imports import check_imports
 from metaeval.protocols.audit.static.links import check_links
+from metaeval.protocols.audit.static.mounted import check_mounted_files
 from metaeval.protocols.audit.static.network import check_test_network
 from metaeval.protocols.audit.static.paths import check_absolute_paths
 from metaeval.protocols.audit.static.reward import check_reward_written
@@ -48,6 +49,12 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
         "Absolute paths in solution/tests that the environment never provides",
         ("ENV-PATH",),
         check_absolute_paths,
+    ),
+    StaticCheck(
+        "mounted-files",
+        "Files of /tests or /solution that the task's scripts read but the task does not ship",
+        ("ENV-PATH",),
+        check_mounted_files,
     ),
     StaticCheck(
         "python-imports",

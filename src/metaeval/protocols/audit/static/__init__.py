@@ -95,6 +95,7 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
     StaticCheck(
         "build",
         "Merge-conflict markers, COPY/ADD sources outside or missing from the build context, "
+        "RUN steps reading files the context lacks, "
         "local-only image names, compose files referencing missing files",
         ("ENV-PATH", "ENV-DEP", "EVAL-MISMATCH", "GT-LOGIC", "INST-CONTRADICT"),
         check_build,

@@ -735,6 +735,7 @@ class TaskContext:
         self._lines: dict[str, list[str]] = {f.path: f.text.splitlines() for f in task.files}
         self.files: dict[str, TaskFile] = {f.path: f for f in task.files}
         self.unseen_requirements: list[str] = []  # -r files the Dockerfile installs, not loaded
+        self.shared: dict[str, Any] = {}  # what one check computes once for the others
 
     # -- files ----------------------------------------------------------------------------------
 

@@ -59,6 +59,9 @@ class DockerInfo:
     env_vars: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None  # the last WORKDIR of the final stage
     opaque_install: bool = False  # installs a project whose dependencies are not visible
+    stage_count: int = 0  # FROM instructions
+    # COPY/ADD and RUN in build order: ("COPY", copy, workdir) or ("RUN", statements, line)
+    steps: list[tuple[str, object, object]] = field(default_factory=list)
 
 
 _INSTRUCTION_WORDS = (
@@ -110,6 +113,7 @@ def parse_dockerfile(path: str, text: str) -> DockerInfo:
             info.error_line = command.start_line
         values = [expand_vars(v, info.env_vars) for v in command.value]
         if keyword == "FROM":
+            info.stage_count += 1
             image = values[0] if values else ""
             if image.lower() not in {s.lower() for s in info.stages} and image != "scratch":
                 info.base_images.append(image)
@@ -139,17 +143,17 @@ def parse_dockerfile(path: str, text: str) -> DockerInfo:
             if heredoc:
                 sources = []
             stage = _flag(command.flags, "from")
-            info.copies.append(
-                CopyInstruction(
-                    command.start_line,
-                    command.end_line,
-                    keyword,
-                    sources,
-                    destination,
-                    stage,
-                    heredoc,
-                )
+            copy = CopyInstruction(
+                command.start_line,
+                command.end_line,
+                keyword,
+                sources,
+                destination,
+                stage,
+                heredoc,
             )
+            info.copies.append(copy)
+            info.steps.append(("COPY", copy, workdir))
             if stage is None:
                 info.copy_sources += sources
             dest = (
@@ -171,6 +175,7 @@ def _run(info: DockerInfo, command, values: list[str], workdir: str, find_instal
     script = parse_script(
         info.file, script_text, script_path="/", cwd=workdir, variables=dict(info.env_vars)
     )
+    info.steps.append(("RUN", script.commands, command.start_line))
     for statement in script.commands:
         for simple in statement.simple:
             words = simple.words

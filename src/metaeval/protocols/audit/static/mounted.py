@@ -50,26 +50,29 @@ def check_mounted_files(ctx: TaskContext) -> list[Finding]:
         mount = MOUNTS.get(role)
         if mount is None:
             continue
+        candidates = [
+            (command, target)
+            for command in script.commands
+            for simple in command.simple
+            if any(mount in word for word in simple.words)
+            for target in file_reads(simple)
+            if target.startswith(mount) and not _UNRESOLVED.search(target)
+        ]
+        if not candidates:
+            continue
         if role not in listings:
             listings[role] = _role_listing(ctx, role)
         created = _created_paths(script)
         probed = _probed_paths(script)
         seen: set[str] = set()
-        for command in script.commands:
-            if _tolerated(command.text, role):
+        for command, target in candidates:
+            target = posixpath.normpath(target)
+            if target in seen or _tolerated(command.text, role) or _guarded(target, probed):
                 continue
-            for simple in command.simple:
-                for target in _reads(simple):
-                    if not target.startswith(mount) or _UNRESOLVED.search(target):
-                        continue
-                    target = posixpath.normpath(target)
-                    rel = target[1:]
-                    if target in seen or _guarded(target, probed) or _ships(rel, listings[role]):
-                        continue
-                    if _made(target, created):
-                        continue
-                    seen.add(target)
-                    findings.append(_finding(ctx, path, command.line, target, role))
+            if _ships(target[1:], listings[role]) or under_created(target, created):
+                continue
+            seen.add(target)
+            findings.append(_finding(ctx, path, command.line, target, role))
     return findings
 
 
@@ -107,7 +110,7 @@ def _guarded(target: str, probed: set[str]) -> bool:
     return target in probed or "*/" + target.rsplit("/", 1)[-1] in probed
 
 
-def _reads(simple: SimpleCommand) -> list[str]:
+def file_reads(simple: SimpleCommand) -> list[str]:
     """The file arguments `simple` reads (resolved words; options left out)."""
     words = _runner_stripped(strip_wrappers(simple.words))
     if not words:
@@ -162,7 +165,7 @@ def _created_paths(script: ShellScript) -> set[str]:
     return made
 
 
-def _made(target: str, created: set[str]) -> bool:
+def under_created(target: str, created: set[str]) -> bool:
     return any(target == p or target.startswith(p.rstrip("/") + "/") for p in created)
 
 

@@ -177,6 +177,35 @@ def test_audit_run_reports_backend_and_one_finding_per_defect(engine, tmp_path: 
     assert "podman: the environment does not build (1 task)" in report
 
 
+def test_a_run_step_reading_a_file_the_context_lacks_really_breaks_the_build(
+    engine, tmp_path: Path
+) -> None:
+    """The static RUN-read finding is what Podman sees: the build stops at that chmod, and the
+    audit reports the static finding and the failed build as one defect."""
+    bench = tmp_path / "bench"
+    task = copy_task("clean/csv-dedupe", bench)
+    (task / "environment" / "scripts").mkdir()
+    (task / "environment" / "scripts" / "build.sh").write_text("#!/bin/bash\necho built\n")
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(
+        dockerfile.read_text()
+        + "COPY scripts/ /app/scripts/\n"
+        + "RUN chmod +x /app/scripts/reset-state.sh /app/scripts/build.sh && mkdir -p /app/out\n"
+    )
+    result = run(task)
+    assert result.skipped == "podman: the environment does not build"
+    assert "/app/scripts/reset-state.sh" in result.build_log
+    assert "No such file or directory" in result.build_log
+    AuditRun(
+        AuditSettings(bench_dir=bench, run_dir=tmp_path / "run", static_only=True, sandbox="podman")
+    ).run()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "1 finding on 1 tasks (1 flagged)" in report, report
+    assert report.count("#### [Critical]") == 1
+    assert "reads `/app/scripts/reset-state.sh`, which the build context does not provide" in report
+    assert "`logs/build.log`" in report  # the failed build is folded in as evidence
+
+
 def test_phases_run_as_the_images_user(engine, tmp_path: Path) -> None:
     task = copy_task("clean/csv-dedupe", tmp_path)
     dockerfile = task / "environment" / "Dockerfile"

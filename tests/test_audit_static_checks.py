@@ -226,6 +226,7 @@ def test_registry_lists_the_checks() -> None:
         "file-names",
         "absolute-paths",
         "mounted-files",
+        "test-fixtures",
         "python-imports",
         "reward-written",
         "test-network",

@@ -17,6 +17,7 @@ from metaeval.protocols.audit.static.build import check_build
 from metaeval.protocols.audit.static.config import check_task_config
 from metaeval.protocols.audit.static.context import TaskContext
 from metaeval.protocols.audit.static.filenames import check_file_names
+from metaeval.protocols.audit.static.fixtures import check_test_fixtures
 from metaeval.protocols.audit.static.floats import check_float_equality
 from metaeval.protocols.audit.static.imports import check_imports
 from metaeval.protocols.audit.static.links import check_links
@@ -55,6 +56,12 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
         "Files of /tests or /solution that the task's scripts read but the task does not ship",
         ("ENV-PATH",),
         check_mounted_files,
+    ),
+    StaticCheck(
+        "test-fixtures",
+        "Files the tests read from a directory the image copies, which nothing provides",
+        ("ENV-PATH",),
+        check_test_fixtures,
     ),
     StaticCheck(
         "python-imports",

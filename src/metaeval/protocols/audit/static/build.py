@@ -691,3 +691,28 @@ def _run_read_finding(
         confidence=0.85,
         evidence=[evidence_line(ctx, docker.file, int(line))],  # type: ignore[call-overload]
     )
+
+
+def copied_directories(ctx: TaskContext) -> list[tuple[str, str]]:
+    """(image directory, context directory) for every directory a single-stage Dockerfile
+    copies from its build context ("" for the whole context), leaving out directories a
+    later RUN step mentions (it may add files there)."""
+    docker = ctx.docker
+    if not docker.present or docker.error or docker.stage_count != 1:
+        return []
+    if not docker.file.startswith("environment/"):
+        return []
+    listing = environment_listing(ctx)
+    context_dir = posixpath.dirname(docker.file)[len("environment") :].lstrip("/")
+    pairs: list[tuple[str, str]] = []
+    for kind, step, where in docker.steps:
+        if kind == "COPY":
+            pairs += _copied_dirs(step, where, context_dir, listing)  # type: ignore[arg-type]
+            continue
+        text = " ".join(statement.text for statement in step)  # type: ignore[attr-defined]
+        pairs = [
+            (image_dir, source)
+            for image_dir, source in pairs
+            if image_dir not in text and image_dir.rstrip("/").rsplit("/", 1)[-1] not in text
+        ]
+    return pairs

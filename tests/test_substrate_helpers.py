@@ -104,6 +104,7 @@ def test_a_bundle_is_resumed_only_with_the_same_input_files(tmp_path):
         run_id = "bundle"
         baseline_id = "baseline"
         trial_budget = 3
+        host_env = ()
         documents = {"resolved_manifest.json": {"files": {"suite": {"sha256": "a" * 64}}}}
 
     open_bundle(Plan).close()

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from metaeval.models.base import Model
+from metaeval.models.call_slots import call_slot
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, SUBCATEGORIES, Finding
 from metaeval.protocols.audit.prompts import (
@@ -519,7 +520,8 @@ def audit_task(
             max_tokens=max_tokens,
             seed=seed,
         )
-        result = model.complete(request)  # provider errors propagate to the caller
+        with call_slot():  # the run's bound on calls in service (see models.call_slots)
+            result = model.complete(request)  # provider errors propagate to the caller
         results.append(result)
         audit.raw_outputs.append(result.text)
         try:

@@ -31,6 +31,7 @@ from metaeval.executor import (
     selected_backend,
 )
 from metaeval.models.base import Model
+from metaeval.models.call_slots import CallSlots
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.evidence import verify_evidence
@@ -181,6 +182,8 @@ class AuditRun:
         self.hints = load_hints(settings.bench_dir)
         # model cells do their Python work a few threads at a time (see metaeval.cpu_gate)
         self._cpu_gate = CpuGate(available_cores())
+        # at most --concurrency model calls in service, however many cells run (see _prepare_ahead)
+        self._call_slots = CallSlots(settings.concurrency)
         self._static_pool: StaticPool | None = None
 
     def hashes(self) -> dict[str, str]:
@@ -303,7 +306,10 @@ class AuditRun:
                     if job.key.endswith("|" + STATIC_SOURCE):
                         job.lane = STATIC_LANE
             executor = make_executor(
-                self.settings.concurrency, self.settings.progress, "audit cells", lanes=lanes
+                self.settings.concurrency + self._prepare_ahead(jobs),
+                self.settings.progress,
+                "audit cells",
+                lanes=lanes,
             )
             executor.run(jobs, record)
             summary = summarize_run(run, self)
@@ -316,6 +322,15 @@ class AuditRun:
             return summary
         finally:
             run.close()
+
+    def _prepare_ahead(self, jobs: list[Job]) -> int:
+        """Jobs the executor may run beyond `--concurrency`: with the local executor, as many
+        model cells as there are call slots prepare their request while the calls are out
+        (`metaeval.models.call_slots`); calls in service stay at most `--concurrency`."""
+        has_model_cells = any(not job.key.endswith("|" + STATIC_SOURCE) for job in jobs)
+        if not has_model_cells or selected_backend() != "local":
+            return 0
+        return self.settings.concurrency
 
     def _make_static_pool(self, static_jobs: int) -> StaticPool | None:
         """Worker processes for static cells when more than one job is in flight on a
@@ -373,7 +388,8 @@ class AuditRun:
         if source == STATIC_SOURCE:
             task = self.load(task_dir)
             return self._static_cell(run, task, {**base, "task_id": task.task_id})
-        with self._cpu_gate.held():  # given back while the model call is out
+        # the CPU gate is given back while the call is out or waits for a call slot
+        with self._call_slots.bound(), self._cpu_gate.held():
             return self._model_cell(run, task_dir, source, base)
 
     def _model_cell(

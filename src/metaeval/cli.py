@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -405,6 +406,12 @@ def main() -> None:
         app()
     except Exception as exc:  # noqa: BLE001 - commands not wrapped by user_errors
         sys.exit(report_crash(exc))
+    finally:
+        # The command is over and everything it wrote is closed and synced (records never rely
+        # on a finalizer). Freezing the heap spares the interpreter's last full garbage
+        # collection at exit (0.05-0.1 s after a large run); objects outside reference cycles
+        # are still freed, and the system closes whatever is left.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ from metaeval.protocols.audit.report import (
 from metaeval.protocols.audit.scoring import ScoreReport, score
 from metaeval.protocols.audit.summary import (
     STATIC_SOURCE,
+    AuditRecords,
     cost_by_source,
     cost_rows,
     final_cells,
+    read_records,
     valid_findings,
 )
 from metaeval.records import RunDir
@@ -86,12 +88,15 @@ def _task_entries(cells: dict[tuple[str, str], dict]) -> list[TaskEntry]:
     return list(entries.values())
 
 
-def report_data(run: RunDir, score_report: ScoreReport | None = None) -> AuditReportData:
-    """Everything the Markdown and HTML reports show, from the run's records."""
+def report_data(
+    run: RunDir, score_report: ScoreReport | None = None, records: AuditRecords | None = None
+) -> AuditReportData:
+    """Everything the Markdown and HTML reports show, from the run's records (`records` when
+    the caller already read them)."""
     manifest = run.manifest
     config = manifest.get("config", {})
-    cells = final_cells(run)
-    findings = valid_findings(run)
+    records = read_records(run) if records is None else records
+    cells, findings = records.cells, records.findings
     reported = [f for f in findings if f.reported]
     return AuditReportData(
         benchmark=str(config.get("benchmark", "")),
@@ -107,11 +112,13 @@ def report_data(run: RunDir, score_report: ScoreReport | None = None) -> AuditRe
     )
 
 
-def write_reports(run: RunDir, score_report: ScoreReport | None = None) -> list[Path]:
+def write_reports(
+    run: RunDir, score_report: ScoreReport | None = None, records: AuditRecords | None = None
+) -> list[Path]:
     """Write report.md and report.html (with scores when given or already computed)."""
     if score_report is None:
         score_report = load_score(run.path)
-    data = report_data(run, score_report)
+    data = report_data(run, score_report, records)
     paths = [run.path / "report.md", run.path / "report.html"]
     atomic_write(paths[0], render_markdown(data).encode("utf-8"))
     atomic_write(paths[1], render_html(data).encode("utf-8"))

@@ -38,7 +38,13 @@ from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES
 from metaeval.protocols.audit.static_pool import StaticPool
-from metaeval.protocols.audit.summary import CELLS, FINDINGS, STATIC_SOURCE, summarize_run
+from metaeval.protocols.audit.summary import (
+    CELLS,
+    FINDINGS,
+    STATIC_SOURCE,
+    read_records,
+    summarize_run,
+)
 from metaeval.records import RunDir
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
 from metaeval.tasks.safe_files import link_text, open_checked, open_regular, walk_tree
@@ -312,13 +318,14 @@ class AuditRun:
                 lanes=lanes,
             )
             executor.run(jobs, record)
-            summary = summarize_run(run, self)
+            records = read_records(run)  # once, for the summary and the reports
+            summary = summarize_run(run, self, records)
             summary["skipped_completed"] = len(done)
             summary["ran"] = len(jobs)
             run.write_summary(summary)
             from metaeval.protocols.audit.render import write_reports
 
-            write_reports(run)
+            write_reports(run, records=records)
             return summary
         finally:
             run.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from metaeval.protocols.audit.ensemble import ensemble_views
@@ -22,14 +23,33 @@ def final_cells(run: RunDir) -> dict[tuple[str, str], dict[str, Any]]:
     return run.latest_records(CELLS, ("task_id", "source"))
 
 
-def valid_findings(run: RunDir) -> list[Finding]:
-    """Findings of the attempts that completed their cell; orphans of killed attempts are left out."""
-    attempts = {key: rec.get("attempt") for key, rec in final_cells(run).items() if is_final(rec)}
+def valid_findings(
+    run: RunDir, cells: dict[tuple[str, str], dict[str, Any]] | None = None
+) -> list[Finding]:
+    """Findings of the attempts that completed their cell; orphans of killed attempts are left out.
+
+    `cells` is `final_cells(run)` when the caller already read it."""
+    cells = final_cells(run) if cells is None else cells
+    attempts = {key: rec.get("attempt") for key, rec in cells.items() if is_final(rec)}
     findings = []
     for rec in run.read(FINDINGS):
         if attempts.get((rec.get("task_id"), rec.get("source"))) == rec.get("attempt"):
             findings.append(Finding.model_validate(rec))
     return findings
+
+
+@dataclass(frozen=True)
+class AuditRecords:
+    """The run's records read once, for the summary and the reports of one command."""
+
+    cells: dict[tuple[str, str], dict[str, Any]]  # latest record per (task_id, source)
+    findings: list[Finding]  # valid findings (see `valid_findings`)
+
+
+def read_records(run: RunDir) -> AuditRecords:
+    """Read the cell records and the valid findings of `run` once."""
+    cells = final_cells(run)
+    return AuditRecords(cells, valid_findings(run, cells))
 
 
 def model_sources(findings: list[Finding], cells: dict[tuple[str, str], dict]) -> list[str]:
@@ -66,10 +86,14 @@ def cost_by_source(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     return totals
 
 
-def summarize_run(run: RunDir, audit: Any | None = None) -> dict[str, Any]:
-    """The audit's summary.json: counts per source, tiers, failures, costs, ensemble sizes."""
-    cells = final_cells(run)
-    findings = valid_findings(run)
+def summarize_run(
+    run: RunDir, audit: Any | None = None, records: AuditRecords | None = None
+) -> dict[str, Any]:
+    """The audit's summary.json: counts per source, tiers, failures, costs, ensemble sizes.
+
+    `records` are the run's records when the caller already read them (`read_records`)."""
+    records = read_records(run) if records is None else records
+    cells, findings = records.cells, records.findings
     reported = [f for f in findings if f.reported]
     costs = cost_rows(cells)
     by_source = cost_by_source(costs)

@@ -10,6 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from metaeval.errors import is_transient
+from metaeval.executor import available_cores
 from metaeval.protocols.audit import static_pool as static_pool_mod
 from metaeval.protocols.audit.runner import AuditRun, AuditSettings
 from metaeval.transient import is_transient as model_level_transient
@@ -79,3 +80,48 @@ def test_a_killed_worker_is_an_infrastructure_error_retried_on_resume(tmp_path: 
         assert cell["status"] == "ok" and cell["task_id"] == "word-count"
     finally:
         pool.close()
+
+
+def test_the_benchmark_hash_is_the_same_from_a_worker_and_a_changed_task_refuses_resume(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import shutil
+
+    import pytest
+
+    from metaeval.errors import RecordIntegrityError
+    from metaeval.tasks.bench_hash import benchmark_hash
+
+    bench = tmp_path / "bench"
+    shutil.copytree(BENCH, bench)
+    tasks = sorted(p.parent for p in bench.glob("*/task.toml"))
+    expected = benchmark_hash(bench, tasks)
+    in_worker: list[int] = []
+    original = static_pool_mod.StaticPool.benchmark_hash
+
+    def recorded(self, *args):
+        in_worker.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(static_pool_mod.StaticPool, "benchmark_hash", recorded)
+
+    def settings(concurrency: int) -> AuditSettings:
+        return AuditSettings(
+            bench_dir=bench,
+            run_dir=tmp_path / f"run-{concurrency}",
+            static_only=True,
+            concurrency=concurrency,
+            execution_checks=False,
+            progress=False,
+        )
+
+    digests = {}
+    for concurrency in (1, 2):  # 1: computed in-process; 2: in a static worker process
+        AuditRun(settings(concurrency)).run()
+        assert len(in_worker) == (1 if concurrency == 2 and available_cores() >= 2 else 0)
+        manifest = json.loads((tmp_path / f"run-{concurrency}" / "manifest.json").read_text())
+        digests[concurrency] = manifest["hashes"]["benchmark"]
+    assert digests == {1: expected, 2: expected}
+    (tasks[0] / "instruction.md").write_text("edited after the run\n")
+    with pytest.raises(RecordIntegrityError, match="benchmark"):
+        AuditRun(settings(2)).run()

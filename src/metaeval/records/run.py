@@ -2,7 +2,8 @@
 
 Layout of ``<run>/``::
 
-    manifest.json     written once at creation, never rewritten
+    manifest.json     written once at creation, never rewritten (for a new run with deferred
+                      input hashes, by a background thread before the first record)
     layers.jsonl      one entry per evidence layer added after the first
     sessions.jsonl    one entry per `RunDir.open` (command, config, environment)
     <name>.jsonl      append-only records, each tagged with its layer
@@ -38,7 +39,7 @@ import re
 import shutil
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from metaeval.records.manifest import (
     build_manifest,
     diff_hashes,
     hash_inputs,
+    is_hash,
     read_manifest,
     utc_now,
     write_manifest,
@@ -151,29 +153,115 @@ def _release_lock(fd: int) -> None:
 
 
 def _is_fresh(path: Path) -> bool:
-    """True when a directory holds nothing but what an interrupted `open` may leave."""
+    """True when a directory holds nothing but what an interrupted `open` may leave: the lock,
+    a manifest's temporary file, and blobs of a run killed before its deferred manifest was
+    written (no record is ever written before the manifest)."""
     for entry in path.iterdir():
         if entry.name == LOCK_FILE or (entry.name.startswith(".manifest-") and entry.is_file()):
             continue
+        if entry.name == "blobs" and entry.is_dir() and not entry.is_symlink():
+            continue
         return False
     return True
+
+
+DeferredHash = Callable[[], str]
+
+
+def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
+    """Run each deferred hash; each must return a ``sha256:<hex>`` digest."""
+    digests = {}
+    for name, compute in deferred.items():
+        value = compute()
+        if not is_hash(value):
+            raise ValueError(f"deferred hash {name!r} returned {value!r}, not 'sha256:<hex>'")
+        digests[name] = value
+    return digests
+
+
+class _PendingManifest:
+    """A new run's manifest, written by a background thread once its deferred hashes are
+    computed; `wait` returns (manifest, layers) or raises what went wrong."""
+
+    def __init__(self, write: Callable[[], tuple[dict[str, Any], list[dict]]]):
+        self._done = threading.Event()
+        self._result: tuple[dict[str, Any], list[dict]] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(write,), name="manifest-writer", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, write: Callable[[], tuple[dict[str, Any], list[dict]]]) -> None:
+        try:
+            self._result = write()
+        except BaseException as exc:  # noqa: BLE001 - raised to every waiter
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, path: Path) -> tuple[dict[str, Any], list[dict]]:
+        self._done.wait()
+        if self._error is not None:
+            raise MetaevalError(
+                f"{path}: the run's manifest could not be written, so no record was: "
+                f"{type(self._error).__name__}: {self._error}"
+            ) from self._error
+        assert self._result is not None
+        return self._result
 
 
 class RunDir:
     """An open run directory, exclusively locked until `close` (or process exit)."""
 
     def __init__(
-        self, path: Path, manifest: dict[str, Any], layers: list[dict], layer: str, lock_fd: int
+        self,
+        path: Path,
+        manifest: dict[str, Any] | None,
+        layers: list[dict] | None,
+        layer: str,
+        lock_fd: int,
     ):
         self.path = path
-        self.manifest = manifest
-        self.layers = layers
+        self._manifest = manifest
+        self._layers = layers
+        self._pending: _PendingManifest | None = None  # a new run's manifest still being written
+        self._manifest_mutex = threading.Lock()
         self.layer = layer
         self.blobs = BlobStore(path / "blobs")
         self._lock_fd: int | None = lock_fd
         self._writers: dict[str, LayerWriter] = {}
         self._mutex = threading.Lock()
-        self._committer = GroupCommitter(f"run {path.name}", before_commit=self.blobs.sync_pending)
+        self._committer = GroupCommitter(f"run {path.name}", before_commit=self._before_commit)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The run's manifest (waits for a new run's deferred manifest to be written)."""
+        self._settle_manifest()
+        assert self._manifest is not None
+        return self._manifest
+
+    @property
+    def layers(self) -> list[dict]:
+        """The run's evidence layers, oldest first (waits like `manifest`)."""
+        self._settle_manifest()
+        assert self._layers is not None
+        return self._layers
+
+    def _settle_manifest(self) -> None:
+        """Wait until the manifest is on disk; raises if it could not be written."""
+        if self._pending is None:
+            return
+        with self._manifest_mutex:
+            if self._pending is not None:
+                self._manifest, self._layers = self._pending.wait(self.path)
+                self._pending = None
+
+    def _before_commit(self) -> None:
+        # in the writer thread, before each group of records: the manifest first (a record
+        # never exists without it), then the blobs the records name
+        self._settle_manifest()
+        self.blobs.sync_pending()
 
     # ----------------------------------------------------------------- opening
 
@@ -188,8 +276,15 @@ class RunDir:
         seeds: Any,
         new_layer: str | None = None,
         command: Sequence[str] | None = None,
+        deferred_hashes: Mapping[str, DeferredHash] | None = None,
     ) -> RunDir:
         """Create a run directory, or resume one whose recorded inputs match.
+
+        deferred_hashes maps more names to functions returning ``sha256:<hex>`` (slow ones,
+        such as hashing a whole benchmark). When the run exists they are computed at once
+        (resuming needs them); for a new run a background thread computes them and writes
+        the manifest, so the caller can start working meanwhile. Records and documents are
+        only written after the manifest; `manifest` and `layers` wait for it.
 
         hashes maps names (convention ``"<kind>:<name>"``) to content (str, bytes,
         path) or precomputed ``sha256:<hex>``. An existing run whose current layer
@@ -219,10 +314,13 @@ class RunDir:
                 git_revision=revision,
             )
 
+        deferred = dict(deferred_hashes or {})
         created: Path | None = None
         manifest: dict[str, Any] | None = None
         if not path.exists():
-            manifest = fresh_manifest()  # before touching the disk
+            manifest = fresh_manifest()  # checks the inputs before touching the disk
+            if deferred:
+                manifest = None  # written with the deferred hashes, in the background
             created = path
             while not created.parent.exists():
                 created = created.parent
@@ -234,6 +332,7 @@ class RunDir:
         try:
             if (path / MANIFEST_NAME).exists():
                 manifest = read_manifest(path)
+                digests.update(_compute_deferred(deferred))  # a resume compares them all
                 layers, layer = cls._select_layer(path, manifest, protocol, digests, new_layer)
             else:
                 if not _is_fresh(path):
@@ -241,6 +340,18 @@ class RunDir:
                         f"{path} is not empty and has no {MANIFEST_NAME}; "
                         "it is not a metaeval run directory (use a new or empty directory)"
                     )
+                if deferred:
+                    run = cls(path, None, None, new_layer or "base", lock_fd)
+
+                    def write_deferred() -> tuple[dict[str, Any], list[dict]]:
+                        digests.update(_compute_deferred(deferred))
+                        write_manifest(path, fresh_manifest())
+                        written = read_manifest(path)
+                        run._log_session(argv, config, revision)
+                        return written, [dict(entry) for entry in written["layers"]]
+
+                    run._pending = _PendingManifest(write_deferred)
+                    return run
                 if manifest is None:
                     manifest = fresh_manifest()
                 try:
@@ -327,6 +438,8 @@ class RunDir:
     @property
     def base_layer(self) -> str:
         """Name of the first layer; records without a ``layer`` field belong to it."""
+        if self._pending is not None:  # a new run: its only layer, known without waiting
+            return self.layer
         return self.layers[0]["name"]
 
     def records(self, name: str) -> LayerWriter:
@@ -406,6 +519,7 @@ class RunDir:
 
     def write_summary(self, obj: Mapping[str, Any]) -> Path:
         """Atomically (re)write ``summary.json``; it is derived, so replacing it is fine."""
+        self._settle_manifest()
         self.blobs.sync_pending()  # before anything that may name a blob is durable
         data = json.dumps(redact(dict(obj)), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         final = self.path / SUMMARY_FILE
@@ -433,6 +547,7 @@ class RunDir:
         if isinstance(data, bytes):
             data = data.decode("utf-8")
         text = redact_text(data) if scrub else data
+        self._settle_manifest()
         self.blobs.sync_pending()
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, text.encode("utf-8"))
@@ -445,6 +560,7 @@ class RunDir:
         _check_name(name, "record file name")
         if name in _RESERVED:
             raise ValueError(f"{name!r} is reserved for the run directory's own bookkeeping")
+        self._settle_manifest()  # this writer writes in the caller's thread
         with self._mutex:
             if self._lock_fd is None:
                 raise ValueError(f"run directory {self.path} is closed")
@@ -483,8 +599,16 @@ class RunDir:
         )
 
     def close(self) -> None:
-        """Write what is pending, close all writers and release the directory lock. Idempotent."""
+        """Write what is pending, close all writers and release the directory lock. Idempotent.
+
+        A new run's deferred manifest is waited for first; if it could not be written, that
+        error is raised once the lock is released."""
         self._committer.close()
+        error: MetaevalError | None = None
+        try:
+            self._settle_manifest()
+        except MetaevalError as exc:
+            error, self._pending = exc, None
         self.blobs.sync_pending()
         with self._mutex:
             for writer in self._writers.values():
@@ -493,6 +617,8 @@ class RunDir:
             if self._lock_fd is not None:
                 _release_lock(self._lock_fd)
                 self._lock_fd = None
+        if error is not None:
+            raise error
 
     def __enter__(self) -> RunDir:
         return self

@@ -12,9 +12,8 @@ recorded once with its message.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,8 +45,8 @@ from metaeval.protocols.audit.summary import (
     summarize_run,
 )
 from metaeval.records import RunDir
+from metaeval.tasks.bench_hash import benchmark_hash
 from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
-from metaeval.tasks.safe_files import link_text, open_checked, open_regular, walk_tree
 from metaeval.transient import is_transient
 
 
@@ -88,47 +87,6 @@ def default_concurrency(static_only: bool) -> int:
     """Jobs in flight when the user gives none: one per core for static and execution checks
     alone (sandboxed processes), else 1."""
     return available_cores() if static_only else 1
-
-
-def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
-    """sha256 over every file of the audited tasks and the hints file.
-
-    A symlink to a file inside its task counts with the file's content; a symlink leading
-    outside the task with its link text (the target is never read); special files not at all.
-    """
-    digest = hashlib.sha256()
-    hints = bench_dir / "benchguard_hints.yaml"
-    if hints.is_file():
-        _hash_file(digest, str(hints.relative_to(bench_dir)), hints, bench_dir)
-    for root in task_dirs:
-        prefix = str(root.relative_to(bench_dir)) + "/"
-        entries = walk_tree(root, ignore_dirs=())
-        # path order, part by part (as pathlib compares), without building a Path per entry
-        for entry in sorted(entries, key=lambda e: e.rel.split("/")):
-            if entry.kind in ("file", "link"):
-                _hash_file(digest, prefix + entry.rel, entry.path, root, entry.kind == "file")
-            elif entry.kind == "outside_link":
-                digest.update((prefix + entry.rel).encode() + b"\0")
-                digest.update(b"symlink:" + os.fsencode(link_text(entry.path)) + b"\0")
-    return "sha256:" + digest.hexdigest()
-
-
-def _hash_file(
-    digest: Any, name: str, path: Path, boundary: Path, walked_file: bool = False
-) -> None:
-    digest.update(name.encode() + b"\0")
-    try:
-        # a plain file the walk found inside the task needs no path resolution; it is opened
-        # without following a link that may have replaced it since
-        fd = open_checked(path, follow_links=False) if walked_file else open_regular(path, boundary)
-        try:
-            while chunk := os.read(fd, 1 << 20):
-                digest.update(chunk)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        digest.update(f"unreadable:{exc}".encode())
-    digest.update(b"\0")
 
 
 def _validate(settings: AuditSettings) -> None:
@@ -193,10 +151,18 @@ class AuditRun:
         self._static_pool: StaticPool | None = None
 
     def hashes(self) -> dict[str, str]:
+        """The run's inputs but the benchmark (see `deferred_hashes`)."""
         hashes = {f"prompt:{name}": text for name, text in PROMPT_TEMPLATES.items()}
-        hashes["benchmark"] = benchmark_hash(self.settings.bench_dir, self.task_dirs)
         hashes["price_table"] = price_table().sha256
         return hashes
+
+    def deferred_hashes(self) -> dict[str, Callable[[], str]]:
+        """The benchmark's hash, the slow input: a new run computes it while its first
+        requests are out (`RunDir.open(deferred_hashes=...)`); a resume needs it at once."""
+        bench_dir, task_dirs = self.settings.bench_dir, self.task_dirs
+        if self._static_pool is not None:  # in a worker process: no GIL shared with the cells
+            return {"benchmark": self._static_pool.benchmark_hash(bench_dir, task_dirs)}
+        return {"benchmark": lambda: benchmark_hash(bench_dir, task_dirs)}
 
     def config(self) -> dict[str, Any]:
         s = self.settings
@@ -260,6 +226,7 @@ class AuditRun:
             protocol="audit",
             config=self.config(),
             hashes=self.hashes(),
+            deferred_hashes=self.deferred_hashes(),
             seeds={"model_seed": 0},
             new_layer=self.settings.new_layer,
         )

@@ -11,10 +11,13 @@ import contextlib
 import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from metaeval.tasks.bench_hash import benchmark_hash
 
 if TYPE_CHECKING:
     from metaeval.tasks.harbor import Hints, InputTier
@@ -89,6 +92,26 @@ class StaticPool:
                     pool.submit(ready)
 
         threading.Thread(target=spawn, name="static-pool-start", daemon=True).start()
+
+    def benchmark_hash(self, bench_dir: Path, task_dirs: list[Path]) -> Callable[[], str]:
+        """Start hashing the benchmark in a worker (on another core than the orchestrator's,
+        ahead of most static cells); the returned function waits for the digest. If no
+        worker can compute it, it is computed in this process instead."""
+        digest: Future[str] = Future()
+
+        def compute() -> None:  # a thread: submitting waits for the fork server to start
+            try:
+                try:
+                    pool = self._executor()
+                    value = pool.submit(benchmark_hash, bench_dir, task_dirs).result()
+                except (RuntimeError, BrokenProcessPool, OSError, EOFError):
+                    value = benchmark_hash(bench_dir, task_dirs)
+                digest.set_result(value)
+            except BaseException as exc:  # noqa: BLE001 - raised to whoever waits
+                digest.set_exception(exc)
+
+        threading.Thread(target=compute, name="benchmark-hash", daemon=True).start()
+        return digest.result
 
     def run(self, task_dir: Path, base: dict[str, Any]) -> Cell:
         """The static cell of `task_dir`, computed in a worker process."""

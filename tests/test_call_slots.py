@@ -133,7 +133,8 @@ def test_slots_travel_to_another_process_as_fresh_slots_of_the_same_size():
 class HeldServer:
     """Counts requests in service; holds every request until `release` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_s: float = 0.0) -> None:
+        self.hold_s = hold_s  # also held this long after the release
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.in_service = 0
@@ -146,6 +147,7 @@ class HeldServer:
             self.peak = max(self.peak, self.in_service)
         try:
             self.release.wait(60)
+            time.sleep(self.hold_s)
             return "[]"
         finally:
             with self.lock:
@@ -197,3 +199,39 @@ def test_an_audit_prepares_cells_ahead_but_keeps_calls_at_the_concurrency(
     model_cells = [c for c in cells if c["source"] == "openai/held"]
     assert len(model_cells) == len(TASKS) and all(c["status"] == "ok" for c in model_cells)
     assert result["ran"] == 2 * len(TASKS)
+
+
+def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one job in service, the static cells (run in this process: no worker pool at
+    concurrency 1) and the model calls take turns, although a second cell is prepared ahead."""
+    from metaeval.protocols.audit.runner import AuditRun as Run
+
+    server = HeldServer(hold_s=0.5)
+    server.release.set()
+    overlaps: list[str] = []
+    static_cell = Run._static_cell
+
+    def watched(self, run, task, base):
+        # a model call that started meanwhile would be in service within this second
+        if wait_for(lambda: server.in_service > 0, timeout=1.0):
+            overlaps.append(task.task_id)
+        return static_cell(self, run, task, base)
+
+    monkeypatch.setattr(Run, "_static_cell", watched)
+    with server.stub:
+        model = get_model("openai/held", base_url=server.stub.base_url, api_key="sk-test")
+        settings = AuditSettings(
+            bench_dir=BENCH,
+            run_dir=tmp_path / "audit",
+            models=["openai/held"],
+            task_filter=TASKS[:3],
+            execution_checks=False,
+            concurrency=1,
+            progress=False,
+        )
+        summary = Run(settings, {"openai/held": model}).run()
+    assert summary["ran"] == 6 and summary["cells"] == 6
+    assert server.peak == 1
+    assert overlaps == []

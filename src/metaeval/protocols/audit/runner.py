@@ -30,7 +30,7 @@ from metaeval.executor import (
     selected_backend,
 )
 from metaeval.models.base import Model
-from metaeval.models.call_slots import CallSlots
+from metaeval.models.call_slots import CallSlots, call_slot
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.evidence import verify_evidence
@@ -360,8 +360,12 @@ class AuditRun:
         if source == STATIC_SOURCE and self._static_pool is not None:
             return self._static_pool.run(task_dir, base)
         if source == STATIC_SOURCE:
-            task = self.load(task_dir)
-            return self._static_cell(run, task, {**base, "task_id": task.task_id})
+            # in this process, a static cell is in service from start to end: it takes a
+            # call slot, so the cells prepared ahead never raise the work in service above
+            # --concurrency
+            with self._call_slots.bound(), call_slot():
+                task = self.load(task_dir)
+                return self._static_cell(run, task, {**base, "task_id": task.task_id})
         # the CPU gate is given back while the call is out or waits for a call slot
         with self._call_slots.bound(), self._cpu_gate.held():
             return self._model_cell(run, task_dir, source, base)

@@ -10,8 +10,9 @@ process per run, `--no-execution`). The physical limit of that run is N*L/C seco
 where wall is the whole command, process start to exit. Also printed: the efficiency after
 setup (wall measured from the first request's arrival at the server), setup (process start to
 the first request), the CPU time the process used (user + system: the figure least disturbed
-by other load on a shared machine), peak memory of the process (ru_maxrss), memory per job in
-flight, and the most requests the server ever had in service at once.
+by other load on a shared machine), peak memory of the process (ru_maxrss), memory per call
+slot (C calls in service; up to C more cells are prepared ahead), and the most requests the
+server ever had in service at once.
 
 With `--inspect-venv PATH` the same load also goes through Inspect AI (`PATH/bin/inspect eval`
 on a generated task of N samples, `--max-connections C`), side by side. That path is optional
@@ -228,7 +229,7 @@ def main() -> None:
                             f"(after setup {fig.efficiency_after_setup:.3f}); "
                             f"setup {fig.setup_s:.2f} s; CPU {fig.cpu_s:.2f} s; "
                             f"peak RSS {fig.peak_rss_mib:.0f} MiB "
-                            f"({fig.peak_rss_mib / min(c, n):.2f} MiB per job in flight); "
+                            f"({fig.peak_rss_mib / min(c, n):.2f} MiB per call slot); "
                             f"peak in service {fig.peak_in_service}",
                             flush=True,
                         )

@@ -19,6 +19,7 @@ import pytest
 import metaeval
 from metaeval.errors import MetaevalError, RecordIntegrityError
 from metaeval.records import RunDir, sha256_text
+from metaeval.records.envinfo import metaeval_git_revision
 
 SRC = str(Path(metaeval.__file__).resolve().parent.parent)
 DIGEST = sha256_text("the whole benchmark")
@@ -70,7 +71,11 @@ def test_a_new_run_starts_before_its_slow_hash_and_records_wait_for_the_manifest
     finally:
         release.set()
         run.close()
-    assert len(_lines(path / "sessions.jsonl")) == 1
+    sessions = _lines(path / "sessions.jsonl")
+    assert len(sessions) == 1
+    # the git revision, read in the background too, is the same in both places
+    revision = metaeval_git_revision()
+    assert manifest["git_revision"] == sessions[0]["git_revision"] == revision
 
 
 def test_a_resume_computes_the_deferred_hash_at_once_and_compares_it(tmp_path):

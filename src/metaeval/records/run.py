@@ -168,6 +168,10 @@ def _is_fresh(path: Path) -> bool:
 DeferredHash = Callable[[], str]
 
 
+def _revision() -> str | None:
+    return metaeval_git_revision()
+
+
 def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
     """Run each deferred hash; each must return a ``sha256:<hex>`` digest."""
     digests = {}
@@ -301,9 +305,7 @@ class RunDir:
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk
 
-        revision = metaeval_git_revision()  # once, for the manifest and the session log
-
-        def fresh_manifest() -> dict[str, Any]:
+        def fresh_manifest(revision: str | None) -> dict[str, Any]:
             return build_manifest(
                 protocol=protocol,
                 config=config,
@@ -317,8 +319,12 @@ class RunDir:
         deferred = dict(deferred_hashes or {})
         created: Path | None = None
         manifest: dict[str, Any] | None = None
+        # the git revision (3 git processes) is read once, for the manifest and the session
+        # log; a new run with deferred hashes reads it in the background with them
+        revision_later = bool(deferred) and not (path / MANIFEST_NAME).exists()
+        revision = None if revision_later else _revision()
         if not path.exists():
-            manifest = fresh_manifest()  # checks the inputs before touching the disk
+            manifest = fresh_manifest(revision)  # checks the inputs before touching the disk
             if deferred:
                 manifest = None  # written with the deferred hashes, in the background
             created = path
@@ -332,6 +338,8 @@ class RunDir:
         try:
             if (path / MANIFEST_NAME).exists():
                 manifest = read_manifest(path)
+                if revision_later:  # another process wrote it meanwhile: a resume after all
+                    revision = _revision()
                 digests.update(_compute_deferred(deferred))  # a resume compares them all
                 layers, layer = cls._select_layer(path, manifest, protocol, digests, new_layer)
             else:
@@ -345,7 +353,8 @@ class RunDir:
 
                     def write_deferred() -> tuple[dict[str, Any], list[dict]]:
                         digests.update(_compute_deferred(deferred))
-                        write_manifest(path, fresh_manifest())
+                        revision = _revision()
+                        write_manifest(path, fresh_manifest(revision))
                         written = read_manifest(path)
                         run._log_session(argv, config, revision)
                         return written, [dict(entry) for entry in written["layers"]]
@@ -353,7 +362,7 @@ class RunDir:
                     run._pending = _PendingManifest(write_deferred)
                     return run
                 if manifest is None:
-                    manifest = fresh_manifest()
+                    manifest = fresh_manifest(revision)
                 try:
                     write_manifest(path, manifest)
                 except BaseException:

@@ -156,3 +156,26 @@ def test_secrets_set_after_the_first_record_are_still_redacted(tmp_path: Path) -
     notes = [r["note"] for r in run.read("cells")]
     assert notes == ["before", "leaked [REDACTED]?", "after s3cr3t-value-123"]
     run.close()
+
+
+def test_a_commit_its_caller_cancelled_is_still_written_and_the_writer_lives_on(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C cancels the asyncio tasks waiting on record futures, which cancels those
+    futures. The writer thread must still write their lines, keep serving later commits,
+    and let close() return (it used to die on InvalidStateError and hang the exit)."""
+    from metaeval.records.commit import GroupCommitter
+
+    gate = threading.Event()
+    committer = GroupCommitter("test", before_commit=lambda: gate.wait(30))
+    writer = JsonlWriter(tmp_path / "cells.jsonl", committer=committer)
+    first = writer.submit({"cell": 1})  # the writer thread waits in before_commit
+    assert first.cancel()  # the caller stops waiting, as an interrupted run does
+    gate.set()
+    writer.submit({"cell": 2}).result(timeout=10)  # the writer still serves
+    closer = threading.Thread(target=committer.close)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive()
+    lines = (tmp_path / "cells.jsonl").read_text().splitlines()
+    assert [json.loads(line)["cell"] for line in lines] == [1, 2]

@@ -98,10 +98,12 @@ class GroupCommitter:
                 if not self._queue:
                     return
                 batch, self._queue = self._queue, []
-            self._commit(batch)
-            with self._cond:
-                self._pending -= len(batch)
-                self._cond.notify_all()
+            try:
+                self._commit(batch)
+            finally:  # whatever happens, waiters in flush() and close() are released
+                with self._cond:
+                    self._pending -= len(batch)
+                    self._cond.notify_all()
 
     def _commit(self, batch: list[_Commit]) -> None:
         if self._before_commit is not None:
@@ -109,7 +111,7 @@ class GroupCommitter:
                 self._before_commit()
             except BaseException as exc:  # noqa: BLE001 - reported through every future
                 for commit in batch:
-                    commit.future.set_exception(exc)
+                    _settle(commit.future, exc)
                 return
         failed: dict[int, BaseException] = {}
         depth = max(len(c.stages) for c in batch)
@@ -134,7 +136,18 @@ class GroupCommitter:
                         failed.setdefault(index, exc)
         self.rounds += 1
         for index, commit in enumerate(batch):
-            if index in failed:
-                commit.future.set_exception(failed[index])
-            else:
-                commit.future.set_result(None)
+            _settle(commit.future, failed.get(index))
+
+
+def _settle(future: concurrent.futures.Future[None], error: BaseException | None) -> None:
+    """Complete a commit's future. A future its caller cancelled (an interrupted run stops
+    waiting for its records) is left as it is: its lines were still written."""
+    if future.cancelled():
+        return
+    try:
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+    except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+        pass

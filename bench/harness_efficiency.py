@@ -158,6 +158,18 @@ def measure(
     )
 
 
+def check_cells(run_dir: Path, n: int) -> None:
+    """A run's figures count only if every cell of it ended ok (a broken worker pool or a
+    refused request would otherwise look fast)."""
+    cells = [json.loads(line) for line in (run_dir / "audits.jsonl").read_text().splitlines()]
+    bad = [c for c in cells if c.get("status") != "ok"]
+    if len(cells) != 2 * n or bad:
+        sample = bad[0].get("error", "")[-500:] if bad else ""
+        raise RuntimeError(
+            f"{run_dir}: {len(cells)} cells for {n} tasks, {len(bad)} not ok: {sample}"
+        )
+
+
 def metaeval_argv(bench: Path, run_dir: Path, c: int) -> list[str]:
     return [
         sys.executable, "-m", "metaeval.cli", "audit", "run", str(bench),
@@ -221,6 +233,8 @@ def main() -> None:
                         )
                     for harness, argv in runs:
                         fig = measure(harness, argv, env, args.latency, n, c)
+                        if harness == "metaeval":
+                            check_cells(run_dir, n)
                         rows.append(fig)
                         print(
                             f"{fig.harness:8s} N={n:5d} C={c:4d} run {rep + 1}: "

@@ -235,3 +235,26 @@ def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
     assert summary["ran"] == 6 and summary["cells"] == 6
     assert server.peak == 1
     assert overlaps == []
+
+
+def test_cells_prepared_ahead_follow_the_concurrency_up_to_a_cap(tmp_path: Path) -> None:
+    from metaeval.executor import Job
+    from metaeval.protocols.audit.runner import MAX_PREPARED_AHEAD
+
+    def ahead(concurrency: int, sources: list[str]) -> int:
+        settings = AuditSettings(
+            bench_dir=BENCH,
+            run_dir=tmp_path / "audit",
+            models=["openai/held"],
+            task_filter=TASKS[:1],
+            execution_checks=False,
+            concurrency=concurrency,
+            progress=False,
+        )
+        model = get_model("openai/held", base_url="http://127.0.0.1:9/v1", api_key="sk-test")
+        run = AuditRun(settings, {"openai/held": model})
+        return run._prepare_ahead([Job(key=f"t|{s}", fn=lambda: None) for s in sources])
+
+    assert ahead(8, ["static", "openai/held"]) == 8
+    assert ahead(1000, ["static", "openai/held"]) == MAX_PREPARED_AHEAD == 256
+    assert ahead(8, ["static"]) == 0  # nothing to prepare: static cells only

@@ -125,6 +125,9 @@ def _plan_tasks(settings: AuditSettings) -> tuple[list[Path], list[tuple[str, st
 
 
 STATIC_LANE = "static"
+# At most this many cells wait with a prepared request (each is a thread): a full wave at
+# C <= 256, while a very high --concurrency does not double the thread count.
+MAX_PREPARED_AHEAD = 256
 
 
 class AuditRun:
@@ -304,7 +307,7 @@ class AuditRun:
         has_model_cells = any(not job.key.endswith("|" + STATIC_SOURCE) for job in jobs)
         if not has_model_cells or selected_backend() != "local":
             return 0
-        return self.settings.concurrency
+        return min(self.settings.concurrency, MAX_PREPARED_AHEAD)
 
     def _make_static_pool(self, static_jobs: int) -> StaticPool | None:
         """Worker processes for static cells when more than one job is in flight on a

@@ -154,6 +154,23 @@ class HeldServer:
                 self.in_service -= 1
 
 
+def held_audit(
+    tmp_path: Path, base_url: str, tasks: list[str], concurrency: int
+) -> tuple[AuditSettings, dict]:
+    """Settings and models of an audit of `tasks` with one OpenAI-compatible model."""
+    model = get_model("openai/held", base_url=base_url, api_key="sk-test")
+    settings = AuditSettings(
+        bench_dir=BENCH,
+        run_dir=tmp_path / "audit",
+        models=["openai/held"],
+        task_filter=tasks,
+        execution_checks=False,
+        concurrency=concurrency,
+        progress=False,
+    )
+    return settings, {"openai/held": model}
+
+
 def test_an_audit_prepares_cells_ahead_but_keeps_calls_at_the_concurrency(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,20 +184,9 @@ def test_an_audit_prepares_cells_ahead_but_keeps_calls_at_the_concurrency(
     monkeypatch.setattr(llm_protocol, "fit_prompt_for_model", counting_fit)
     server = HeldServer()
     with server.stub:
-        model = get_model("openai/held", base_url=server.stub.base_url, api_key="sk-test")
-        settings = AuditSettings(
-            bench_dir=BENCH,
-            run_dir=tmp_path / "audit",
-            models=["openai/held"],
-            task_filter=TASKS,
-            execution_checks=False,
-            concurrency=2,
-            progress=False,
-        )
+        settings, models = held_audit(tmp_path, server.stub.base_url, TASKS, concurrency=2)
         result: dict = {}
-        runner = threading.Thread(
-            target=lambda: result.update(AuditRun(settings, {"openai/held": model}).run())
-        )
+        runner = threading.Thread(target=lambda: result.update(AuditRun(settings, models).run()))
         runner.start()
         try:
             # two calls out, and two more cells have their prompt ready while they wait
@@ -206,12 +212,10 @@ def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
 ) -> None:
     """With one job in service, the static cells (run in this process: no worker pool at
     concurrency 1) and the model calls take turns, although a second cell is prepared ahead."""
-    from metaeval.protocols.audit.runner import AuditRun as Run
-
     server = HeldServer(hold_s=0.5)
     server.release.set()
     overlaps: list[str] = []
-    static_cell = Run._static_cell
+    static_cell = AuditRun._static_cell
 
     def watched(self, run, task, base):
         # a model call that started meanwhile would be in service within this second
@@ -219,19 +223,10 @@ def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
             overlaps.append(task.task_id)
         return static_cell(self, run, task, base)
 
-    monkeypatch.setattr(Run, "_static_cell", watched)
+    monkeypatch.setattr(AuditRun, "_static_cell", watched)
     with server.stub:
-        model = get_model("openai/held", base_url=server.stub.base_url, api_key="sk-test")
-        settings = AuditSettings(
-            bench_dir=BENCH,
-            run_dir=tmp_path / "audit",
-            models=["openai/held"],
-            task_filter=TASKS[:3],
-            execution_checks=False,
-            concurrency=1,
-            progress=False,
-        )
-        summary = Run(settings, {"openai/held": model}).run()
+        settings, models = held_audit(tmp_path, server.stub.base_url, TASKS[:3], concurrency=1)
+        summary = AuditRun(settings, models).run()
     assert summary["ran"] == 6 and summary["cells"] == 6
     assert server.peak == 1
     assert overlaps == []
@@ -242,17 +237,8 @@ def test_cells_prepared_ahead_follow_the_concurrency_up_to_a_cap(tmp_path: Path)
     from metaeval.protocols.audit.runner import MAX_PREPARED_AHEAD
 
     def ahead(concurrency: int, sources: list[str]) -> int:
-        settings = AuditSettings(
-            bench_dir=BENCH,
-            run_dir=tmp_path / "audit",
-            models=["openai/held"],
-            task_filter=TASKS[:1],
-            execution_checks=False,
-            concurrency=concurrency,
-            progress=False,
-        )
-        model = get_model("openai/held", base_url="http://127.0.0.1:9/v1", api_key="sk-test")
-        run = AuditRun(settings, {"openai/held": model})
+        url = "http://127.0.0.1:9/v1"  # never called
+        run = AuditRun(*held_audit(tmp_path, url, TASKS[:1], concurrency))
         return run._prepare_ahead([Job(key=f"t|{s}", fn=lambda: None) for s in sources])
 
     assert ahead(8, ["static", "openai/held"]) == 8

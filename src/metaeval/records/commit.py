@@ -15,6 +15,7 @@ stage k+1 is written. Records of different commits have no order beyond their fi
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -142,12 +143,8 @@ class GroupCommitter:
 def _settle(future: concurrent.futures.Future[None], error: BaseException | None) -> None:
     """Complete a commit's future. A future its caller cancelled (an interrupted run stops
     waiting for its records) is left as it is: its lines were still written."""
-    if future.cancelled():
-        return
-    try:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # it was cancelled
         if error is None:
             future.set_result(None)
         else:
             future.set_exception(error)
-    except concurrent.futures.InvalidStateError:  # cancelled meanwhile
-        pass

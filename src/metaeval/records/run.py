@@ -168,10 +168,6 @@ def _is_fresh(path: Path) -> bool:
 DeferredHash = Callable[[], str]
 
 
-def _revision() -> str | None:
-    return metaeval_git_revision()
-
-
 def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
     """Run each deferred hash; each must return a ``sha256:<hex>`` digest."""
     digests = {}
@@ -236,7 +232,7 @@ class RunDir:
         self._lock_fd: int | None = lock_fd
         self._writers: dict[str, LayerWriter] = {}
         self._mutex = threading.Lock()
-        self._committer = GroupCommitter(f"run {path.name}", before_commit=self._before_commit)
+        self._committer = GroupCommitter(f"run {path.name}", before_commit=self._before_writing)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -261,9 +257,9 @@ class RunDir:
                 self._manifest, self._layers = self._pending.wait(self.path)
                 self._pending = None
 
-    def _before_commit(self) -> None:
-        # in the writer thread, before each group of records: the manifest first (a record
-        # never exists without it), then the blobs the records name
+    def _before_writing(self) -> None:
+        # before a group of records (in the writer thread), the summary or a document: the
+        # manifest first (nothing exists without it), then the blobs they may name
         self._settle_manifest()
         self.blobs.sync_pending()
 
@@ -322,11 +318,11 @@ class RunDir:
         # the git revision (3 git processes) is read once, for the manifest and the session
         # log; a new run with deferred hashes reads it in the background with them
         revision_later = bool(deferred) and not (path / MANIFEST_NAME).exists()
-        revision = None if revision_later else _revision()
+        revision = None if revision_later else metaeval_git_revision()
         if not path.exists():
-            manifest = fresh_manifest(revision)  # checks the inputs before touching the disk
-            if deferred:
-                manifest = None  # written with the deferred hashes, in the background
+            checked = fresh_manifest(revision)  # checks the inputs before touching the disk
+            # with deferred hashes it is written later, in the background, complete
+            manifest = None if deferred else checked
             created = path
             while not created.parent.exists():
                 created = created.parent
@@ -339,7 +335,7 @@ class RunDir:
             if (path / MANIFEST_NAME).exists():
                 manifest = read_manifest(path)
                 if revision_later:  # another process wrote it meanwhile: a resume after all
-                    revision = _revision()
+                    revision = metaeval_git_revision()
                 digests.update(_compute_deferred(deferred))  # a resume compares them all
                 layers, layer = cls._select_layer(path, manifest, protocol, digests, new_layer)
             else:
@@ -353,7 +349,7 @@ class RunDir:
 
                     def write_deferred() -> tuple[dict[str, Any], list[dict]]:
                         digests.update(_compute_deferred(deferred))
-                        revision = _revision()
+                        revision = metaeval_git_revision()
                         write_manifest(path, fresh_manifest(revision))
                         written = read_manifest(path)
                         run._log_session(argv, config, revision)
@@ -528,8 +524,7 @@ class RunDir:
 
     def write_summary(self, obj: Mapping[str, Any]) -> Path:
         """Atomically (re)write ``summary.json``; it is derived, so replacing it is fine."""
-        self._settle_manifest()
-        self.blobs.sync_pending()  # before anything that may name a blob is durable
+        self._before_writing()
         data = json.dumps(redact(dict(obj)), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         final = self.path / SUMMARY_FILE
         atomic_write(final, data.encode("utf-8"))
@@ -556,8 +551,7 @@ class RunDir:
         if isinstance(data, bytes):
             data = data.decode("utf-8")
         text = redact_text(data) if scrub else data
-        self._settle_manifest()
-        self.blobs.sync_pending()
+        self._before_writing()
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, text.encode("utf-8"))
         return target

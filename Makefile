@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	# byte-compile now, as pip does for a wheel: with PYTHONDONTWRITEBYTECODE set, an editable
+	# install would otherwise compile every module from source in every process it starts
+	$(PY) -m compileall -q src
 	touch $@
 
 clis: $(TOOLS)/.installed

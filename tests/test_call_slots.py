@@ -130,6 +130,44 @@ def test_slots_travel_to_another_process_as_fresh_slots_of_the_same_size():
     assert copy.slots == 3 and copy.peak_in_service == 0 and copy is not slots
 
 
+def test_the_all_busy_callback_runs_once_on_another_thread_when_every_slot_is_taken():
+    slots = CallSlots(2)
+    calls: list[str] = []
+    ran = threading.Event()
+
+    def callback() -> None:
+        calls.append(threading.current_thread().name)
+        ran.set()
+
+    slots.when_all_busy(callback)
+    with slots.bound(), call_slot():
+        time.sleep(0.2)
+        assert calls == []  # one of two slots taken: not yet
+    release = threading.Event()
+
+    def holder() -> None:
+        with slots.bound(), call_slot():
+            release.wait(30)
+
+    threads = [threading.Thread(target=holder) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    assert ran.wait(10)
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    with slots.bound(), call_slot():  # busy again later: once only
+        pass
+    threads = [threading.Thread(target=holder) for _ in range(2)]
+    release.set()
+    for thread in threads:
+        thread.start()
+        thread.join(30)
+    time.sleep(0.2)
+    assert calls == ["when-all-busy"]
+    assert pickle.loads(pickle.dumps(slots))._when_all_busy is None
+
+
 class HeldServer:
     """Counts requests in service; holds every request until `release` is set."""
 
@@ -244,3 +282,23 @@ def test_cells_prepared_ahead_follow_the_concurrency_up_to_a_cap(tmp_path: Path)
     assert ahead(8, ["static", "openai/held"]) == 8
     assert ahead(1000, ["static", "openai/held"]) == MAX_PREPARED_AHEAD == 256
     assert ahead(8, ["static"]) == 0  # nothing to prepare: static cells only
+
+
+def test_the_report_renderer_is_made_ready_while_every_call_is_out(tmp_path: Path) -> None:
+    """The template compiles during the wait for the calls, not after the last one."""
+    from metaeval.protocols.audit import report
+
+    report.html_template.cache_clear()
+    server = HeldServer()
+    with server.stub:
+        settings, models = held_audit(tmp_path, server.stub.base_url, TASKS[:3], concurrency=2)
+        runner = threading.Thread(target=AuditRun(settings, models).run)
+        runner.start()
+        try:
+            assert wait_for(lambda: server.in_service == 2)
+            assert wait_for(lambda: report.html_template.cache_info().currsize == 1, 30)
+            assert server.in_service == 2  # still held: compiled before any call returned
+        finally:
+            server.release.set()
+            runner.join(120)
+    assert (tmp_path / "audit" / "report.html").read_text().count("<html") == 1

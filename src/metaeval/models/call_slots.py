@@ -12,12 +12,16 @@ A job binds the run's `CallSlots` to its thread (`CallSlots.bound`); `call_slot(
 model call then holds one slot for the call, and is a no-op on threads with no binding.
 Waiting for a slot gives the thread's CPU-gate slot back (see `metaeval.cpu_gate`).
 Slots only bound calls within one process.
+
+`when_all_busy(callback)` runs a callback once, on a daemon thread, the first time every slot
+is in service: from then until a call returns, the run's own work is only preparing cells
+ahead, so work the end of the run will need (the report renderer) can be done there.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from metaeval.cpu_gate import waiting
@@ -36,6 +40,13 @@ class CallSlots:
         self._lock = threading.Lock()
         self._in_service = 0
         self.peak_in_service = 0  # the most calls ever held at once (tests, reports)
+        self._when_all_busy: Callable[[], None] | None = None
+
+    def when_all_busy(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once, on a daemon thread, the first time every slot is in service
+        (never if that does not happen). Not carried to a copy in another process."""
+        with self._lock:
+            self._when_all_busy = callback
 
     def __getstate__(self) -> dict[str, int]:
         # a job sent to another process gets slots of its own of the same size
@@ -57,9 +68,14 @@ class CallSlots:
     @contextmanager
     def _held(self) -> Iterator[None]:
         self._semaphore.acquire()
+        callback = None
         with self._lock:
             self._in_service += 1
             self.peak_in_service = max(self.peak_in_service, self._in_service)
+            if self._in_service == self.slots and self._when_all_busy is not None:
+                callback, self._when_all_busy = self._when_all_busy, None
+        if callback is not None:
+            threading.Thread(target=callback, name="when-all-busy", daemon=True).start()
         try:
             yield
         finally:

@@ -7,6 +7,7 @@ report threshold (confidence < 0.3) are left out; their number is stated.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from importlib import resources
 from typing import Literal
@@ -356,6 +357,20 @@ def load_template_text() -> str:
     return (resources.files(TEMPLATE_PACKAGE) / HTML_TEMPLATE).read_text(encoding="utf-8")
 
 
+@functools.cache
+def html_template() -> jinja2.Template:
+    """The HTML template, compiled once per process (compiling takes about 50 ms)."""
+    return _environment().from_string(load_template_text())
+
+
+def warm_up() -> None:
+    """Do the per-process work of rendering ahead: the imports, the compiled template."""
+    from metaeval.report.html import shared_css  # noqa: F401
+
+    html_template()
+    _markdown()
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True,
@@ -371,6 +386,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+@functools.cache
 def _markdown() -> MarkdownIt:
     # CommonMark with raw HTML off: a finding's text (which may come from a model) can
     # format code and emphasis but never inject markup.
@@ -391,7 +407,7 @@ def render_html(data: AuditReportData) -> str:
     """The report as one self-contained HTML page (no external assets)."""
     from metaeval.report.html import shared_css
 
-    template = _environment().from_string(load_template_text())
+    template = html_template()
     findings = data.reported_findings
     by_task = _findings_by_task(data)
     tasks = {t.task_id: t for t in data.tasks}

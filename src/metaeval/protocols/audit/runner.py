@@ -12,6 +12,7 @@ recorded once with its message.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -281,6 +282,8 @@ class AuditRun:
                 for job in jobs:
                     if job.key.endswith("|" + STATIC_SOURCE):
                         job.lane = STATIC_LANE
+            # once every call is out, the run waits: render-ready the reports meanwhile
+            self._call_slots.when_all_busy(_warm_up_reports)
             executor = make_executor(
                 self.settings.concurrency + self._prepare_ahead(jobs),
                 self.settings.progress,
@@ -424,6 +427,15 @@ class AuditRun:
             blobs=run.blobs,
             host_env=self.settings.host_env,
         )
+
+
+def _warm_up_reports() -> None:
+    """Import and compile the report renderer ahead of the end of the run (best effort:
+    a failure here surfaces, with its real cause, when the reports are written)."""
+    with contextlib.suppress(Exception):
+        from metaeval.protocols.audit.report import warm_up
+
+        warm_up()
 
 
 def _jsonl(items: list[dict[str, Any]]) -> str:

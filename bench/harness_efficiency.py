@@ -11,8 +11,8 @@ where wall is the whole command, process start to exit. Also printed: the effici
 setup (wall measured from the first request's arrival at the server), setup (process start to
 the first request), the CPU time the process used (user + system: the figure least disturbed
 by other load on a shared machine), peak memory of the process (ru_maxrss), memory per call
-slot (C calls in service; up to C more cells are prepared ahead), and the most requests the
-server ever had in service at once.
+slot (C calls in service; up to C more cells are prepared ahead), the most requests the
+server ever had in service at once, and the connections that carried its requests.
 
 metaeval's modules are byte-compiled first, as pip does when it installs a wheel: an editable
 install on a machine with PYTHONDONTWRITEBYTECODE set (this one) otherwise compiles every
@@ -62,6 +62,7 @@ class Figures:
     cpu_s: float
     peak_in_service: int
     requests: int
+    connections: int
     ideal_s: float
 
     @property
@@ -161,6 +162,7 @@ def measure(
         cpu_s=cpu,
         peak_in_service=events["peak_in_service"],
         requests=len(events["events"]),
+        connections=events["connections"],
         ideal_s=n * latency / c,
     )
 
@@ -264,7 +266,8 @@ def main() -> None:
                             f"setup {fig.setup_s:.2f} s; CPU {fig.cpu_s:.2f} s; "
                             f"peak RSS {fig.peak_rss_mib:.0f} MiB "
                             f"({fig.peak_rss_mib / min(c, n):.2f} MiB per call slot); "
-                            f"peak in service {fig.peak_in_service}",
+                            f"peak in service {fig.peak_in_service}; "
+                            f"connections {fig.connections}",
                             flush=True,
                         )
     if args.json is not None:

@@ -11,8 +11,9 @@ while `capacity` requests are already in service gets `429 Too Many Requests` at
 `POST /control {"capacity": N}` (null = unlimited).
 
 Every request is logged: `GET /stats` returns `{"events": [[t_arrival, t_end, status,
-in_service_at_arrival], ...], "peak_in_service": N}` with `time.time()` timestamps, so a client
-can see its first request's arrival and the concurrency it really achieved.
+in_service_at_arrival], ...], "peak_in_service": N, "connections": N}` with `time.time()`
+timestamps, so a client can see its first request's arrival, the concurrency it really
+achieved and how many connections carried its chat requests.
 
 Usage: python bench/latency_server.py --latency 1.0 [--port 0] [--capacity N]
 It prints `PORT <n>` on stdout once it listens.
@@ -40,6 +41,7 @@ class State:
         self.peak = 0
         self.events: list[list[Any]] = []
         self.served = 0
+        self.connections = 0
 
 
 def completion(state: State, body: dict[str, Any]) -> dict[str, Any]:
@@ -80,12 +82,16 @@ async def respond(
 
 
 async def handle(state: State, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    chat_seen = False  # a connection counts once it carries a chat request
     try:
         while True:
             line = await reader.readline()
             if not line:
                 return
             method, path, _ = line.decode("latin-1").split(" ", 2)
+            if not chat_seen and path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
+                chat_seen = True
+                state.connections += 1
             headers: dict[str, str] = {}
             while True:
                 h = await reader.readline()
@@ -108,7 +114,12 @@ async def route(
     if method == "GET" and path.endswith("/models"):
         await respond(writer, 200, {"object": "list", "data": [{"id": "latency"}]})
     elif method == "GET" and path == "/stats":
-        await respond(writer, 200, {"events": state.events, "peak_in_service": state.peak})
+        stats = {
+            "events": state.events,
+            "peak_in_service": state.peak,
+            "connections": state.connections,
+        }
+        await respond(writer, 200, stats)
     elif method == "POST" and path == "/control":
         body = json.loads(raw or b"{}")
         if "capacity" in body:

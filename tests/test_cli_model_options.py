@@ -71,6 +71,8 @@ def test_base_url_and_max_connections_reach_the_provider(tmp_path: Path) -> None
         stats = server.stats()
     assert proc.returncode == 0, proc.stderr
     assert stats["peak_in_service"] == 2
+    # calls share kept-alive connections: no more are opened than calls are allowed out
+    assert 1 <= stats["connections"] <= 2
     cells = model_cells(tmp_path / "run")
     assert len(cells) == len(TASKS) and all(c["status"] == "ok" for c in cells)
 

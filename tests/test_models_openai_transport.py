@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -195,3 +197,96 @@ def test_errors_sort_like_the_sdks(server: FakeChatServer) -> None:
     with pytest.raises(ModelCallError) as info:
         refused.complete(REQUEST)
     assert info.value.kind != "fatal" and info.value.attempts == FAST_RETRY.max_attempts
+
+
+class CountingServer:
+    """A real HTTP/1.1 server on 127.0.0.1 that counts the connections it accepts; each
+    answer waits `hold_s` (calls overlap) and says `connection: close` when `close` is set."""
+
+    def __init__(self, hold_s: float = 0.0, close: bool = False) -> None:
+        self.connections = 0
+        self.requests = 0
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                with outer.lock:
+                    outer.requests += 1
+                    n = outer.requests
+                time.sleep(hold_s)
+                data = json.dumps(
+                    completion({"role": "assistant", "content": f"answer {n}"}, {})
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                if close:
+                    self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                with outer.lock:
+                    outer.connections += 1
+                super().process_request(request, client_address)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_threads_share_connections_so_a_run_opens_no_more_than_its_calls_in_flight() -> None:
+    # as in a run: twice as many threads as call slots (cells prepared ahead), each sending
+    # once it holds a slot; a connection per thread would open 8
+    srv = CountingServer(hold_s=0.05)
+    try:
+        model = get_model("openai/p", base_url=srv.url, api_key=API_KEY, transport="http")
+        slots = threading.BoundedSemaphore(4)
+        texts: list[str] = []
+
+        def cell() -> None:
+            ask = ModelRequest(model="m", messages=[Message(role="user", content="hi")])
+            with slots:
+                texts.append(model.complete(ask).text)
+
+        for _ in range(2):  # a second wave reuses the first wave's connections
+            threads = [threading.Thread(target=cell) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert sorted(texts, key=lambda t: int(t.split()[1])) == [
+            f"answer {i}" for i in range(1, 17)
+        ]
+        assert srv.requests == 16
+        assert 1 <= srv.connections <= 4
+        assert model._http.idle_connections() == srv.connections
+    finally:
+        srv.close()
+
+
+def test_a_connection_the_server_closes_is_not_given_back() -> None:
+    srv = CountingServer(close=True)
+    try:
+        model = get_model("openai/c", base_url=srv.url, api_key=API_KEY, transport="http")
+        ask = ModelRequest(model="m", messages=[Message(role="user", content="hi")])
+        texts = [model.complete(ask).text for _ in range(3)]
+        assert texts == ["answer 1", "answer 2", "answer 3"]
+        assert (srv.requests, srv.connections) == (3, 3)
+        assert model._http.idle_connections() == 0
+    finally:
+        srv.close()

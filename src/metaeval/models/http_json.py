@@ -1,4 +1,4 @@
-"""JSON over HTTP with one kept-alive connection per thread (standard library only).
+"""JSON over HTTP on a shared pool of kept-alive connections (standard library only).
 
 The OpenAI-compatible provider posts Chat Completions bodies through this instead of the
 openai SDK when it can: importing the SDK costs about a second per process and each call
@@ -6,6 +6,11 @@ spends milliseconds of CPU in its request transforms, which at high concurrency 
 harness's own ceiling. Errors keep the shape the retry classifier reads: an HTTP error
 status is an `HTTPStatusError` with `status_code` and `headers`; a lost connection or a
 timeout is the standard library's ConnectionError / TimeoutError.
+
+Connections are shared by all calling threads, not owned by one: a run prepares up to twice
+`--concurrency` cells on their own threads, but at most `--concurrency` calls are out at once,
+so a pool needs half the connections (and TLS handshakes) a connection per thread would, and a
+cell prepared ahead sends on the connection a finished call just gave back.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ def uses_proxy(url: str) -> bool:
 
 
 class JsonHTTPClient:
-    """POSTs JSON to `base_url` + path; one persistent connection per calling thread."""
+    """POSTs JSON to `base_url` + path over a pool of persistent connections: a call takes
+    the most recently returned idle connection (or opens one) and gives it back after a
+    complete answer; a connection in doubt is closed, never returned."""
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float):
         parts = urlsplit(base_url)
@@ -54,7 +61,8 @@ class JsonHTTPClient:
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         self.headers.update(headers)
         self.timeout_s = timeout_s
-        self._local = threading.local()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._idle_lock = threading.Lock()
         self._ssl = ssl.create_default_context() if self.scheme == "https" else None
 
     def _connect(self) -> http.client.HTTPConnection:
@@ -64,27 +72,44 @@ class JsonHTTPClient:
             )
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
 
+    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection (True: it served a call before) or a new one (False)."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._connect(), False
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._idle_lock:
+            self._idle.append(conn)
+
+    def idle_connections(self) -> int:
+        """Connections waiting in the pool for the next call."""
+        with self._idle_lock:
+            return len(self._idle)
+
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """The decoded JSON answer to POST `path`; HTTPStatusError on an error status."""
         payload = json.dumps(body).encode()
-        conn = getattr(self._local, "conn", None)
-        reused = conn is not None
-        if conn is None:
-            conn = self._local.conn = self._connect()
+        conn, reused = self._take()
         try:
             status, headers, data = self._exchange(conn, path, payload)
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
             conn.close()
-            self._local.conn = None
             if not reused:
                 raise
             # the server closed a kept-alive connection while it sat idle: one fresh try
-            conn = self._local.conn = self._connect()
-            status, headers, data = self._exchange(conn, path, payload)
+            conn = self._connect()
+            try:
+                status, headers, data = self._exchange(conn, path, payload)
+            except BaseException:
+                conn.close()
+                raise
         except BaseException:
             conn.close()
-            self._local.conn = None
             raise
+        if conn.sock is not None:  # the server kept it open: the next call may use it
+            self._give_back(conn)
         text = data.decode("utf-8", "replace")
         if status >= 400:
             try:
@@ -111,5 +136,4 @@ class JsonHTTPClient:
         headers = {k.lower(): v for k, v in response.getheaders()}
         if response.will_close:
             conn.close()
-            self._local.conn = None
         return response.status, headers, data

@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field
 
 from metaeval.errors import ConfigError
@@ -158,6 +157,8 @@ def load_hints(bench_root: Path) -> Hints:
         raise ConfigError(f"symlink leading outside the benchmark ({detail}), not read", file=where)
     if kind not in ("file", "link"):
         raise ConfigError("not a regular file, not read", file=where)
+    import yaml  # about 20 ms to import; most benchmarks have no hints file
+
     try:
         text = read_regular(path, bench_root, max_bytes=MAX_CONFIG_BYTES).decode("utf-8")
         data = yaml.safe_load(text)

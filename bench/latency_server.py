@@ -88,8 +88,9 @@ async def handle(state: State, reader: asyncio.StreamReader, writer: asyncio.Str
             line = await reader.readline()
             if not line:
                 return
-            method, path, _ = line.decode("latin-1").split(" ", 2)
-            if not chat_seen and path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
+            method, target, _ = line.decode("latin-1").split(" ", 2)
+            path = target.split("?", 1)[0].rstrip("/")
+            if not chat_seen and path.endswith("/chat/completions"):
                 chat_seen = True
                 state.connections += 1
             headers: dict[str, str] = {}
@@ -110,7 +111,7 @@ async def handle(state: State, reader: asyncio.StreamReader, writer: asyncio.Str
 async def route(
     state: State, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter
 ) -> None:
-    path = path.split("?", 1)[0].rstrip("/")
+    """Answer one request; `path` is without its query string and trailing slash."""
     if method == "GET" and path.endswith("/models"):
         await respond(writer, 200, {"object": "list", "data": [{"id": "latency"}]})
     elif method == "GET" and path == "/stats":

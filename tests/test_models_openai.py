@@ -23,6 +23,20 @@ API_KEY = "sk-test-secret-not-real"
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01, jitter=False)
 
 
+def send_json(
+    handler: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str]
+) -> None:
+    """Write `body` as a JSON answer with `status` and extra `headers` from a test server."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    for key, value in headers.items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class FakeChatServer:
     """Serves queued (status, body, headers) replies; records each request's path and body."""
 
@@ -42,14 +56,7 @@ class FakeChatServer:
                     }
                 )
                 status, reply, headers = outer.replies.pop(0) if outer.replies else (500, {}, {})
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, reply, headers)
 
             def log_message(self, *args: Any) -> None:
                 pass

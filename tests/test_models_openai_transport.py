@@ -20,7 +20,14 @@ from metaeval.errors import ConfigError
 from metaeval.models.registry import get_model
 from metaeval.models.retry import ModelCallError
 from metaeval.models.types import Message, ModelRequest
-from test_models_openai import API_KEY, FAST_RETRY, GREP, FakeChatServer, completion
+from test_models_openai import (
+    API_KEY,
+    FAST_RETRY,
+    GREP,
+    FakeChatServer,
+    completion,
+    send_json,
+)
 
 REPLY = completion(
     {
@@ -218,16 +225,8 @@ class CountingServer:
                     outer.requests += 1
                     n = outer.requests
                 time.sleep(hold_s)
-                data = json.dumps(
-                    completion({"role": "assistant", "content": f"answer {n}"}, {})
-                ).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                if close:
-                    self.send_header("connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
+                reply = completion({"role": "assistant", "content": f"answer {n}"}, {})
+                send_json(self, 200, reply, {"connection": "close"} if close else {})
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -37,7 +37,20 @@ def send_json(
     handler.wfile.write(data)
 
 
-class FakeChatServer:
+class LoopbackServer:
+    """A test HTTP server on 127.0.0.1 serving from a daemon thread; `url` ends in /v1."""
+
+    def serve(self, httpd: ThreadingHTTPServer) -> None:
+        self.httpd = httpd
+        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeChatServer(LoopbackServer):
     """Serves queued (status, body, headers) replies; records each request's path and body."""
 
     def __init__(self) -> None:
@@ -61,13 +74,7 @@ class FakeChatServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
 
 
 @pytest.fixture(scope="module")

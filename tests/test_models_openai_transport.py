@@ -25,6 +25,7 @@ from test_models_openai import (
     FAST_RETRY,
     GREP,
     FakeChatServer,
+    LoopbackServer,
     completion,
     send_json,
 )
@@ -206,7 +207,7 @@ def test_errors_sort_like_the_sdks(server: FakeChatServer) -> None:
     assert info.value.kind != "fatal" and info.value.attempts == FAST_RETRY.max_attempts
 
 
-class CountingServer:
+class CountingServer(LoopbackServer):
     """A real HTTP/1.1 server on 127.0.0.1 that counts the connections it accepts; each
     answer waits `hold_s` (calls overlap) and says `connection: close` when `close` is set."""
 
@@ -239,13 +240,7 @@ class CountingServer:
                     outer.connections += 1
                 super().process_request(request, client_address)
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Server(("127.0.0.1", 0), Handler))
 
 
 def test_threads_share_connections_so_a_run_opens_no_more_than_its_calls_in_flight() -> None:

@@ -33,7 +33,9 @@ from metaeval.models.registry import get_model
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.tasks.harbor import discover_tasks, load_task
 
-BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_audit_step import BENCH, perf  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,6 @@ class Shape:
         )
 
 
-def perf(llama: Any) -> tuple[float, int]:
-    """(prompt-evaluation ms, prompt tokens evaluated) so far, from llama.cpp's counters."""
-    import llama_cpp
-
-    data = llama_cpp.llama_perf_context(llama._ctx.ctx)
-    return data.t_p_eval_ms, data.n_p_eval
-
-
 class CountingModel:
     """The model, with every call's prompt size, evaluated tokens and prompt time kept."""
 
@@ -108,9 +102,9 @@ class CountingModel:
         return getattr(self.model, name)
 
     def complete(self, request: Any) -> Any:
-        ms0, n0 = perf(self.llama)
+        ms0, n0, _, _ = perf(self.llama)  # prompt ms and tokens evaluated so far
         result = self.model.complete(request)
-        ms1, n1 = perf(self.llama)
+        ms1, n1, _, _ = perf(self.llama)
         self.calls.append((result.usage.input_tokens, n1 - n0, (ms1 - ms0) / 1000))
         return result
 

@@ -31,11 +31,13 @@ from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
     GitError,
+    TrialTree,
     add_worktree,
     apply_patch,
     candidate_diff,
     commit_candidate,
     remove_worktree,
+    tampered,
 )
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
@@ -382,9 +384,9 @@ class TrialLoop:
             shutil.rmtree(trial_dir)
         worktree = trial_dir / "optimizer-worktree"
         started = time.time()
-        add_worktree(plan.repo, worktree, parent["commit"])
+        tree = add_worktree(plan.repo, worktree, parent["commit"])
         try:
-            return self._trial_in_worktree(trial, parent, ledger, trial_dir, worktree, started)
+            return self._trial_in_worktree(trial, parent, ledger, trial_dir, tree, started)
         finally:
             remove_worktree(plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
@@ -419,10 +421,11 @@ class TrialLoop:
         parent: dict,
         ledger: list[dict],
         trial_dir: Path,
-        worktree: Path,
+        tree: TrialTree,
         started: float,
     ) -> dict[str, Any]:
         plan = self.plan
+        worktree = tree.path
         contract_input = self._contract_input(trial, parent, ledger, worktree)
         instruction = render_instruction(contract_input)
         context = worktree / CONTEXT_DIR
@@ -450,6 +453,9 @@ class TrialLoop:
         patch = ""
         if output.status != "ok":
             reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
+        elif (tamper := tampered(tree)) is not None:
+            # git is never run on this tree: its metadata is the meta-agent's, not the harness's
+            reasons.append({"code": "git_metadata_changed", "detail": tamper})
         else:
             try:
                 if output.patch is not None:
@@ -457,8 +463,10 @@ class TrialLoop:
                         raise ValueError(
                             f"patch names parent {output.parent}, active parent is {parent['id']}"
                         )
-                    apply_patch(worktree, output.patch)
-                patch = candidate_diff(worktree)
+                    apply_patch(tree, output.patch)
+                    if (tamper := tampered(tree)) is not None:
+                        raise ValueError(tamper)
+                patch = candidate_diff(tree)
             except (GitError, ValueError) as exc:
                 reasons.append({"code": "malformed_patch", "detail": str(exc)})
         self.files.text(trial_dir / "candidate.patch", patch)
@@ -484,7 +492,7 @@ class TrialLoop:
         else:
             commit = commit_candidate(
                 plan.repo,
-                worktree,
+                tree,
                 f"{candidate_id}: {output.summary[:60]}",
                 f"refs/metaeval/{plan.run_id}/{candidate_id}",
             )

@@ -236,3 +236,56 @@ def test_revision_lookup_never_asks_the_current_directory(tmp_path):
     )
     assert revision.startswith(own.stdout.strip())
     assert not marker.exists()
+
+
+def server_logs(bundle: Path) -> str:
+    return "".join(
+        p.read_text(errors="replace") for p in sorted(bundle.rglob("*.log")) if p.is_file()
+    )
+
+
+@pytest.mark.bwrap
+def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path):
+    """Issue 28, path 2: a meta-agent drops a `sitecustomize.pyc` (hidden by the target's
+    `.gitignore`, so never in the patch) at the worktree root, which the target's Python would
+    import at start-up, and records a harmless one-line patch. The trial is invalid, the file
+    is listed, and the candidate that runs is the commit (the planted code never loads)."""
+    import py_compile
+
+    def attack(worktree: Path, _input: dict) -> str:
+        source = tmp_path / "sitecustomize.py"
+        source.write_text('import sys\nsys.stderr.write("CHEAT" "-LOADED\\n")\n')
+        py_compile.compile(str(source), cfile=str(worktree / "sitecustomize.pyc"), doraise=True)
+        inside = worktree / "target_agent" / "notes.pyc"
+        inside.write_bytes(b"ignored but inside the root")
+        prompts = worktree / "target_agent" / "prompts.py"
+        prompts.write_text(prompts.read_text() + "# tuned\n")
+        return "one comment"
+
+    def honest_with_hidden(worktree: Path, _input: dict) -> str:
+        (worktree / "target_agent" / "cache.pyc").write_bytes(b"ignored, inside the root")
+        (worktree / "__pycache__").mkdir()
+        (worktree / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"python's own cache")
+        prompts = worktree / "target_agent" / "prompts.py"
+        prompts.write_text(prompts.read_text() + "# tuned again\n")
+        return "a comment, and caches"
+
+    manifest = experiment(tmp_path, budget=2)
+    run_experiment(manifest, meta_agent=ScriptedMetaAgent([attack, honest_with_hidden]))
+    bundle = tmp_path / "runs" / "improve-demo"
+    assert "CHEAT-LOADED" not in server_logs(bundle)
+    first, second = ledger(bundle)
+    decision = json.loads((bundle / "trials" / "001" / "selection_decision.json").read_text())
+    assert first["decision"] == "invalid"
+    codes = {(r["code"], r.get("path")) for r in decision["reasons"]}
+    assert codes == {("left_out_outside_boundary", "sitecustomize.pyc")}
+    assert decision["left_out_of_patch"] == ["sitecustomize.pyc", "target_agent/notes.pyc"]
+    # the second trial left only ignored files inside the root and Python caches: it is a
+    # valid candidate, evaluated from its commit, where nothing planted exists
+    decision2 = json.loads((bundle / "trials" / "002" / "selection_decision.json").read_text())
+    assert decision2["reasons"] == []
+    assert decision2["left_out_of_patch"] == [
+        "__pycache__/x.cpython-311.pyc",
+        "target_agent/cache.pyc",
+    ]
+    assert second["decision"] in {"rejected", "promoted"} and second["candidate_commit"]

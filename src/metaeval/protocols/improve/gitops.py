@@ -30,6 +30,7 @@ __all__ = [
     "candidate_diff",
     "commit_candidate",
     "git",
+    "left_out_files",
     "remove_worktree",
     "resolve_commit",
     "tampered",
@@ -116,6 +117,25 @@ def candidate_diff(tree: TrialTree) -> str:
         "--ignore-submodules=all",
         "HEAD",
     )
+
+
+def left_out_files(tree: TrialTree) -> list[str]:
+    """Files in the tree that the candidate patch does not carry: ignored by the target's
+    `.gitignore` (run after `candidate_diff`, which stages everything else). They exist only in
+    the meta-agent's working copy, never in the evaluated commit."""
+    out = git_tree(
+        tree.git_dir,
+        tree.path,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--",
+        ".",
+        f":(exclude){CONTEXT_DIR}",
+    )
+    return sorted(name for name in out.split("\0") if name)
 
 
 def commit_candidate(repo: Path, tree: TrialTree, message: str, ref: str) -> str:

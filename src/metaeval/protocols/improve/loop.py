@@ -36,6 +36,7 @@ from metaeval.protocols.improve.gitops import (
     apply_patch,
     candidate_diff,
     commit_candidate,
+    left_out_files,
     remove_worktree,
     tampered,
 )
@@ -196,6 +197,25 @@ class _OwnedClient:
 
     def release(self) -> None:
         self._server.stop()
+
+
+def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:
+    """Boundary reasons for files the patch cannot carry that lie outside the mutable root.
+
+    Python's own bytecode caches (files directly in a `__pycache__` directory) are exempt: an
+    honest meta-agent that runs the target leaves them, and Python never imports them without
+    their source. None of these files reaches the evaluation, which runs from the commit.
+    """
+    return [
+        {
+            "code": "left_out_outside_boundary",
+            "path": path,
+            "detail": f"{path}: a file ignored by the target's .gitignore, outside the "
+            "mutation boundary (it cannot be part of the candidate)",
+        }
+        for path in paths
+        if not boundary.allows(path) and Path(path).parent.name != "__pycache__"
+    ]
 
 
 class TrialLoop:
@@ -451,6 +471,7 @@ class TrialLoop:
 
         reasons: list[dict[str, Any]] = []
         patch = ""
+        left_out: list[str] = []
         if output.status != "ok":
             reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
         elif (tamper := tampered(tree)) is not None:
@@ -467,8 +488,10 @@ class TrialLoop:
                     if (tamper := tampered(tree)) is not None:
                         raise ValueError(tamper)
                 patch = candidate_diff(tree)
+                left_out = left_out_files(tree)
             except (GitError, ValueError) as exc:
                 reasons.append({"code": "malformed_patch", "detail": str(exc)})
+        reasons += _left_out_reasons(left_out, plan.boundary)
         self.files.text(trial_dir / "candidate.patch", patch)
         verdict = None
         if not reasons:
@@ -496,7 +519,7 @@ class TrialLoop:
                 f"{candidate_id}: {output.summary[:60]}",
                 f"refs/metaeval/{plan.run_id}/{candidate_id}",
             )
-            node = self.evaluate(worktree, candidate_id, artifacts / "candidates", held_out=True)
+            node = self._evaluate_commit(commit, candidate_id, trial_dir, artifacts)
             self.files.json(artifacts / "candidates" / "evaluation.json", node.__dict__)
             failure_class = {
                 "evaluated": None,
@@ -519,6 +542,7 @@ class TrialLoop:
             "failure_class": failure_class,
             "reasons": reasons,
             "gate": gate,
+            "left_out_of_patch": left_out,
         }
         self.files.json(trial_dir / "selection_decision.json", selection)
         feedback = {
@@ -558,6 +582,18 @@ class TrialLoop:
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
         return result
+
+    def _evaluate_commit(
+        self, commit: str, candidate_id: str, trial_dir: Path, artifacts: Path
+    ) -> NodeEval:
+        """Evaluate the candidate from a clean checkout of its commit: what was validated and
+        committed is what runs, never the meta-agent's working copy."""
+        checkout = trial_dir / "candidate-checkout"
+        add_worktree(self.plan.repo, checkout, commit)
+        try:
+            return self.evaluate(checkout, candidate_id, artifacts / "candidates", held_out=True)
+        finally:
+            remove_worktree(self.plan.repo, checkout)
 
     def _select(self, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]:
         """Strict improvement on optimize over the parent; held-out gates promotion if required."""

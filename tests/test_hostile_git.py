@@ -289,3 +289,38 @@ def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path):
         "target_agent/cache.pyc",
     ]
     assert second["decision"] in {"rejected", "promoted"} and second["candidate_commit"]
+
+
+@pytest.mark.bwrap
+def test_a_task_the_harness_cannot_run_is_never_dropped_from_the_denominator(tmp_path):
+    """Issue 28, path 1: after the baseline, one optimize task's verifier disappears. The
+    candidate (a comment) must not be scored on the 9 remaining tasks and promoted: its
+    evaluation is an evaluation-framework failure, retried, then invalid."""
+    suite = tmp_path / "examples" / "improve-suites" / "terminal"
+
+    def comment_and_break_a_verifier(worktree: Path, _input: dict) -> str:
+        (suite / "rename-photos" / "tests" / "test.sh").unlink()
+        prompts = worktree / "target_agent" / "prompts.py"
+        prompts.write_text(prompts.read_text() + "# nothing\n")
+        return "a comment"
+
+    manifest = experiment(tmp_path)
+    run_experiment(manifest, meta_agent=ScriptedMetaAgent([comment_and_break_a_verifier]))
+    bundle = tmp_path / "runs" / "improve-demo"
+    baseline = json.loads((bundle / "baseline_evaluation.json").read_text())
+    assert baseline["optimize"]["score"] == baseline["optimize"]["passed"] / 10
+    (entry,) = ledger(bundle)
+    assert entry["decision"] == "invalid"
+    assert entry["failure_class"] == "evaluation_framework_failure"
+    evaluation = json.loads(
+        (bundle / "trials" / "001" / "artifacts" / "candidates" / "evaluation.json").read_text()
+    )
+    assert evaluation["status"] == "framework_failure"
+    assert "rename-photos" in evaluation["error"]
+    # tried twice: the first attempt and one retry
+    episodes = bundle / "trials" / "001" / "artifacts" / "candidates"
+    assert (episodes / "trial-001-server-0.log").is_file()
+    assert (episodes / "trial-001-retry-server-0.log").is_file()
+    # the suite still counts all ten tasks
+    assert evaluation["optimize"]["infra_errors"] == 1
+    assert evaluation["optimize"]["score"] == evaluation["optimize"]["passed"] / 10

@@ -233,6 +233,15 @@ class TrialLoop:
     # ----------------------------------------------------------------- evaluation
 
     def evaluate(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
+        """Score the target in `worktree` on the suites; an evaluation in which the harness
+        could not run some task is tried once more, and if it fails again it is a
+        framework failure (not comparable with its parent, never promoted)."""
+        node = self._evaluate_once(worktree, label, out_dir, held_out)
+        if node.status == "framework_failure" and node.optimize is not None:
+            node = self._evaluate_once(worktree, f"{label}-retry", out_dir, held_out)
+        return node
+
+    def _evaluate_once(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
         """Launch the target from `worktree` over PACT and score it on the suites."""
         plan = self.plan
         profile = plan.target_profile.model_copy(update={"cwd": worktree})
@@ -298,12 +307,20 @@ class TrialLoop:
                 held_out=held,
                 error="target agent failed to serve",
             )
-        if optimize["score"] is None:
+        unrun = [
+            f"{t['task_id']}: {t['reason']}"
+            for s in suites
+            for t in s["tasks"]
+            if t["status"] == "infra_error"
+        ]
+        if unrun or optimize["score"] is None:
             return NodeEval(
                 status="framework_failure",
                 optimize=optimize,
                 held_out=held,
-                error="no task could be evaluated",
+                error=f"the harness could not run {len(unrun)} task(s): " + "; ".join(unrun)[:2000]
+                if unrun
+                else "no task could be evaluated",
             )
         return NodeEval(status="evaluated", optimize=optimize, held_out=held)
 

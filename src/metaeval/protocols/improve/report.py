@@ -325,6 +325,38 @@ def scores_svg(nodes: list[dict]) -> str:
 # pages
 
 
+def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The final promoted candidate, its gains and the meta-agent's cost (bundles written
+    before these were recorded have none)."""
+    final = summary.get("final")
+    if final is None:
+        return []
+
+    def gain(value: Any) -> str:
+        return "n/a" if value is None else f"{value * 100:+.1f} pp"
+
+    items = [
+        (
+            "Final candidate",
+            f"{final['id']}: optimize {score_text(final['optimize_score'])} "
+            f"({gain(final['gain_optimize'])}), held-out {score_text(final['held_out_score'])} "
+            f"({gain(final['gain_held_out'])})",
+        )
+    ]
+    if "meta_agent_cost_usd" in summary:
+        cost = summary["meta_agent_cost_usd"]
+        tokens = summary.get("meta_agent_tokens") or {}
+        items.append(
+            (
+                "Meta-agent cost",
+                ("unknown" if cost is None else f"${cost:.4f}")
+                + f", {tokens.get('input_tokens', 0)} input and "
+                f"{tokens.get('output_tokens', 0)} output tokens",
+            )
+        )
+    return items
+
+
 def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs for the run summary."""
     base = summary["baseline"]
@@ -341,8 +373,9 @@ def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]
         ("Run", run_id),
         ("Baseline", f"{base['id']}: optimize {score_text(base['optimize_score'])}, held-out "
          f"{score_text(base['held_out_score'])}"),
-        ("Best on optimize", best("best_optimize")),
-        ("Best held-out", best("best_held_out")),
+        *final_items(summary),
+        ("Best on optimize (promoted)", best("best_optimize")),
+        ("Best held-out (promoted)", best("best_held_out")),
         ("Trials", f"{summary['trials_consumed']} of {summary['trial_budget']}"),
         ("Promotions", str(summary["promotions"])),
         ("Valid candidates", str(summary["valid_candidates"])),

@@ -175,6 +175,17 @@ class SuiteResult(BaseModel):
         )
 
 
+_TASK_ID_SALT = os.urandom(16)
+
+
+def opaque_task_id(name: str) -> str:
+    """The id a target is told for a task: stable within one process, meaningless outside it,
+    so a candidate cannot look the task's answers up by name."""
+    import hashlib
+
+    return "task-" + hashlib.sha256(_TASK_ID_SALT + name.encode()).hexdigest()[:12]
+
+
 class _Stop(Exception):
     """Ends an episode with a status other than a scored one."""
 
@@ -233,7 +244,7 @@ def evaluate_task(
             task_timeout_s=task_timeout_s,
             command_timeout_s=command_timeout_s,
             verifier_timeout_s=verifier_timeout_s,
-            episode_id=episode_id or f"{_safe(root.name)}-{uuid.uuid4().hex[:12]}",
+            episode_id=episode_id or f"episode-{uuid.uuid4().hex[:16]}",
             host_env=tuple(host_env),
         ).run()
     except _Stop as stop:
@@ -327,7 +338,7 @@ class _Episode:
     def _reset(self, instruction: str) -> None:
         request = ResetRequest(
             episode_id=self.episode_id,
-            task_id=self.outcome.task_id,
+            task_id=opaque_task_id(self.outcome.task_id),
             instruction=instruction,
             max_steps=self.max_steps,
         )

@@ -15,7 +15,9 @@ import json
 import os
 import queue
 import shutil
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,7 +123,26 @@ def _suite_summary(result: Any) -> dict[str, Any]:
     }
 
 
-def target_sandbox(worktree: Path) -> SandboxSpec:
+def sealed_paths(tasks: list[Path], visible: list[str]) -> list[str]:
+    """Directories holding answer keys that lie inside a path the target's sandbox mounts
+    (`visible`): the run's suites (solutions and tests included) and every copy of the
+    examples bundled with metaeval (`metaeval/_examples` in an installed package, on any
+    `sys.path` entry). The sandbox covers each, so no candidate can read an answer key."""
+    roots = {os.path.realpath(t) for t in tasks} | {os.path.realpath(t.parent) for t in tasks}
+    for entry in sys.path:
+        bundled = os.path.join(entry or ".", "metaeval", "_examples")
+        if os.path.isdir(bundled):
+            roots.add(os.path.realpath(bundled))
+
+    def inside(path: str) -> bool:
+        return any(path == v or path.startswith(v.rstrip("/") + "/") for v in visible)
+
+    sealed = {r for r in roots if inside(r)}
+    # cover a suite root once rather than each of its tasks
+    return sorted(r for r in sealed if not any(r.startswith(o + "/") for o in sealed))
+
+
+def target_sandbox(worktree: Path, sealed: Sequence[str] = ()) -> SandboxSpec:
     """The sandbox a target's PACT server runs in: the candidate's worktree and metaeval's
     source read-only, the running Python, a private /tmp as HOME, no host variables but the
     declared ones. It shares the host's network: it must listen on loopback for the harness
@@ -133,7 +154,13 @@ def target_sandbox(worktree: Path) -> SandboxSpec:
         network=True,
         chdir=str(worktree),
         python_prefixes=running_python_prefixes(),
+        hidden=list(sealed),
     )
+
+
+def target_visible_roots() -> list[str]:
+    """Host directories the target's sandbox mounts besides the worktree."""
+    return [*metaeval_source_dirs(), *running_python_prefixes()]
 
 
 class _LeasedClient:
@@ -167,9 +194,10 @@ class EpisodeServer:
         worktree: Path,
         log_dir: Path,
         timeout_s: float,
+        sealed: Sequence[str] = (),
     ):
         self.profile, self.env, self.worktree = profile, env, worktree
-        self.log_dir, self.timeout_s = log_dir, timeout_s
+        self.log_dir, self.timeout_s, self.sealed = log_dir, timeout_s, list(sealed)
 
     def __call__(self) -> _OwnedClient:
         name = f"server-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -177,7 +205,7 @@ class EpisodeServer:
             self.profile,
             log_path=self.log_dir / name,
             extra_env=self.env,
-            sandbox=target_sandbox(self.worktree),
+            sandbox=target_sandbox(self.worktree, self.sealed),
         )
         return _OwnedClient(server, self.timeout_s)
 
@@ -226,6 +254,9 @@ class TrialLoop:
         self.meta_agent = meta_agent
         self.trace_lines: list[str] = []
         self.files: BundleFiles  # set by run(), once the bundle is open
+        self.sealed = sealed_paths(
+            [*plan.optimize_tasks, *plan.held_out_tasks], target_visible_roots()
+        )
         self.model_service = TargetModelService(
             plan.target_settings, plan.target_profile.model_api, plan.bundle / "model_server"
         )
@@ -255,7 +286,7 @@ class TrialLoop:
         if selected_backend() == "ray":
             # Each episode starts its own PACT server on the worker that runs it (loopback there).
             client_factory: Any = EpisodeServer(
-                profile, env, worktree, out_dir / label, plan.task_timeout_s
+                profile, env, worktree, out_dir / label, plan.task_timeout_s, self.sealed
             )
         else:
             try:
@@ -265,7 +296,7 @@ class TrialLoop:
                             profile,
                             log_path=out_dir / f"{label}-server-{index}.log",
                             extra_env=env,
-                            sandbox=target_sandbox(worktree),
+                            sandbox=target_sandbox(worktree, self.sealed),
                         )
                     )
             except LaunchError as exc:

@@ -323,3 +323,36 @@ def test_best_is_the_promoted_lineage_never_a_rejected_candidate():
     nothing = benchmark_summary(plan, base, [entry(1, "rejected", 0.9, 0.9)])
     assert nothing["best_optimize"] is None and nothing["final"]["id"] == "baseline"
     assert "no candidate promoted" in summary_text(nothing)
+
+
+@pytest.mark.bwrap
+def test_resume_with_a_changed_budget_seed_or_task_file_is_refused(tmp_path):
+    """The contract a bundle ran under is fixed: its effective budget (`--budget` included),
+    seed and every suite's content are in resolved_manifest.json, and a resume with any of
+    them changed is refused naming the difference, exit 2; the unchanged resume works."""
+    manifest = experiment(tmp_path)
+    first = cli("improve", "run", str(manifest), "--budget", "1")
+    assert first.returncode == 0, first.stderr
+    bundle = tmp_path / "runs" / "improve-demo"
+    resolved = json.loads((bundle / "resolved_manifest.json").read_text())
+    assert resolved["trial_budget"] == 1
+    assert set(resolved["suites"]) == {"optimize", "held_out"}
+    assert len(resolved["suites"]["optimize"]["tasks"]) == 10
+    kept = (bundle / "trial_ledger.jsonl").read_bytes()
+
+    bigger = cli("improve", "run", str(manifest), "--budget", "3")
+    assert bigger.returncode == 2
+    assert "trial_budget" in bigger.stderr and "1 -> 3" in bigger.stderr
+
+    data = json.loads(manifest.read_text())
+    data["seed"] = 7
+    seeded = tmp_path / "examples" / "improve" / "manifest-seed.json"
+    seeded.write_text(json.dumps(data))
+    reseeded = cli("improve", "run", str(seeded), "--budget", "1")
+    assert reseeded.returncode == 2 and "seed" in reseeded.stderr
+
+    test_sh = tmp_path / "examples" / "improve-suites" / "terminal" / "csv-column" / "tests"
+    (test_sh / "test.sh").write_text((test_sh / "test.sh").read_text() + "\n# edited\n")
+    edited = cli("improve", "run", str(manifest), "--budget", "1")
+    assert edited.returncode == 2 and "suite 'optimize' changed" in edited.stderr
+    assert (bundle / "trial_ledger.jsonl").read_bytes() == kept  # nothing was run or lost

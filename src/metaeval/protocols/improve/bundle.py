@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
 from metaeval.records import RunDir, redact
+from metaeval.records.manifest import MANIFEST_NAME, read_manifest
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import NodeEval, Plan
@@ -20,6 +21,13 @@ def open_bundle(plan: Plan) -> RunDir:
     resolved = plan.documents.get("resolved_manifest.json") or {}
     files = resolved.get("files") or {}
     hashes = {f"file:{role}": rec["sha256"] for role, rec in sorted(files.items())}
+    contract = {
+        "contract:trial_budget": str(plan.trial_budget),
+        "contract:seed": str(resolved.get("seed")),
+        **{f"suite:{split}": s["sha256"] for split, s in (resolved.get("suites") or {}).items()},
+    }
+    _refuse_changed_contract(plan.bundle, resolved)
+    hashes.update(_known_to(plan.bundle, contract))
     config: dict = {
         "run_id": plan.run_id,
         "baseline_id": plan.baseline_id,
@@ -42,6 +50,46 @@ def open_bundle(plan: Plan) -> RunDir:
         # improve has no evidence layers: the only way forward is a new bundle
         detail = str(exc).split("; re-run with --new-layer", 1)[0]
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
+
+
+def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
+    """Refuse a resume whose budget, seed or suites differ from the bundle's, in words."""
+    path = bundle / "resolved_manifest.json"
+    if not path.is_file():
+        return
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
+    changes = [
+        f"{key} changed: {before[key]} -> {resolved.get(key)}"
+        for key in ("trial_budget", "seed")
+        if key in before and before[key] != resolved.get(key)
+    ]
+    for split, suite in (before.get("suites") or {}).items():
+        now = (resolved.get("suites") or {}).get(split) or {}
+        if suite.get("tasks") != now.get("tasks"):
+            changes.append(f"suite '{split}' changed: its task list differs")
+        elif suite.get("sha256") != now.get("sha256"):
+            changes.append(f"suite '{split}' changed: a task file differs")
+    if changes:
+        raise RecordIntegrityError(
+            f"{bundle}: the run's contract differs from the bundle's: "
+            + "; ".join(changes)
+            + "; use a new output directory (-o)"
+        )
+
+
+def _known_to(bundle: Path, contract: dict[str, str]) -> dict[str, str]:
+    """The contract hashes a resume can compare: all of them for a new bundle, only those its
+    manifest already records for a bundle written before they were (it resumes as it did)."""
+    manifest = bundle / MANIFEST_NAME
+    if not manifest.is_file():
+        return contract
+    recorded: set[str] = set()
+    for layer in read_manifest(bundle).get("layers", []):
+        recorded |= set(layer.get("hashes") or {})
+    return {name: value for name, value in contract.items() if name in recorded}
 
 
 class BundleFiles:

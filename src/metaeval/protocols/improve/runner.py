@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,17 @@ def _tasks(suite: Any) -> list[Path]:
     return suite_tasks(config), config
 
 
+def suite_hash(tasks: Sequence[Path]) -> str:
+    """sha256 over the split's task list (names, in order) and every file of every task."""
+    from metaeval.tasks.bench_hash import benchmark_hash
+
+    digest = hashlib.sha256()
+    for task in tasks:
+        digest.update(task.name.encode() + b"\0")
+        digest.update(benchmark_hash(task.parent, [task]).encode() + b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
 def build_plan(
     manifest_path: Path,
     output: Path | None = None,
@@ -63,6 +75,14 @@ def build_plan(
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
+    # the contract as it runs: the effective budget (`--budget` included) and every suite's
+    # content, so a resume with any of them changed is refused (see `open_bundle`)
+    resolved_json["trial_budget"] = budget or manifest.trial_budget
+    resolved_json["suites"] = {
+        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
+        for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
+        if tasks is not None
+    }
     held = manifest.evaluation.held_out
     plan = Plan(
         bundle=bundle,

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
-from metaeval.errors import RecordIntegrityError
+from metaeval.errors import ConfigError, RecordIntegrityError
 from metaeval.records.durable import fsync_dir
 from metaeval.records.envinfo import environment_hash, metaeval_git_revision
 from metaeval.records.redact import redact, redact_argv
+from metaeval.tasks.safe_json import read_json
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -153,9 +154,11 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Load ``manifest.json``; RecordIntegrityError if it is unreadable or not a manifest."""
     path = Path(run_dir) / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordIntegrityError(f"{path}: cannot read manifest: {exc}") from None
+        # a regular file (never a symlink or FIFO), size and nesting capped
+        manifest = read_json(path, run_dir, expect=None)
+    except ConfigError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise RecordIntegrityError(f"{path}: cannot read manifest: {reason}") from None
     if not isinstance(manifest, dict) or "schema_version" not in manifest:
         raise RecordIntegrityError(f"{path}: not a metaeval manifest")
     if manifest["schema_version"] != SCHEMA_VERSION:

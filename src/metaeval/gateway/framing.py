@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import time
@@ -22,6 +23,7 @@ import zlib
 from email.message import Message
 
 DEFAULT_TIMEOUT_S = 30.0
+LINGER_S = 2.0  # how long unread input is drained before closing (see `discard_input`)
 READ_PIECE = 1 << 20
 MAX_LINE = 4096  # a chunk-size or trailer line
 MAX_TRAILERS = 64
@@ -58,7 +60,11 @@ class DeadlineReader(io.RawIOBase):
             if wait <= 0:
                 raise TimeoutError(f"request not received within {self.limit_s:g}s")
         self._sock.settimeout(wait)
-        n = self._sock.recv_into(buffer)
+        try:
+            n = self._sock.recv_into(buffer)
+        except TimeoutError as exc:
+            what = "no request" if self._deadline is None else "request not received"
+            raise TimeoutError(f"{what} within {self.limit_s:g}s") from exc
         if n and self._deadline is None:
             self._deadline = now + self.limit_s
         return n
@@ -67,6 +73,25 @@ class DeadlineReader(io.RawIOBase):
         """The request is in: the next one gets its own deadline; writes wait `limit_s`."""
         self._deadline = None
         self._sock.settimeout(self.limit_s)
+
+
+def discard_input(sock: socket.socket, limit: int, seconds: float = LINGER_S) -> None:
+    """Close our side, then read and drop what the client still sends (at most `limit`
+    bytes, for at most `seconds`): closing on unread input would reset the connection, and
+    the client might lose the answer already sent (a 401 becomes "connection reset")."""
+    buffer = bytearray(64 * 1024)
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        while limit > 0:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return
+            sock.settimeout(wait)
+            n = sock.recv_into(buffer)
+            if not n:
+                return
+            limit -= n
 
 
 def read_body(rfile: io.BufferedIOBase, headers: Message, limit: int) -> bytes | bytearray:
@@ -154,7 +179,7 @@ def decode(data: bytes | bytearray, encoding: str, limit: int) -> bytes | bytear
     try:
         while True:
             before = len(pending)
-            piece = inflater.decompress(pending, limit + 1 - len(out))
+            piece = inflater.decompress(pending, min(READ_PIECE, limit + 1 - len(out)))
             out += piece
             if len(out) > limit:
                 raise FramingError(413, f"{encoding} request body inflates past {limit} bytes")

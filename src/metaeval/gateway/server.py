@@ -45,7 +45,13 @@ from metaeval.gateway.actions import (
     wants_json_actions,
     with_json_actions,
 )
-from metaeval.gateway.framing import DEFAULT_TIMEOUT_S, DeadlineReader, FramingError, read_body
+from metaeval.gateway.framing import (
+    DEFAULT_TIMEOUT_S,
+    DeadlineReader,
+    FramingError,
+    discard_input,
+    read_body,
+)
 from metaeval.gateway.wire import Call, WireError, dumps
 from metaeval.models.base import Model
 from metaeval.models.types import ModelRequest, ModelResult, Usage
@@ -290,9 +296,13 @@ class Gateway:
         return result, usage, source, model_s
 
 
+LISTEN_BACKLOG = 128  # socketserver's 5 drops connections opened in a burst
+
+
 class _TCPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], handler: type, family: int):
         self.address_family = family
@@ -301,6 +311,7 @@ class _TCPServer(ThreadingHTTPServer):
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
 
 def _handler_for(gateway: Gateway, tag: str | None, token: str, port: int | None) -> type[_Handler]:
@@ -324,6 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
     tag: str | None = None
     token: str
     port: int | None = None
+    unread_input = False  # the request's body was not read: drain it before closing
 
     def setup(self) -> None:
         super().setup()
@@ -332,6 +344,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.close()  # replaced by a reader that bounds how long a request may take
         self.reader = DeadlineReader(self.connection, self.gateway.timeout_s)
         self.rfile = io.BufferedReader(self.reader, READ_BUFFER)
+
+    def finish(self) -> None:
+        super().finish()
+        if self.unread_input:
+            discard_input(self.connection, self.gateway.max_body_bytes)
 
     def address_string(self) -> str:
         return str(self.client_address[0]) if self.client_address else "unix"
@@ -356,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except access.Refused as exc:
             self.gateway.refused[exc.status] += 1
-            self.close_connection = True
+            self.close_connection = self.unread_input = True
             extra = (
                 {"WWW-Authenticate": 'Bearer realm="metaeval-gateway"'} if exc.status == 401 else {}
             )
@@ -377,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
         """A request without a body has been read whole (one that carries a body anyway is
         not read: its connection closes after the answer)."""
         if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0") != "0":
-            self.close_connection = True
+            self.close_connection = self.unread_input = True
         self.reader.request_read()
 
     def _json_body(self) -> dict[str, Any]:
@@ -471,18 +488,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.gateway.exchanges.begin(record)
         try:
             if module is None:
-                raise LookupError(f"no route POST {path}")
+                raise _NoRoute(f"no route POST {path}")
             body = self._json_body()
             if action == "count":
                 self._count(api, body, record, path)
             else:
                 self._generate(module, api, body, path, query, record)
-        except LookupError as exc:
-            self.close_connection = True  # the body was not read
+        except _NoRoute as exc:
+            self.close_connection = self.unread_input = True  # the body was not read
             record.update(kind="error", status=404, error=str(exc))
             self._send_json(404, {"error": {"message": str(exc)}})
         except FramingError as exc:
-            self.close_connection = True  # where the next request would start is unknown
+            # where the next request would start is unknown; a stalled client is not waited for
+            self.close_connection = True
+            self.unread_input = exc.status != 408
             record.update(kind="error", status=exc.status, error=str(exc))
             with contextlib.suppress(OSError):
                 self._send_json(exc.status, (module or chat_api).error_body(exc.status, str(exc)))
@@ -563,6 +582,10 @@ class _Handler(BaseHTTPRequestHandler):
             record["bytes"] = self._send_stream(
                 module.stream(call, result, usage), "text/event-stream", timing
             )
+
+
+class _NoRoute(Exception):
+    """A POST to a path the gateway does not serve (404; a model's KeyError stays a 500)."""
 
 
 def _route(path: str) -> tuple[str | None, str]:

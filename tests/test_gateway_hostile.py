@@ -113,6 +113,10 @@ def test_only_the_token_holder_is_served(served):
     assert status == 401 and "Bearer" in headers["WWW-Authenticate"]
     assert "token" in json.loads(body)["error"]["message"]
     assert model.requests == []  # nothing reached the model
+    # a large body sent with a wrong key: its unread rest is drained, so the 401 arrives (an
+    # unread body at close would reset the connection before the client read the answer)
+    big = json.dumps({**HI, "pad": "x" * (5 * MiB)}).encode()
+    assert call(gw.port, "POST", CHAT, big, json_key(wrong))[0] == 401
     assert chat(gw, json_key(gw.token)) == 200
     # the key where each API's clients put it
     anthropic = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
@@ -130,7 +134,7 @@ def test_only_the_token_holder_is_served(served):
     assert call(gw.port, "GET", "/v1/models")[0] == 401
     assert call(gw.port, "GET", "/v1/models", None, {"x-api-key": gw.token})[0] == 200
     assert call(gw.port, "GET", "/")[0] == 200 and call(gw.port, "HEAD", "/")[0] == 200
-    assert gw.refused[401] == 6
+    assert gw.refused[401] == 7
 
 
 def test_a_client_that_asks_to_continue_is_refused_before_sending_its_body(served):

@@ -179,6 +179,7 @@ class Gateway:
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
         self.refused: Counter[int] = Counter()
+        self._refused_lock = threading.Lock()
         self.unix_socket = Path(unix_socket) if unix_socket else None
         self.exchanges = ExchangeLog(record_path)
         self.served_names = served_names or [model.name]
@@ -372,7 +373,8 @@ class _Handler(BaseHTTPRequestHandler):
                 json_body=self.command == "POST",
             )
         except access.Refused as exc:
-            self.gateway.refused[exc.status] += 1
+            with self.gateway._refused_lock:
+                self.gateway.refused[exc.status] += 1
             self.close_connection = self.unread_input = True
             extra = (
                 {"WWW-Authenticate": 'Bearer realm="metaeval-gateway"'} if exc.status == 401 else {}

@@ -113,10 +113,6 @@ def test_only_the_token_holder_is_served(served):
     assert status == 401 and "Bearer" in headers["WWW-Authenticate"]
     assert "token" in json.loads(body)["error"]["message"]
     assert model.requests == []  # nothing reached the model
-    # a large body sent with a wrong key: its unread rest is drained, so the 401 arrives (an
-    # unread body at close would reset the connection before the client read the answer)
-    big = json.dumps({**HI, "pad": "x" * (5 * MiB)}).encode()
-    assert call(gw.port, "POST", CHAT, big, json_key(wrong))[0] == 401
     assert chat(gw, json_key(gw.token)) == 200
     # the key where each API's clients put it
     anthropic = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
@@ -134,7 +130,16 @@ def test_only_the_token_holder_is_served(served):
     assert call(gw.port, "GET", "/v1/models")[0] == 401
     assert call(gw.port, "GET", "/v1/models", None, {"x-api-key": gw.token})[0] == 200
     assert call(gw.port, "GET", "/")[0] == 200 and call(gw.port, "HEAD", "/")[0] == 200
-    assert gw.refused[401] == 7
+    assert gw.refused[401] == 6
+
+
+def test_a_large_body_with_a_wrong_key_still_gets_its_401():
+    """The refused body is drained, unread, before the connection closes: closing on unread
+    input resets the connection, and the client would see a broken pipe, not the 401."""
+    with Gateway(ScriptedModel(lambda request: "ok", name="scripted/big")) as gw:
+        big = json.dumps({**HI, "pad": "x" * (16 * MiB)}).encode()
+        assert call(gw.port, "POST", CHAT, big, json_key("mgw-" + "x" * 43))[0] == 401
+        assert gw.refused[401] == 1
 
 
 def test_a_client_that_asks_to_continue_is_refused_before_sending_its_body(served):
@@ -289,12 +294,11 @@ def test_each_runs_listener_takes_its_own_token_and_shared_gateways_open_no_port
 @pytest.mark.parametrize("value", ["-1", "-99999999", "abc", "1e3", "+5", "0x10", " "])
 def test_a_bad_content_length_is_400_at_once(served, value):
     """A negative length once meant "read to EOF": the answer now comes while the connection
-    is still open (`exchange` reads until the server closes; it never closes first)."""
+    is still open (`exchange` reads until the server closes; it never closes first; a server
+    waiting for more would drop it at the deadline with no 400)."""
     gw, model = served
-    started = time.monotonic()
     response = exchange(gw.port, head(gw, f"Content-Length: {value}"))
     assert status_of(response) == 400 and b"Content-Length" in response
-    assert time.monotonic() - started < 0.9  # before the 1-s deadline could close it
     assert model.requests == []
 
 
@@ -316,10 +320,8 @@ def test_conflicting_or_unknown_framing_is_refused(served):
 
 def test_a_chunk_larger_than_the_budget_is_refused_before_it_is_read(served):
     gw, model = served
-    started = time.monotonic()
     response = exchange(gw.port, head(gw, "Transfer-Encoding: chunked") + b"40000000\r\n")
     assert status_of(response) == 413  # a 1 GiB chunk was announced; not a byte of it sent
-    assert time.monotonic() - started < 0.9
     # many chunks within the size, over the budget together: refused at the one that crosses
     piece = b"%x\r\n%s\r\n" % (256 * 1024, b" " * 256 * 1024)
     response = exchange(gw.port, head(gw, "Transfer-Encoding: chunked") + piece * 5)

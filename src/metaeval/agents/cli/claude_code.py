@@ -337,8 +337,8 @@ class ClaudeCodeAdapter(CLIAdapter):
         )
         self.permission_mode = permission_mode
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        return {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key}  # x-api-key
 
     def build_argv(self, task: Task, workspace: Workspace, limits: Limits) -> list[str]:
         mode = self.permission_mode or ("bypassPermissions" if task.allow_write else "default")

@@ -362,8 +362,9 @@ class MiniSweAgentAdapter(CLIAdapter):
         "model.model_class=litellm_textbased",
     )
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        # litellm's OpenAI client sends it as Authorization: Bearer
+        return {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": api_key}
 
     def gateway_args(self, base_url: str) -> list[str]:
         return ["-m", f"openai/{self.gateway_model}"]

@@ -300,7 +300,7 @@ def prefetch_sdks(names: Iterable[str]) -> list[threading.Thread]:
     Unknown or malformed names are skipped here (get_model reports them).
     """
     threads = []
-    for module in sorted({_sdk_of(name) for name in names} - {None}):
+    for module in sorted({sdk for name in names if (sdk := _sdk_of(name)) is not None}):
         if module in sys.modules:
             continue
         thread = threading.Thread(

@@ -74,9 +74,9 @@ def _purposeful_nodes(source: PySource) -> set[int]:
     """Nodes inside test functions about missing input (by name or docstring)."""
     nodes: set[int] = set()
     for node in source.nodes:
-        if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        about = node.name + " " + (ast.get_docstring(node) or "")  # type: ignore[attr-defined]
+        about = node.name + " " + (ast.get_docstring(node) or "")
         if _ON_PURPOSE.search(about):
             nodes |= {id(n) for n in ast.walk(node)}
     return nodes
@@ -85,18 +85,17 @@ def _purposeful_nodes(source: PySource) -> set[int]:
 def _resolved_paths(source: PySource) -> list[tuple[ast.AST, str]]:
     """(node, absolute path) for path expressions in `source`, outermost first."""
     names: dict[str, str] = {}
-    for node in source.tree.body:
-        if type(node) is ast.Assign and len(node.targets) == 1:
-            target = node.targets[0]
+    for statement in source.tree.body:
+        if type(statement) is ast.Assign and len(statement.targets) == 1:
+            target = statement.targets[0]
             if type(target) is ast.Name:
-                value = _value(node.value, names)
+                value = _value(statement.value, names)
                 if value is not None:
                     names[target.id] = value
     found: list[tuple[ast.AST, str]] = []
     inner: set[int] = set()
     for node in source.nodes:
-        kind = type(node)
-        if kind is ast.BinOp and type(node.op) is ast.Div or kind is ast.Call:  # type: ignore[attr-defined]
+        if type(node) is ast.BinOp and type(node.op) is ast.Div or type(node) is ast.Call:
             if id(node) in inner:
                 continue
             value = _value(node, names)

@@ -16,11 +16,14 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from metaeval import __version__
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
@@ -65,7 +68,7 @@ CONTEXT: dict[str, Any] = {
     "transform": "cr:transform",
 }
 
-_TYPES = {
+_TYPES: dict[PolarsDataType, str] = {
     pl.Utf8: "sc:Text",
     pl.Boolean: "sc:Boolean",
     pl.Int32: "sc:Integer",

@@ -10,15 +10,18 @@ letting them disappear.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS
 from metaeval.records import RunDir, is_final
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
 TABLE = "failed_cells"
-SCHEMA: dict[str, pl.DataType] = {
+SCHEMA: dict[str, PolarsDataType] = {
     "phase": pl.Utf8,
     "slice": pl.Utf8,
     "task": pl.Utf8,

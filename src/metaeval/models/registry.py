@@ -22,7 +22,7 @@ from typing import Any
 from metaeval.cpu_gate import waiting
 from metaeval.errors import ConfigError, ProviderUnavailableError, UnknownProviderError
 from metaeval.models.base import Model
-from metaeval.models.limits import AdaptiveLimiter
+from metaeval.models.limits import AdaptiveLimiter, CallOutcome
 from metaeval.models.pricing import PriceTable, price_table
 from metaeval.models.retry import RetryPolicy, call_with_retry, classify
 from metaeval.models.types import ModelRequest, ModelResult
@@ -218,7 +218,7 @@ class ProviderModel(Model):
 
         def attempt() -> ModelResult:
             ticket = limiter.acquire()
-            outcome = "error"
+            outcome: CallOutcome = "error"
             try:
                 result = self._complete_once(request)
                 outcome = "ok"
@@ -228,7 +228,7 @@ class ProviderModel(Model):
                     outcome = "rate_limit"
                 raise
             finally:
-                limiter.release(ticket, outcome)  # type: ignore[arg-type]
+                limiter.release(ticket, outcome)
 
         with waiting():  # a job's CPU slot is free while the call is out (see cpu_gate)
             result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)

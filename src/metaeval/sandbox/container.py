@@ -223,10 +223,10 @@ def ensure_image(
     return ImageOutcome("task", log=log, reason="the build failed")
 
 
-def _text(value: object) -> str:
+def _text(value: str | bytes | None) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return value or ""  # type: ignore[return-value]
+    return value or ""
 
 
 def _tail(text: str, limit: int = LOG_LIMIT) -> str:

@@ -670,7 +670,7 @@ def _creates(simple: SimpleCommand) -> set[str]:
 
 
 def _run_read_finding(
-    ctx: TaskContext, line: object, path: str, source: str, simple: SimpleCommand
+    ctx: TaskContext, line: int, path: str, source: str, simple: SimpleCommand
 ) -> Finding:
     docker = ctx.docker
     command = " ".join(strip_wrappers(simple.words))[:120]
@@ -689,7 +689,7 @@ def _run_read_finding(
             f"Add environment/{source} to the task, or remove {path} from the RUN command."
         ),
         confidence=0.85,
-        evidence=[evidence_line(ctx, docker.file, int(line))],  # type: ignore[call-overload]
+        evidence=[evidence_line(ctx, docker.file, line)],
     )
 
 

@@ -230,9 +230,8 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
     """(node, value, is_fstring_part) for the string literals among `nodes`."""
     skip: set[int] = set()
     for node in nodes:
-        kind = type(node)
-        if kind in (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            body = node.body  # type: ignore[attr-defined]
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
             if (
                 body
                 and type(body[0]) is ast.Expr
@@ -240,12 +239,11 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
                 and isinstance(body[0].value.value, str)
             ):
                 skip.add(id(body[0].value))
-        elif kind is ast.JoinedStr:
-            skip |= {id(v) for v in node.values}  # type: ignore[attr-defined]
+        elif type(node) is ast.JoinedStr:
+            skip |= {id(v) for v in node.values}
     for node in nodes:
-        kind = type(node)
-        if kind is ast.JoinedStr:
-            values = node.values  # type: ignore[attr-defined]
+        if type(node) is ast.JoinedStr:
+            values = node.values
             prefix = []
             for value in values:
                 if type(value) is ast.Constant and isinstance(value.value, str):
@@ -260,8 +258,8 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
             for value in values:
                 if type(value) is ast.Constant and isinstance(value.value, str):
                     yield value, value.value, True
-        elif kind is ast.Constant and isinstance(node.value, str) and id(node) not in skip:  # type: ignore[attr-defined]
-            yield node, node.value, False  # type: ignore[attr-defined]
+        elif type(node) is ast.Constant and isinstance(node.value, str) and id(node) not in skip:
+            yield node, node.value, False
 
 
 def locate(lines: list[str], first: int, last: int, needle: str) -> int:

@@ -299,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = bytearray()
+            data: bytes | bytearray = bytearray()
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -395,7 +395,7 @@ class _Handler(BaseHTTPRequestHandler):
         record["kind"] = "pending"
         self.gateway.exchanges.begin(record)
         try:
-            if module is None:
+            if module is None or api is None:
                 raise LookupError(f"no route POST {path}")
             body = self._json_body()
             if action == "count":

@@ -134,7 +134,7 @@ def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[st
         diff = _read_text(folder / "candidate.patch")
         failure = entry.get("failure_class")
         if failure is None and entry.get("task_failures"):
-            failure_shown = "task_failure"
+            failure_shown: str | None = "task_failure"
         else:
             failure_shown = failure
         suites = []

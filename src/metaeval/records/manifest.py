@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from metaeval import __version__
 from metaeval.errors import ConfigError, RecordIntegrityError
@@ -51,7 +51,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def is_hash(value: object) -> bool:
+def is_hash(value: object) -> TypeGuard[str]:
     """True for a precomputed ``sha256:<64 lowercase hex>`` string."""
     return isinstance(value, str) and _HASH_RE.match(value) is not None
 
@@ -68,7 +68,7 @@ def hash_inputs(items: Mapping[str, str | bytes | os.PathLike[str]]) -> dict[str
         if not isinstance(name, str) or not name:
             raise ValueError(f"hash names must be non-empty strings, got {name!r}")
         if is_hash(value):
-            out[name] = value  # type: ignore[assignment]
+            out[name] = value
         elif isinstance(value, str) and _BARE_HEX_RE.match(value):
             out[name] = "sha256:" + value
         elif isinstance(value, os.PathLike):

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from metaeval.agents.types import (
     AgentResult,
+    AgentStatus,
     Limits,
     Span,
     Task,
@@ -677,6 +678,7 @@ class CLIAdapter:
     ) -> AgentResult:
         from metaeval.agents.effort import compute_effort
 
+        status: AgentStatus
         if timed_out:
             status, error = "timeout", f"{self.name} timed out after {limits.time_limit_s:g}s"
         elif parsed.reported_success is True:

@@ -226,7 +226,7 @@ def parse_claude_stream(lines: Iterable[str]) -> ParsedStream:
                     use_id = block.get("tool_use_id")
                     text = text_of_content(block.get("content"))
                     span = None
-                    name, tool_input = calls.get(use_id, ("", {}))
+                    name, tool_input = calls.get(use_id, ("", {})) if use_id else ("", {})
                     if name in READ_TOOLS and not block.get("is_error"):
                         text, span = _read_result(text, tool_input, obj.get("tool_use_result"))
                     elif name == "Bash" and not block.get("is_error"):

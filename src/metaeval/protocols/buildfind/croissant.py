@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -24,6 +24,9 @@ from metaeval import __version__
 from metaeval.errors import ConfigError
 from metaeval.tasks.safe_files import open_checked, sha256_fd
 from metaeval.tasks.safe_json import read_json
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
@@ -68,7 +71,7 @@ CONTEXT: dict[str, Any] = {
     "transform": "cr:transform",
 }
 
-_TYPES = {
+_TYPES: dict[PolarsDataType, str] = {
     pl.Utf8: "sc:Text",
     pl.Boolean: "sc:Boolean",
     pl.Int32: "sc:Integer",

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from metaeval.records import iter_jsonl, read_manifest
 
 log = logging.getLogger(__name__)
+
+
+class RecordReader(Protocol):
+    """What the record tables read from: an open RunDir, or RecordFiles over a folder."""
+
+    def read(self, name: str) -> list[dict]: ...
 
 
 class RecordFiles:

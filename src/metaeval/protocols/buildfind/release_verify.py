@@ -464,7 +464,7 @@ def check_claims(
         problems.append(f"{CLAIMS}: claim {cid} is missing (recomputed)")
     for cid in sorted(set(have) - set(again), key=str):
         problems.append(f"{CLAIMS}: claim {cid} does not follow from the recomputed tables")
-    for cid in sorted(set(have) & set(again)):
+    for cid in sorted(set(again) & set(have)):
         a, b = have[cid], again[cid]
         if not same_value(a.get("value"), b["value"]) or a.get("n_rows") != b["n_rows"]:
             problems.append(

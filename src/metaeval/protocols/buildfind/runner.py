@@ -244,7 +244,7 @@ class BuildFindRun:
 
     def _check_views(self, run: RunDir) -> None:
         """A view name already run with other globs is refused (its records would be reused)."""
-        recorded: dict[str, tuple[list, list]] = {}
+        recorded: dict[str | None, tuple[Any, Any]] = {}  # view -> (include, exclude) as recorded
         for rec in run.read(VIEW_FINDS):
             info = rec.get("view_info")
             if isinstance(info, dict):

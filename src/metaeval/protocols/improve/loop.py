@@ -558,6 +558,8 @@ class TrialLoop:
 
         node: NodeEval | None = None
         commit = None
+        failure_class: str | None
+        decision: str | None
         if reasons:
             failure_class, decision = "meta_agent_failure", "invalid"
         else:

@@ -160,7 +160,7 @@ def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[st
         diff, longer = _read_patch(folder / "candidate.patch", bundle, refused)
         failure = entry.get("failure_class")
         if failure is None and entry.get("task_failures"):
-            failure_shown = "task_failure"
+            failure_shown: str | None = "task_failure"
         else:
             failure_shown = failure
         suites = []

@@ -22,7 +22,7 @@ from metaeval.protocols.improve.loop import (
     TrialLoop,
 )
 from metaeval.protocols.improve.meta_agents import make_meta_agent
-from metaeval.protocols.improve.suites import load_suite_config, suite_tasks
+from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
 
@@ -35,7 +35,7 @@ def _boundary(resolved: Any) -> MutationBoundary:
     return narrow(base, resolved.boundary) if resolved.boundary else base
 
 
-def _tasks(suite: Any) -> list[Path]:
+def _tasks(suite: Any) -> tuple[list[Path], SuiteConfig]:
     config = load_suite_config(suite.suite_config)
     if suite.split_id:
         config = config.model_copy(update={"split_id": suite.split_id})

@@ -90,6 +90,7 @@ class TargetPolicy:
         request = ModelRequest(
             model=self.model_name, messages=self.messages, json_schema=ACTION_SCHEMA, max_tokens=256
         )
+        assert self.model is not None  # act() submits without a model
         result = self.model.complete(request)
         self.messages.append(Message(role="assistant", content=result.text))
         try:

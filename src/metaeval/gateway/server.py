@@ -489,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
         record["kind"] = "pending"
         self.gateway.exchanges.begin(record)
         try:
-            if module is None:
+            if module is None or api is None:
                 raise _NoRoute(f"no route POST {path}")
             body = self._json_body()
             if action == "count":

@@ -155,7 +155,7 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(run_dir) / MANIFEST_NAME
     try:
         # a regular file (never a symlink or FIFO), size and nesting capped
-        manifest = read_json(path, run_dir, expect=None)
+        manifest = read_json(path, Path(run_dir), expect=None)
     except ConfigError as exc:
         reason = str(exc).removeprefix(f"{path}: ")
         raise RecordIntegrityError(f"{path}: cannot read manifest: {reason}") from None

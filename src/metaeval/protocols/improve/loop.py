@@ -255,7 +255,7 @@ class TrialLoop:
         self.trace_lines: list[str] = []
         self.files: BundleFiles  # set by run(), once the bundle is open
         self.sealed = sealed_paths(
-            [*plan.optimize_tasks, *plan.held_out_tasks], target_visible_roots()
+            [*plan.optimize_tasks, *(plan.held_out_tasks or [])], target_visible_roots()
         )
         self.model_service = TargetModelService(
             plan.target_settings, plan.target_profile.model_api, plan.bundle / "model_server"

@@ -40,6 +40,7 @@ import polars as pl
 
 from metaeval import __version__
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.frame_files import csv_escaped
 from metaeval.protocols.buildfind.release_scrub import Scrubber
 
 CHECKSUMS = "SHA256SUMS"
@@ -177,7 +178,7 @@ def _data(run_dir: Path, writer: _Writer) -> dict[str, pl.DataFrame]:
     buf = io.BytesIO()
     builds.write_parquet(buf)
     writer.put("data/builds.parquet", buf.getvalue())
-    writer.text("data/builds.csv", builds.write_csv())
+    writer.text("data/builds.csv", csv_escaped(builds).write_csv())
     frames = {
         "data/question_rows.parquet": pl.read_parquet(writer.root / "data/question_rows.parquet")
     }

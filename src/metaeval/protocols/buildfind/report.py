@@ -569,7 +569,7 @@ def write_report(
 ) -> list[Path]:
     """Write report.md and report.html into out_dir; returns both paths."""
     markdown, html = render_report(tables, meta)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)  # the directory the user named
     paths = [out_dir / "report.md", out_dir / "report.html"]
     atomic_write(paths[0], markdown.encode("utf-8"))
     atomic_write(paths[1], html.encode("utf-8"))

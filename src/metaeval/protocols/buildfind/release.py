@@ -302,7 +302,9 @@ def _readme(manifest: dict[str, Any], rows: pl.DataFrame) -> str:
             "(`__pycache__`, `*.pyc`, VCS data) and without symbolic links.",
             "",
             "Host paths are replaced by `$RUN_DIR`, `$PACK_DIR`, `$HOME`, `$CWD`,",
-            "`$PYTHON_PREFIX` and `$METAEVAL_SRC`; secrets by `[REDACTED]`.",
+            "`$PYTHON_PREFIX` and `$METAEVAL_SRC` (whole absolute paths of two or more",
+            "components; a top-level folder such as /tmp alone is left as written); secrets by",
+            "`[REDACTED]`.",
             "See LICENSES.md for what is not included.",
             "",
         ]

@@ -26,8 +26,9 @@ PLACEHOLDERS = ("$RUN_DIR", "$PACK_DIR", "$METAEVAL_SRC", "$PYTHON_PREFIX", "$CW
 # A host path matches only whole: not preceded by a character of a name or path ("/var/tmp"
 # keeps its "/tmp", "x/run" its "/run"; "file:///tmp/x" and "//tmp" are scrubbed) and not
 # followed by one ("/workspace" is not "/work"; "/work." ending a sentence is, "/work.bak" not)
-_BEFORE = r"(?<![\w.~-])"
-_AFTER = r"(?![\w-]|\.[\w-])"
+# (ASCII classes: binary files are scrubbed through latin-1, where byte 0xff reads as a letter)
+_BEFORE = r"(?<![A-Za-z0-9_.~-])"
+_AFTER = r"(?![A-Za-z0-9_-]|\.[A-Za-z0-9_-])"
 
 
 def _is_host_specific(path: str) -> bool:

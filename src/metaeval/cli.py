@@ -20,7 +20,7 @@ from rich.table import Table
 from metaeval import __version__
 from metaeval.cli_help import TidyGroup
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
-from metaeval.console import make_console
+from metaeval.console import escape_log_output, make_console
 from metaeval.errors import MetaevalError
 
 app = typer.Typer(
@@ -144,6 +144,7 @@ def _main(
 
     global _debug
     _debug = debug
+    escape_log_output()
     if executor not in BACKENDS:
         err.print(f"[bold red]error:[/] --executor: choose one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)

@@ -1,10 +1,10 @@
 """Untrusted text (task files, model output, file names) made inert where it is shown.
 
-- `printable`: control characters (C0 but newline and tab, DEL, C1, so also ESC) written as
-  ``\\xNN``, so no escape sequence from a task or a model reaches a terminal (an OSC 52
-  clipboard write, a cursor move that hides a line) or a report file.
-- `markdown_text`: `printable` plus ``&``, ``<``, ``>`` as HTML entities, so raw HTML in a
-  finding renders as text in report.md.
+- `printable`: control characters (C0 but newline and tab, DEL, C1, so also ESC; and the
+  bidirectional overrides) written as ``\\xNN`` or ``\\uNNNN`` (ESC as ``\\x1b``), so no
+  escape sequence from a task or a model reaches a terminal (an OSC 52 clipboard write, a
+  cursor move that hides a line) or a report file (Markdown adds HTML escaping:
+  `metaeval.report.markdown.md_text`).
 - `csv_cell` / `csv_value`: the OWASP rule against CSV injection. A text cell that a
   spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, tab or CR) is
   written with a leading ``'``; so is one that starts with ``'`` itself, which keeps the rule
@@ -17,21 +17,25 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_HTML_RE = re.compile("[&<>]")
+# C0 but tab and newline, DEL, C1; the bidirectional embeddings, overrides and isolates that
+# reorder what a terminal or a viewer shows ("Trojan Source"); and lone surrogates (bytes of an
+# undecodable file name kept by "surrogateescape", which no terminal encoding can print)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _CSV_QUOTED = (*CSV_FORMULA_START, "'")
 
 
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as "surrogateescape" keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 def printable(text: str) -> str:
-    """`text` with every control character but newline and tab written as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
-
-
-def markdown_text(text: str) -> str:
-    """`printable` text with ``&``, ``<`` and ``>`` escaped, for Markdown outside code."""
-    return _HTML_RE.sub(lambda m: _HTML[m.group(0)], printable(text))
+    """`text` with every control character but newline and tab written as ``\\xNN`` (and
+    an undecodable byte of a file name, kept as a lone surrogate, as ``\\xNN`` too)."""
+    return _CONTROL.sub(_escape, text)
 
 
 def csv_cell(value: str) -> str:

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from metaeval.errors import RecordIntegrityError
+from metaeval.errors import RecordIntegrityError, with_filename
 from metaeval.records.durable import atomic_write, fsync_dir
 from metaeval.records.redact import redact_bytes
 
@@ -100,6 +100,8 @@ class BlobStore:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 try:
                     os.fsync(fd)
+                except OSError as exc:
+                    raise with_filename(exc, path) from exc
                 finally:
                     os.close(fd)
         except BaseException:

@@ -8,6 +8,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from metaeval.errors import with_filename
 from metaeval.records.nofollow import open_dir, open_in_dir, refused
 
 
@@ -36,6 +37,13 @@ def atomic_write(
     refused, not replaced."""
     final = Path(final)
     root = final.parent if root is None else Path(root)
+    try:
+        _atomic_write(final, data, sync, root, mkdir)
+    except OSError as exc:  # a full disk or a read-only output: the error names the file
+        raise with_filename(exc, final) from exc
+
+
+def _atomic_write(final: Path, data: bytes, sync: bool, root: Path, mkdir: bool) -> None:
     if mkdir:
         root.mkdir(parents=True, exist_ok=True)  # the directory the caller named, trusted
     dir_fd = open_dir(final.parent, root, create=mkdir)

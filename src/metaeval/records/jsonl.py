@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metaeval.errors import with_filename
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import fsync_dir
 from metaeval.records.nofollow import open_file
@@ -109,14 +110,20 @@ class JsonlWriter:
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: writer is closed")
-            if self._fd is None:
-                self._fd = self._open()
-            _write_all(self._fd, data)
+            try:
+                if self._fd is None:
+                    self._fd = self._open()
+                _write_all(self._fd, data)
+            except OSError as exc:  # a full disk: the error names the record file
+                raise with_filename(exc, self.path) from exc
 
     def _fsync(self) -> None:
         with self._lock:
             if self._fd is not None:
-                os.fsync(self._fd)
+                try:
+                    os.fsync(self._fd)
+                except OSError as exc:
+                    raise with_filename(exc, self.path) from exc
 
     def close(self) -> None:
         """Close the file descriptor; further appends raise ValueError."""

@@ -10,13 +10,12 @@ naming it; nothing is written. The run directory itself (the path the user gave)
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from metaeval.errors import ConfigError
+from metaeval.errors import ConfigError, with_filename
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted under a record's name fails at once (ENXIO) or is refused
@@ -55,11 +54,15 @@ def open_dir(path: Path, root: Path, *, create: bool = False) -> int:
             here = here / part
             try:
                 child = _open_subdir(fd, part, here)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
                 if not create:
-                    raise
-                with contextlib.suppress(FileExistsError):  # made meanwhile
+                    raise with_filename(exc, here) from exc
+                try:
                     os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:  # made meanwhile
+                    pass
+                except OSError as mkdir_error:  # a read-only or full file system
+                    raise with_filename(mkdir_error, here) from mkdir_error
                 child = _open_subdir(fd, part, here)
             os.close(fd)
             fd = child
@@ -114,5 +117,7 @@ def open_file(path: Path, flags: int, mode: int = 0o644, *, root: Path | None = 
     dir_fd = open_dir(path.parent, path.parent if root is None else Path(root))
     try:
         return open_in_dir(dir_fd, path.name, flags, path, mode)
+    except OSError as exc:  # a read-only or full file system: the error names the file
+        raise with_filename(exc, path) from exc
     finally:
         os.close(dir_fd)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
-from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError
+from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError, operator_fault
 from metaeval.records.blobs import BlobStore
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import atomic_write
@@ -206,9 +206,9 @@ class _PendingManifest:
     def wait(self, path: Path) -> tuple[dict[str, Any], list[dict]]:
         self._done.wait()
         if self._error is not None:
+            detail = operator_fault(self._error) or f"{type(self._error).__name__}: {self._error}"
             raise MetaevalError(
-                f"{path}: the run's manifest could not be written, so no record was: "
-                f"{type(self._error).__name__}: {self._error}"
+                f"{path}: the run's manifest could not be written, so no record was: {detail}"
             ) from self._error
         assert self._result is not None
         return self._result

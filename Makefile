@@ -42,6 +42,7 @@ test: setup clis
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy  # src/, configured in pyproject.toml [tool.mypy]
 
 bench: setup
 	$(PY) bench/orchestration_overhead.py

@@ -171,11 +171,13 @@ def gemini_body() -> dict[str, Any]:
     }
 
 
-def measure(port: int, path: str, body: dict[str, Any], n: int) -> tuple[list[float], list[float]]:
+def measure(
+    port: int, token: str, path: str, body: dict[str, Any], n: int
+) -> tuple[list[float], list[float]]:
     """(overheads, times to first byte) in ms over n requests on one keep-alive connection."""
     data = json.dumps(body).encode()
     conn = http.client.HTTPConnection("127.0.0.1", port)
-    headers = {"content-type": "application/json"}
+    headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
     overheads, firsts = [], []
     for i in range(n + WARMUP):
         start = time.perf_counter()
@@ -202,7 +204,7 @@ def serve(pipe: Any) -> None:
     """The gateway process: serve the scripted model; answer "cpu" with its CPU seconds so far,
     stop on "stop"."""
     with Gateway(ScriptedModel(reply, name="scripted/bench")) as gw:
-        pipe.send(gw.port)
+        pipe.send((gw.port, gw.token))
         while pipe.recv() == "cpu":
             pipe.send(time.process_time())
 
@@ -223,7 +225,7 @@ def main() -> None:
     ours, theirs = multiprocessing.Pipe()
     server = multiprocessing.Process(target=serve, args=(theirs,), daemon=True)
     server.start()
-    port = ours.recv()
+    port, token = ours.recv()
 
     def gateway_cpu() -> float:
         ours.send("cpu")
@@ -236,7 +238,7 @@ def main() -> None:
     try:
         for label, path, body in cases:
             cpu_before = gateway_cpu()
-            overheads, firsts = measure(port, path, body, args.requests)
+            overheads, firsts = measure(port, token, path, body, args.requests)
             cpu = (gateway_cpu() - cpu_before) * 1000 / (args.requests + WARMUP)
             p50 = statistics.median(overheads)
             worst, worst_cpu = max(worst, p50), max(worst_cpu, cpu)

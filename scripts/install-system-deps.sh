@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the system tools metaeval uses: bubblewrap (sandbox) and git.
+# Installs the system tools metaeval uses: bubblewrap (sandbox) and git, and chromium for the
+# test that attacks the gateway from a real web page (tests/test_gateway_hostile.py).
 # As root it installs them with apt-get; otherwise it says what to install.
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+  missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq

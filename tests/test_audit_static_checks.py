@@ -650,6 +650,27 @@ def test_python_http_call_when_the_verifier_has_no_network(tmp_path: Path) -> No
     assert cited(finding)[-1][0] == "task.toml"
 
 
+def test_python_subprocess_download_when_the_network_is_off(tmp_path: Path) -> None:
+    # a shell command run from a Python test goes through the same shell reading as test.sh
+    tests = TEST_PY + (
+        "\n\ndef test_fetch():\n    import subprocess\n\n"
+        '    subprocess.run("curl -sf https://data.example.com/r.csv -o /tmp/r.csv", shell=True)\n'
+    )
+    task = make_task(tmp_path, {"tests/test_outputs.py": tests})
+    report = run_static_checks_report(task)
+    assert report.errors == {}
+    [finding] = by_sub(report.findings, "ENV-RESOURCE")
+    assert cited(finding) == [
+        (
+            "tests/test_outputs.py",
+            32,
+            '    subprocess.run("curl -sf https://data.example.com/r.csv -o /tmp/r.csv", shell=True)',
+        ),
+        ("task.toml", 10, "allow_internet = false"),
+    ]
+    assert_evidence_verifies(task, [finding])
+
+
 def test_allowlist_only_reports_hosts_outside_it(tmp_path: Path) -> None:
     toml = TASK_TOML.replace(
         "allow_internet = false",

@@ -10,7 +10,7 @@ import pytest
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.config import load_config
-from metaeval.protocols.buildfind.runner import logical_view, parse_answers
+from metaeval.protocols.buildfind.runner import answers_status, logical_view, parse_answers
 from metaeval.protocols.buildfind.seeds import derive_seed, deshuffle, permutation, shuffle_options
 from metaeval.protocols.buildfind.validation import leakage_scan, structure
 
@@ -51,9 +51,46 @@ def test_answers_are_deshuffled_graded_and_missing_ones_unanswered():
     assert answers["q3"]["answer"] is None and answers["q3"]["correct"] is False
 
     none, problem = parse_answers("not json", orders, task)
-    assert "not valid JSON" in problem and all(a["answer"] is None for a in none.values())
+    assert problem.startswith("unparsable") and all(a["answer"] is None for a in none.values())
+    assert answers_status(problem) == "unparsable"
     empty, problem = parse_answers(None, orders, task)
-    assert problem == "no find_answers.json submitted"
+    assert problem == "no find_answers.json submitted" and answers_status(problem) == "missing"
+
+
+@pytest.mark.parametrize(
+    ("submission", "status"),
+    [
+        ('{"q1": "A", "q2": {"answer": "B"}}', "ok"),
+        ('```json\n{"q1": "A", "q2": {"answer": "B"}}\n```', "extracted"),
+        ('Here are my answers:\n```\n{"q1": "A", "q2": {"answer": "B"}}\n```\nDone.', "extracted"),
+        (
+            'I read kv.py {see notes}. Answers: {"q1": "A", "q2": {"answer": "B"}} -- final.',
+            "extracted",
+        ),
+        # an earlier draft in a fence, the final answer in the last fence
+        (
+            '```json\n{"q1": "D"}\n```\nOn reflection:\n```json\n{"q1": "A", "q2": "B"}\n```',
+            "extracted",
+        ),
+        # an object without question ids (an example) before the real one
+        ('Format {"example": 1}; mine: {"q1": "A", "q2": "B"}', "extracted"),
+    ],
+)
+def test_answers_wrapped_in_fences_or_prose_are_scored_by_content(submission, status):
+    """Real models fence their JSON or talk around it; the content is what is scored."""
+    task = SimpleNamespace(questions=[q("q1", "C"), q("q2", "A")])
+    orders = {"q1": ["C", "A", "D", "B"], "q2": ["B", "A", "C", "D"]}
+    answers, problem = parse_answers(submission, orders, task)
+    assert answers_status(problem) == status
+    assert answers["q1"]["answer"] == "C" and answers["q1"]["correct"] is True
+    assert answers["q2"]["answer"] == "A" and answers["q2"]["correct"] is True
+
+
+@pytest.mark.parametrize("submission", ["A, C, B", "```json\n{not json}\n```", '["A", "B"]'])
+def test_text_without_an_answer_object_is_unparsable(submission):
+    task = SimpleNamespace(questions=[q("q1", "C")])
+    answers, problem = parse_answers(submission, {"q1": ["A", "B", "C", "D"]}, task)
+    assert answers_status(problem) == "unparsable" and answers["q1"]["answer"] is None
 
 
 def test_logical_view_keeps_latest_final_record():

@@ -4,6 +4,7 @@ parsers check the wire format, JSON and SSE) and by raw HTTP for the Gemini API.
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
@@ -41,10 +42,14 @@ def gateway():
         yield gw, model
 
 
-def post(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+def post(
+    url: str, body: Any, headers: dict[str, str] | None = None, key: str | None = None
+) -> tuple[int, bytes]:
+    """POST `body` as JSON, with `key` (the gateway token) as a bearer token when given."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    auth = {"authorization": f"Bearer {key}"} if key else {}
     request = urllib.request.Request(
-        url, data=data, headers={"content-type": "application/json", **(headers or {})}
+        url, data=data, headers={"content-type": "application/json", **auth, **(headers or {})}
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -69,7 +74,7 @@ def anthropic_tools():
 
 def test_anthropic_json_tool_use_round_trip(gateway):
     gw, model = gateway
-    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0)
+    client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
     first = client.messages.create(
         model="claude-x",
         max_tokens=100,
@@ -111,7 +116,7 @@ def test_anthropic_json_tool_use_round_trip(gateway):
 
 def test_anthropic_stream_matches_json_and_counts_tokens(gateway):
     gw, _ = gateway
-    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0)
+    client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
     with client.messages.stream(
         model="claude-x",
         max_tokens=50,
@@ -139,7 +144,7 @@ def test_anthropic_stream_matches_json_and_counts_tokens(gateway):
 
 def test_openai_responses_stream_tool_call_and_output(gateway):
     gw, model = gateway
-    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0)
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0)
     tools = [
         {
             "type": "function",
@@ -180,7 +185,7 @@ def test_openai_responses_stream_tool_call_and_output(gateway):
 
 def test_openai_chat_json_and_stream_with_usage(gateway):
     gw, _ = gateway
-    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0)
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0)
     tools = [
         {
             "type": "function",
@@ -236,8 +241,11 @@ def gemini_body(contents):
 def test_gemini_generate_stream_and_count(gateway):
     gw, model = gateway
     base = gw.url + "/v1beta/models/gemini-x"
+    key = {"x-goog-api-key": gw.token}  # how Gemini clients send their API key
     status, raw = post(
-        base + ":generateContent", gemini_body([{"role": "user", "parts": [{"text": "read"}]}])
+        base + ":generateContent",
+        gemini_body([{"role": "user", "parts": [{"text": "read"}]}]),
+        key,
     )
     assert status == 200
     reply = json.loads(raw)
@@ -260,7 +268,9 @@ def test_gemini_generate_stream_and_count(gateway):
             "parts": [{"functionResponse": {"name": "read_file", "response": {"output": "hey"}}}],
         },
     ]
-    status, raw = post(base + ":streamGenerateContent?alt=sse", gemini_body(contents))
+    status, raw = post(
+        base + f":streamGenerateContent?alt=sse&key={gw.token}", gemini_body(contents)
+    )  # or as the key parameter
     assert status == 200
     events = [
         json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: ")
@@ -273,10 +283,13 @@ def test_gemini_generate_stream_and_count(gateway):
         and seen.messages[3].tool_call_id == seen.messages[2].tool_calls[0].id
     )
     status, raw = post(
-        base + ":countTokens", {"contents": [{"role": "user", "parts": [{"text": "y" * 80}]}]}
+        base + ":countTokens",
+        {"contents": [{"role": "user", "parts": [{"text": "y" * 80}]}]},
+        key,
     )
     assert status == 200 and 20 <= json.loads(raw)["totalTokens"] <= 25
-    listing = json.loads(urllib.request.urlopen(gw.url + "/v1beta/models", timeout=5).read())
+    listed = urllib.request.Request(gw.url + "/v1beta/models", headers=key)
+    listing = json.loads(urllib.request.urlopen(listed, timeout=5).read())
     assert listing["models"][0]["name"] == "models/scripted/gw"
 
 
@@ -286,19 +299,20 @@ def test_gemini_generate_stream_and_count(gateway):
 
 def test_bad_requests_get_400_naming_the_field(gateway):
     gw, model = gateway
-    status, raw = post(gw.url + "/v1/messages", b"{not json")
+    key = gw.token
+    status, raw = post(gw.url + "/v1/messages", b"{not json", key=key)
     assert status == 400 and "not JSON" in json.loads(raw)["error"]["message"]
-    status, raw = post(gw.url + "/v1/messages", {"model": "m", "max_tokens": 5, "messages": []})
+    body = {"model": "m", "max_tokens": 5, "messages": []}
+    status, raw = post(gw.url + "/v1/messages", body, key=key)
     assert status == 400 and "field 'messages'" in json.loads(raw)["error"]["message"]
     status, raw = post(
-        gw.url + "/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}
+        gw.url + "/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}, key=key
     )
     assert status == 400 and "messages[0].role" in json.loads(raw)["error"]["message"]
-    status, raw = post(
-        gw.url + "/v1/messages", {"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}
-    )
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}
+    status, raw = post(gw.url + "/v1/messages", body, key=key)
     assert status == 400 and "max_tokens" in json.loads(raw)["error"]["message"]
-    status, _ = post(gw.url + "/v2/nothing", {})
+    status, _ = post(gw.url + "/v2/nothing", {}, key=key)
     assert status == 404
     assert model.requests == []  # nothing reached the model
     errors = [r for r in gw.exchanges.snapshot() if r["kind"] == "error"]
@@ -310,7 +324,7 @@ def test_model_failure_is_a_500_that_clients_must_not_retry(tmp_path):
         raise RuntimeError("backend down")
 
     with Gateway(ScriptedModel(broken, name="scripted/broken")) as gw:
-        client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=3)
+        client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=3)
         with pytest.raises(anthropic.InternalServerError, match="backend down"):
             client.messages.create(
                 model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
@@ -324,7 +338,7 @@ def test_exchanges_are_recorded_redacted_with_usage(tmp_path):
     log = tmp_path / "gw.jsonl"
     secret = "sk-ant-api03-" + "A" * 40
     with Gateway(ScriptedModel(two_step, name="scripted/gw"), record_path=log) as gw:
-        client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0)
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0)
         client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": f"key {secret}"}]
         )
@@ -350,7 +364,7 @@ def test_model_without_native_tools_answers_with_tool_calls():
 
     model = ScriptedModel(json_actions, name="scripted/plain", native_tools=False)
     with Gateway(model) as gw:
-        client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0)
+        client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
         first = client.messages.create(
             model="m",
             max_tokens=50,
@@ -424,18 +438,30 @@ def test_serve_command_runs_until_sigterm_and_refuses_bad_input(tmp_path):
         [*cmd, "scripted/x", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120
     )
     assert wide.returncode == 2 and "field 'host'" in wide.stderr and "loopback" in wide.stderr
+    short = subprocess.run(
+        [*cmd, "scripted/x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "METAEVAL_GATEWAY_TOKEN": "short"},
+    )
+    assert short.returncode == 2 and "METAEVAL_GATEWAY_TOKEN" in short.stderr
     log = tmp_path / "gw.jsonl"
-    proc = subprocess.Popen(
-        [*cmd, "scripted/x", "--port", "0", "--record", str(log)], stdout=subprocess.PIPE, text=True
+    proc = subprocess.Popen(  # no --port: a free one, printed
+        [*cmd, "scripted/x", "--record", str(log)], stdout=subprocess.PIPE, text=True
     )
     try:
         first = proc.stdout.readline()
-        url = re.search(r"at (http://127\.0\.0\.1:\d+)", first).group(1)
+        url = re.search(r"at (http://127\.0\.0\.1:(\d+))", first).group(1)
+        assert not url.endswith(":0") and not url.endswith(":8765")
+        token = re.search(r"token: +(mgw-[\w-]{40,})", proc.stdout.readline()).group(1)
+        claude = proc.stdout.readline()
+        assert f"ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={token}" in claude
         health = json.loads(urllib.request.urlopen(url + "/", timeout=10).read())
         assert health == {"status": "ok", "model": "scripted/x"}
-        status, _ = post(
-            url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
-        )
+        hi = {"messages": [{"role": "user", "content": "hi"}]}
+        assert post(url + "/v1/chat/completions", hi)[0] == 401
+        status, _ = post(url + "/v1/chat/completions", hi, key=token)
         assert status == 500  # a scripted model without responses: the error reaches the client
     finally:
         proc.send_signal(signal.SIGTERM)

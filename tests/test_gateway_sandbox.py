@@ -1,5 +1,6 @@
-"""Network policy of a CLI on a gateway: inside the sandbox only the relay on 127.0.0.1 answers;
-the host's loopback services and every non-loopback address are out of reach."""
+"""Network policy of a CLI on a gateway: inside the sandbox only the relay on 127.0.0.1 answers,
+and only to the run's token; the host's loopback services and every non-loopback address are
+out of reach."""
 
 from __future__ import annotations
 
@@ -18,9 +19,20 @@ from metaeval.sandbox.workspace import Workspace
 pytestmark = pytest.mark.bwrap
 
 PROBE = """
-import json, socket, sys, urllib.request
+import json, socket, sys, urllib.error, urllib.request
 out = {}
-out["relay"] = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/", timeout=5).read())
+relay = "http://127.0.0.1:%d"
+out["relay"] = json.loads(urllib.request.urlopen(relay + "/", timeout=5).read())
+body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+for name, key in [("no_token", None), ("wrong_token", "mgw-wrong"), ("token", "%s")]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    request = urllib.request.Request(relay + "/v1/chat/completions", body, headers)
+    try:
+        out[name] = urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        out[name] = exc.code
 for name, host, port in [("host_gateway", "127.0.0.1", %d), ("outside", "%s", 80)]:
     try:
         socket.create_connection((host, port), timeout=3).close()
@@ -47,12 +59,12 @@ def outside_address() -> str:
 
 @pytest.mark.skipif(not bwrap_available(), reason="bubblewrap unavailable")
 def test_sandboxed_cli_reaches_the_gateway_and_nothing_else(tmp_path):
-    model = ScriptedModel(["unused"], name="scripted/net")
+    model = ScriptedModel(["hello"], name="scripted/net")
     with Gateway(model) as gw:
         link = open_link(gw, "probe", sandboxed=True)
         try:
             ws = Workspace(tmp_path)
-            code = PROBE % (SANDBOX_PORT, gw.port, outside_address())
+            code = PROBE % (SANDBOX_PORT, link.token, gw.port, outside_address())
             result = ws.exec(
                 link.wrap([os.path.realpath(sys.executable), "-I", "-c", code]),
                 timeout_s=60,
@@ -65,6 +77,8 @@ def test_sandboxed_cli_reaches_the_gateway_and_nothing_else(tmp_path):
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["relay"] == {"status": "ok", "model": "scripted/net"}
+    assert (seen["no_token"], seen["wrong_token"], seen["token"]) == (401, 401, 200)
+    assert len(model.requests) == 1
     assert seen["host_gateway"].startswith("ConnectionRefusedError"), seen
     assert seen["outside"] != "connected" and "unreachable" in seen["outside"].lower(), seen
     assert link.base_url == f"http://127.0.0.1:{SANDBOX_PORT}"

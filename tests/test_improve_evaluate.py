@@ -336,19 +336,20 @@ def outcome(status: str) -> TaskOutcome:
     return TaskOutcome(task_id=status, status=status)  # type: ignore[arg-type]
 
 
-def test_score_excludes_infra_and_target_errors() -> None:
+def test_score_counts_every_task_of_the_suite() -> None:
+    """passed / total: an infra or target error is never dropped from the denominator."""
     statuses = ["passed"] * 3 + ["failed"] + ["infra_error"] * 2 + ["target_error"]
     result = SuiteResult.from_outcomes([outcome(s) for s in statuses], name="s")
     assert (result.passed, result.failed) == (3, 1)
     assert (result.infra_errors, result.target_errors) == (2, 1)
-    assert result.score == 0.75  # 3 / (3 + 1)
+    assert result.score == 3 / 7
     assert result.total == 7 and result.scored == 4
     assert result.broken
 
 
-def test_score_without_scored_tasks_is_none() -> None:
+def test_score_of_an_unrun_suite_is_zero_and_of_an_empty_one_none() -> None:
     result = SuiteResult.from_outcomes([outcome("infra_error")])
-    assert result.score is None and not result.broken
+    assert result.score == 0.0 and not result.broken
     assert SuiteResult.from_outcomes([]).score is None
 
 
@@ -406,7 +407,7 @@ def test_evaluate_suite_counts_and_keeps_task_order(tmp_path: Path, sandboxed: N
         2,
         1,
     )
-    assert result.score == 0.5 and result.broken and result.name == "mixed"
+    assert result.score == 1 / 5 and result.broken and result.name == "mixed"
     assert sorted(seen) == sorted(t.name for t in tasks)
 
 

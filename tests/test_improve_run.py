@@ -140,13 +140,16 @@ def test_scripted_budget_5_run_classifies_every_trial(tmp_path):
     assert summary["promotions"] == 1 and summary["valid_candidates"] == 3
     assert summary["invalid_or_broken_trials"] == 2 and summary["trials_consumed"] == 5
     assert summary["best_optimize"] == {"id": "trial-001", "score": pytest.approx(0.2)}
+    assert summary["final"]["id"] == "trial-001"
+    assert summary["final"]["gain_optimize"] == pytest.approx(0.2)
+    assert summary["best_so_far"] == [pytest.approx(0.2)] * 5
     history = json.loads((bundle / "promotion_history.json").read_text())
     assert [h["to"] for h in history] == ["trial-001"]
     html = (bundle / "report.html").read_text()
     assert html.count("<svg") == 2 and "target_agent_failure" in html
     assert_report_explains_trials(bundle, html)
     # The CLI says it in words, no Python reprs.
-    assert "best on optimize: trial-001 at 0.200" in result.stdout
+    assert "final trial-001: optimize 0.200 (+20.0 pp)" in result.stdout
     assert "{" not in result.stdout and "[" not in result.stdout
     # The trial loop shows progress: one line per trial when the output is not a terminal.
     for n in range(1, 6):
@@ -271,3 +274,85 @@ def test_resuming_with_another_host_variable_allow_list_is_refused(tmp_path):
     other, _ = build_plan(manifest, tmp_path / "bundle", 1)
     with pytest.raises(RecordIntegrityError, match="allow_host_env"):
         open_bundle(other)
+
+
+def test_best_is_the_promoted_lineage_never_a_rejected_candidate():
+    """Under held-out gating a rejected candidate can have the top optimize score; the summary
+    names the final promoted candidate instead, and ties on held-out go to the later one."""
+    from types import SimpleNamespace
+
+    from metaeval.protocols.improve.bundle import benchmark_summary, summary_text
+    from metaeval.protocols.improve.loop import NodeEval
+
+    plan = SimpleNamespace(baseline_id="baseline", trial_budget=4)
+    base = NodeEval(status="evaluated", optimize={"score": 0.1}, held_out={"score": 0.2})
+
+    def entry(n, decision, opt, held, cost=0.5):
+        return {
+            "trial": n,
+            "candidate_id": f"trial-{n:03d}",
+            "decision": decision,
+            "failure_class": None,
+            "optimize_score": opt,
+            "held_out_score": held,
+            "meta_agent": {"cost_usd": cost, "usage": {"input_tokens": 10, "output_tokens": 2}},
+        }
+
+    ledger = [
+        entry(1, "rejected", 0.4, 0.0),  # best optimize of all, but the held-out gate said no
+        entry(2, "promoted", 0.2, 0.3),
+        entry(3, "promoted", 0.3, 0.3),
+        entry(4, "rejected", 0.35, 0.9),
+    ]
+    summary = benchmark_summary(plan, base, ledger)
+    assert summary["best_optimize"] == {"id": "trial-003", "score": 0.3}
+    assert summary["best_held_out"] == {"id": "trial-003", "score": 0.3}
+    assert summary["final"] == {
+        "id": "trial-003",
+        "optimize_score": 0.3,
+        "held_out_score": 0.3,
+        "gain_optimize": pytest.approx(0.2),
+        "gain_held_out": pytest.approx(0.1),
+    }
+    assert summary["best_so_far"] == [0.1, 0.2, 0.3, 0.3]
+    assert summary["meta_agent_cost_usd"] == 2.0
+    assert summary["meta_agent_tokens"] == {"input_tokens": 40, "output_tokens": 8}
+    assert "final trial-003: optimize 0.300 (+20.0 pp), held-out 0.300 (+10.0 pp)" in (
+        summary_text(summary)
+    )
+    nothing = benchmark_summary(plan, base, [entry(1, "rejected", 0.9, 0.9)])
+    assert nothing["best_optimize"] is None and nothing["final"]["id"] == "baseline"
+    assert "no candidate promoted" in summary_text(nothing)
+
+
+@pytest.mark.bwrap
+def test_resume_with_a_changed_budget_seed_or_task_file_is_refused(tmp_path):
+    """The contract a bundle ran under is fixed: its effective budget (`--budget` included),
+    seed and every suite's content are in resolved_manifest.json, and a resume with any of
+    them changed is refused naming the difference, exit 2; the unchanged resume works."""
+    manifest = experiment(tmp_path)
+    first = cli("improve", "run", str(manifest), "--budget", "1")
+    assert first.returncode == 0, first.stderr
+    bundle = tmp_path / "runs" / "improve-demo"
+    resolved = json.loads((bundle / "resolved_manifest.json").read_text())
+    assert resolved["trial_budget"] == 1
+    assert set(resolved["suites"]) == {"optimize", "held_out"}
+    assert len(resolved["suites"]["optimize"]["tasks"]) == 10
+    kept = (bundle / "trial_ledger.jsonl").read_bytes()
+
+    bigger = cli("improve", "run", str(manifest), "--budget", "3")
+    assert bigger.returncode == 2
+    assert "trial_budget" in bigger.stderr and "1 -> 3" in bigger.stderr
+
+    data = json.loads(manifest.read_text())
+    data["seed"] = 7
+    seeded = tmp_path / "examples" / "improve" / "manifest-seed.json"
+    seeded.write_text(json.dumps(data))
+    reseeded = cli("improve", "run", str(seeded), "--budget", "1")
+    assert reseeded.returncode == 2 and "seed" in reseeded.stderr
+
+    test_sh = tmp_path / "examples" / "improve-suites" / "terminal" / "csv-column" / "tests"
+    (test_sh / "test.sh").write_text((test_sh / "test.sh").read_text() + "\n# edited\n")
+    edited = cli("improve", "run", str(manifest), "--budget", "1")
+    assert edited.returncode == 2 and "suite 'optimize' changed" in edited.stderr
+    assert (bundle / "trial_ledger.jsonl").read_bytes() == kept  # nothing was run or lost

@@ -42,7 +42,8 @@ def _register_protocols() -> None:
     apps = (("audit", audit_app), ("buildfind", buildfind_app), ("improve", improve_app))
     for name, sub_app in apps:
         for command in sub_app.registered_commands:
-            command.callback = user_errors(command.callback)
+            if command.callback is not None:
+                command.callback = user_errors(command.callback)
         app.add_typer(sub_app, name=name)
 
 
@@ -355,7 +356,7 @@ def _demo_audit(run_dir: Path, model: str, concurrency: int, new_layer: str | No
     recall = "n/a" if static is None else f"{static.recall_a:.0%}"
     out.print(
         f"Audit: {summary['findings_reported']} findings on {summary['tasks']} tasks "
-        f"(static and execution checks on all, {model} on {', '.join(settings.model_tasks)}); "
+        f"(static and execution checks on all, {model} on {', '.join(settings.model_tasks or [])}); "
         f"static+execution checks recall_A {recall}; report: {run_dir / 'report.html'}"
     )
 

@@ -72,7 +72,7 @@ def tidy_param(param: Any) -> None:
         param.metavar = _metavar(param)
     if getattr(param, "is_flag", False) and not param.default:
         param.secondary_opts = []
-        param.show_default = False  # type: ignore[attr-defined]
+        param.show_default = False
 
 
 def tidy_command(command: Any) -> None:

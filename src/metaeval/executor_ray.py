@@ -174,7 +174,7 @@ def pickle_job(fn: Callable[[], Any]) -> tuple[bytes, list[RunDir]]:
             if isinstance(obj, RunDir):
                 met.append(obj)
                 return _worker_run, (str(obj.path), obj.layer, obj.layers, obj.manifest)
-            if isinstance(obj, Model) and getattr(obj, "spec", None) is not None:
+            if isinstance(obj, Model) and obj.spec is not None:
                 name, options = obj.spec
                 public = {k: v for k, v in options.items() if not is_secret_field(k)}
                 return _worker_model, (name, public)

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.effort import compute_effort
 from metaeval.agents.tools import TOOL_KINDS, ToolOutput, run_tool
-from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent, list_files
+from metaeval.agents.types import (
+    AgentResult,
+    AgentStatus,
+    Limits,
+    Task,
+    TranscriptEvent,
+    list_files,
+)
 from metaeval.errors import MetaevalError
 
 if TYPE_CHECKING:
@@ -36,7 +43,8 @@ class ScriptedAgent:
         before = list_files(workspace.path)
         actions = self.actions(task) if callable(self.actions) else self.actions
         transcript = [TranscriptEvent(type="user", text=task.instruction, t=0.0)]
-        status, reason, submission, error = "timeout", "no_submit", None, None
+        status: AgentStatus = "timeout"
+        reason, submission, error = "no_submit", None, None
         steps = 0
         for steps, (tool, args) in enumerate(actions, start=1):
             if steps > limits.max_steps:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.effort import compute_effort
 from metaeval.agents.tools import TOOL_KINDS, ToolOutput, run_tool, tool_specs
-from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent, list_files
+from metaeval.agents.types import (
+    AgentResult,
+    AgentStatus,
+    Limits,
+    Task,
+    TranscriptEvent,
+    list_files,
+)
 from metaeval.errors import MetaevalError
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
 from metaeval.transient import is_transient
@@ -258,7 +265,7 @@ class _RunState:
     """Accumulates usage and the final outcome of one run."""
 
     def __init__(self) -> None:
-        self.status: str | None = None
+        self.status: AgentStatus | None = None
         self.stop_reason = ""
         self.error: str | None = None
         self.infra_error = False
@@ -277,6 +284,6 @@ class _RunState:
         self.model_calls.append(result.model_dump(mode="json"))
 
     def finish(
-        self, status: str, reason: str, error: str | None = None, infra: bool = False
+        self, status: AgentStatus, reason: str, error: str | None = None, infra: bool = False
     ) -> None:
         self.status, self.stop_reason, self.error, self.infra_error = status, reason, error, infra

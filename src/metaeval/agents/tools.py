@@ -2,11 +2,18 @@
 
 Every tool works inside one workspace. Output longer than the step's byte budget is cut at a
 line boundary; the caller records both the raw and the delivered size.
+
+The agent's own bash can create symlinks, FIFOs and huge sparse files in the workspace, so
+the file tools read through `metaeval.tasks.safe_files`: a symlink whose target leaves the
+workspace is never followed (list_dir shows its link text, grep says it was not searched,
+read_file refuses it), FIFOs, sockets and devices are never opened, and no file is read
+beyond MAX_FILE_BYTES.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,12 +21,16 @@ from typing import TYPE_CHECKING, Any
 from metaeval.agents.types import Span, ToolKind
 from metaeval.errors import MetaevalError
 from metaeval.models.types import ToolSpec
+from metaeval.tasks.safe_files import TreeEntry, classify, read_head, walk_tree
 
 if TYPE_CHECKING:
     from metaeval.sandbox.workspace import Workspace
 
 MAX_READ_LINES = 400
 MAX_GREP_HITS = 200
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""read_file reads at most this much of a file; grep skips longer files."""
+MAX_LEFT_OUT = 10
 
 
 @dataclass
@@ -124,26 +135,48 @@ def _plain(text: str, budget: int) -> ToolOutput:
 
 
 def list_dir(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
-    root = ws.resolve(str(args.get("path") or "."))
+    rel = str(args.get("path") or ".")
+    root = ws.resolve(rel)
     if not root.is_dir():
         raise MetaevalError(f"not a directory: {args.get('path')}")
-    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir())
-    return _plain("\n".join(entries) + "\n", budget)
+    lines = []
+    with os.scandir(root) as listing:
+        for name in sorted(entry.name for entry in listing):
+            kind, detail = classify(root / name, ws.path)
+            if kind in ("dir", "link_dir"):
+                lines.append(name + "/")
+            elif kind in ("file", "link"):
+                lines.append(name)
+            else:  # never followed or opened: the link text or file type is all that is shown
+                lines.append(f"{name} ({TreeEntry(name, root / name, kind, detail).describe()})")
+    return _plain("\n".join(lines) + "\n", budget)
 
 
 def read_file(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
     rel = str(args.get("path", ""))
-    target = ws.resolve(rel)
-    if not target.is_file():
+    target = ws.resolve(rel)  # symlinks resolved, refused when they leave the workspace
+    if not os.path.lexists(target) or target.is_dir():
         raise MetaevalError(f"no such file: {rel}")
-    lines = target.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    try:
+        # opened without following a link (the path is already resolved), never a FIFO or device
+        data, longer = read_head(
+            target, ws.path, max_bytes=MAX_FILE_BYTES, follow_inside_links=False
+        )
+    except OSError as exc:
+        raise MetaevalError(f"cannot read {rel}: {exc}") from None
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
     offset = max(1, int(args.get("offset") or 1))
     limit = max(1, min(int(args.get("limit") or MAX_READ_LINES), MAX_READ_LINES))
     chunk = "".join(lines[offset - 1 : offset - 1 + limit])
     delivered = _cut_lines(chunk, budget)
     shown = delivered.count("\n") if delivered.endswith("\n") else len(delivered.splitlines())
     note = ""
-    if offset - 1 + shown < len(lines):
+    if longer:
+        note = (
+            f"[file is larger than {MAX_FILE_BYTES} bytes: only its first {len(lines)} lines "
+            f"are readable here; shown {offset}-{offset + shown - 1}; use bash for the rest]\n"
+        )
+    elif offset - 1 + shown < len(lines):
         note = f"[file has {len(lines)} lines; shown {offset}-{offset + shown - 1}; use offset]\n"
     span = Span(path=str(target.relative_to(ws.path)), start_line=offset)
     return ToolOutput(text=delivered, raw_bytes=len(chunk.encode("utf-8")), span=span, note=note)
@@ -155,19 +188,46 @@ def grep(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
     except re.error as exc:
         raise MetaevalError(f"bad regular expression: {exc}") from exc
     root = ws.resolve(str(args.get("path") or "."))
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    if root.is_dir():
+        entries = walk_tree(root, boundary=ws.path)
+    else:
+        kind, detail = classify(root, ws.path)
+        entries = [TreeEntry(root.name, root, kind, detail)]
     hits: list[str] = []
-    for path in files:
+    left_out: list[str] = []
+    for entry in entries:
+        if len(hits) >= MAX_GREP_HITS:
+            break
+        if entry.kind in ("dir", "link_dir"):
+            continue
+        shown = entry.path.relative_to(ws.path).as_posix()
+        if entry.kind not in ("file", "link"):
+            left_out.append(f"{shown} ({entry.describe()})")
+            continue
         try:
-            text = path.read_text(encoding="utf-8")
+            data, longer = read_head(
+                entry.path,
+                ws.path,
+                max_bytes=MAX_FILE_BYTES,
+                follow_inside_links=entry.kind == "link",
+            )
+            text = data.decode("utf-8")
         except (UnicodeDecodeError, OSError):
+            continue  # binary or unreadable: not searched, as grep -I would
+        if longer:
+            left_out.append(f"{shown} (larger than {MAX_FILE_BYTES} bytes)")
             continue
         for number, line in enumerate(text.splitlines(), start=1):
             if pattern.search(line):
-                hits.append(f"{path.relative_to(ws.path)}:{number}:{line}")
+                hits.append(f"{shown}:{number}:{line}")
                 if len(hits) >= MAX_GREP_HITS:
                     break
-    return _plain("\n".join(hits) + "\n" if hits else "(no matches)\n", budget)
+    output = _plain("\n".join(hits) + "\n" if hits else "(no matches)\n", budget)
+    if left_out:
+        output.note = f"[not searched: {'; '.join(left_out[:MAX_LEFT_OUT])}"
+        more = len(left_out) - MAX_LEFT_OUT
+        output.note += f"; and {more} more]\n" if more > 0 else "]\n"
+    return output
 
 
 def bash(ws: Workspace, args: dict[str, Any], budget: int, timeout_s: float) -> ToolOutput:

@@ -10,6 +10,7 @@ import hashlib
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ def load_questions(path: Path | None = None) -> list[Question]:
     items = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ConfigError("expected a list", file=str(path), field="questions")
-    questions = []
+    questions: list[Question] = []
     for index, item in enumerate(items):
         try:
             question = Question.model_validate(item)
@@ -206,7 +207,7 @@ def run_demo(settings: DemoSettings) -> dict[str, Any]:
             )
 
         jobs = [
-            Job(key=q.id, fn=lambda q=q: _answer_one(agent, q, run), timeout_s=600, label=q.id)
+            Job(key=q.id, fn=partial(_answer_one, agent, q, run), timeout_s=600, label=q.id)
             for q in todo
         ]
         executor = LocalExecutor(settings.concurrency, settings.progress, "demo questions")
@@ -234,6 +235,7 @@ def summarize(latest: dict[str, dict[str, Any]], questions: list[Question], mode
     rows = [latest[q.id] for q in questions if q.id in latest]
     scored = [r for r in rows if not r.get("infra_error")]
     costs = [r.get("cost_usd") for r in scored]
+    known_costs = [c for c in costs if c is not None]
     return {
         "model": model,
         "questions": len(questions),
@@ -244,7 +246,7 @@ def summarize(latest: dict[str, dict[str, Any]], questions: list[Question], mode
         "accuracy": (sum(1 for r in scored if r.get("correct")) / len(scored)) if scored else None,
         "input_tokens": sum(r.get("usage", {}).get("input_tokens", 0) for r in scored),
         "output_tokens": sum(r.get("usage", {}).get("output_tokens", 0) for r in scored),
-        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+        "cost_usd": round(sum(known_costs), 6) if len(known_costs) == len(costs) else None,
         "rows": rows,
     }
 

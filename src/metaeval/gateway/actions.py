@@ -66,7 +66,7 @@ def from_json_action(result: ModelResult) -> ModelResult:
     if not isinstance(data, dict):
         return result
     if isinstance(data.get("tool"), str) and data["tool"]:
-        args = data.get("args") if isinstance(data.get("args"), dict) else {}
+        args = a if isinstance(a := data.get("args"), dict) else {}
         call = ToolCall(
             id=new_id("call"), name=data["tool"], arguments=args, arguments_json=dumps(args)
         )

@@ -165,7 +165,7 @@ def stream(call: Call, result: ModelResult, usage: Usage) -> Iterator[bytes]:
     yield sse({"type": "message_start", "message": start}, "message_start")
     for index, block in enumerate(content):
         if block["type"] == "text":
-            empty = {"type": "text", "text": ""}
+            empty: dict[str, Any] = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
         else:
             empty = {**block, "input": {}}

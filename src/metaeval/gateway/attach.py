@@ -2,8 +2,10 @@
 
 A CLI agent given a metaeval model (``claude-code:local/smollm2``, ``codex:replay/FILE``)
 talks to a gateway this process starts for that model, shared by every run that names it and
-stopped at exit. Each run gets its own Unix socket on the gateway, so the exchanges of
-concurrent runs are told apart exactly.
+stopped at exit. That gateway opens no TCP port of its own: each run gets its own Unix socket
+on it (a TCP port when unsandboxed) with a token of its own, which the CLI is given as its API
+key, so the exchanges of concurrent runs are told apart exactly and no other process can use
+the listener.
 
 Network policy: the sandboxed CLI has no network at all, only the loopback interface of its own
 network namespace. `relay.py` listens there on 127.0.0.1:`SANDBOX_PORT` and forwards to the
@@ -56,7 +58,7 @@ def shared_gateway(model_name: str) -> Gateway:
             if record_dir:
                 safe = model_name.replace("/", "_")
                 record = Path(record_dir) / f"gateway-{safe}-{os.getpid()}.jsonl"
-            gateway = Gateway(get_model(model_name), record_path=record).start()
+            gateway = Gateway(get_model(model_name), port=None, record_path=record).start()
             _shared[model_name] = gateway
             if len(_shared) == 1:
                 atexit.register(stop_shared_gateways)
@@ -73,13 +75,15 @@ def stop_shared_gateways() -> None:
 
 @dataclass
 class Link:
-    """One run's connection: the Unix socket on the gateway, and the URL the CLI uses."""
+    """One run's connection: the Unix socket on the gateway, the URL the CLI uses, and the
+    token it must send as its API key."""
 
     gateway: Gateway
     tag: str
     socket_dir: Path | None  # None when unsandboxed: the CLI uses `address` over TCP
     sandboxed: bool
     address: str
+    token: str
 
     @property
     def socket_path(self) -> Path:
@@ -114,7 +118,8 @@ class Link:
 
 
 def open_link(gateway: Gateway, tag: str, sandboxed: bool) -> Link:
-    """A fresh per-run socket on `gateway` (or its TCP port when not sandboxed)."""
+    """A fresh per-run socket on `gateway` (a fresh TCP port when not sandboxed), with a
+    fresh token."""
     socket_dir = Path(tempfile.mkdtemp(prefix="mg-")) if sandboxed else None
-    address = gateway.open_socket(tag, socket_dir / "gw.sock" if socket_dir else None)
-    return Link(gateway, tag, socket_dir, sandboxed, address)
+    address, token = gateway.open_socket(tag, socket_dir / "gw.sock" if socket_dir else None)
+    return Link(gateway, tag, socket_dir, sandboxed, address, token)

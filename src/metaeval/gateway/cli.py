@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -13,38 +14,60 @@ from rich.console import Console
 out = Console(soft_wrap=True)
 
 DOCTOR_REPLY = "metaeval-doctor-ok"
+TOKEN_ENV = "METAEVAL_GATEWAY_TOKEN"
 
 
 def serve(
     model: Annotated[str, typer.Argument(help="provider/model, e.g. local/smollm2.")],
-    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free).")] = 8765,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free).")] = 0,
     host: Annotated[str, typer.Option(help="Loopback address to listen on.")] = "127.0.0.1",
     record: Annotated[
         Path | None, typer.Option(help="Append every exchange (redacted) to this JSONL file.")
     ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="Seconds a request may take to arrive, and an idle connection may stay open.",
+        ),
+    ] = 30.0,
 ) -> None:
     """Serve a metaeval model over the Anthropic, OpenAI (Responses, Chat) and Gemini APIs on
-    loopback, so Claude Code, Codex, Gemini CLI or mini-swe-agent can run on it."""
+    loopback, so Claude Code, Codex, Gemini CLI or mini-swe-agent can run on it. Clients must
+    send the printed token as their API key (or set one in $METAEVAL_GATEWAY_TOKEN)."""
     from metaeval.errors import ConfigError
     from metaeval.gateway.server import LOOPBACK_HOSTS, Gateway, serve_forever
     from metaeval.models.registry import get_model
 
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"the gateway serves loopback only, not {host!r}", field="host")
+    token = os.environ.get(TOKEN_ENV) or None
     try:
-        gateway = Gateway(get_model(model), host=host, port=port, record_path=record)
+        gateway = Gateway(
+            get_model(model),
+            host=host,
+            port=port,
+            record_path=record,
+            token=token,
+            timeout_s=timeout,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"${TOKEN_ENV}: {exc}", field="token") from exc
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc}", field="port") from exc
 
     def ready(gw: Gateway) -> None:
-        out.print(f"serving {model} at {gw.url} (Ctrl-C stops)")
-        out.print(f"  Claude Code:     ANTHROPIC_BASE_URL={gw.url} ANTHROPIC_API_KEY=any")
-        out.print(f"  OpenAI clients:  OPENAI_BASE_URL={gw.url}/v1 OPENAI_API_KEY=any")
+        url, key = gw.url, gw.token
+        out.print(f"serving {model} at {url} (Ctrl-C stops)")
+        out.print(f"  token:           {key} (send it as the API key; others get 401)")
+        out.print(f"  Claude Code:     ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key}")
+        out.print(f"  OpenAI clients:  OPENAI_BASE_URL={url}/v1 OPENAI_API_KEY={key}")
         out.print(
-            f"  Codex:           -c model_providers.m.base_url={gw.url}/v1 "
-            "-c model_providers.m.wire_api=responses -c model_provider=m"
+            f"  Codex:           OPENAI_API_KEY={key} codex -c model_providers.m.base_url={url}/v1 "
+            "-c model_providers.m.wire_api=responses -c model_providers.m.env_key=OPENAI_API_KEY "
+            "-c model_provider=m"
         )
-        out.print(f"  Gemini CLI:      GOOGLE_GEMINI_BASE_URL={gw.url} GEMINI_API_KEY=any")
+        out.print(f"  Gemini CLI:      GOOGLE_GEMINI_BASE_URL={url} GEMINI_API_KEY={key}")
         if record is not None:
             out.print(f"  exchanges:       {record}")
 
@@ -78,7 +101,10 @@ def live_check(name: str) -> tuple[bool, str]:
     if name == "mini-swe-agent":  # text mode: its reply must be a command, here the submit one
         reply = "THOUGHT: done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
     model = ScriptedModel(lambda request: reply, name="scripted/doctor")
-    with tempfile.TemporaryDirectory(prefix="metaeval-doctor-") as tmp, Gateway(model) as gw:
+    with (
+        tempfile.TemporaryDirectory(prefix="metaeval-doctor-") as tmp,
+        Gateway(model, port=None) as gw,  # the CLI gets a socket (and token) of its own
+    ):
         task = Task(id="doctor", instruction="Reply with one word.")
         result = CLI_ADAPTERS[name](gateway=gw).run(
             task, Workspace(Path(tmp)), Limits(time_limit_s=120)

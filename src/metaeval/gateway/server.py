@@ -6,6 +6,11 @@ it needs no dependency, keeps the per-request path to a parse, a model call and 
 written to the socket the moment it exists. It listens on 127.0.0.1 only, and optionally on a
 Unix socket, which is how sandboxed CLIs reach it (see `metaeval.gateway.relay`).
 
+Every listener needs a token (`metaeval.gateway.access`: loopback ``Host``, no web pages,
+the token as the API key, JSON bodies) and reads requests within bounds of time and size
+(`metaeval.gateway.framing`). The gateway's own listeners take `Gateway.token`; each
+listener `open_socket` adds for one run has a token of its own.
+
 Routes: ``HEAD|GET /``; ``GET /v1/models`` (Anthropic shape when an ``anthropic-version``
 header is sent, else OpenAI); ``POST /v1/messages``, ``/v1/messages/count_tokens``;
 ``POST /v1/responses``; ``POST /v1/chat/completions``; ``GET /v1beta/models``;
@@ -16,20 +21,21 @@ prefix is optional for the OpenAI routes.
 from __future__ import annotations
 
 import contextlib
-import gzip
+import io
 import json
 import queue
 import socket
 import socketserver
 import threading
 import time
-import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from metaeval.gateway import anthropic_api, chat_api, gemini_api, responses_api
+from metaeval.gateway import access, anthropic_api, chat_api, gemini_api, responses_api
 from metaeval.gateway.actions import (
     count_tokens,
     fit_to_context,
@@ -39,14 +45,24 @@ from metaeval.gateway.actions import (
     wants_json_actions,
     with_json_actions,
 )
+from metaeval.gateway.framing import (
+    DEFAULT_TIMEOUT_S,
+    DeadlineReader,
+    FramingError,
+    discard_input,
+    read_body,
+)
 from metaeval.gateway.wire import Call, WireError, dumps
 from metaeval.models.base import Model
 from metaeval.models.types import ModelRequest, ModelResult, Usage
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024  # after decoding; the Anthropic Messages API's own limit
+READ_BUFFER = 64 * 1024
 STREAM_FLUSH_BYTES = 64 * 1024
 MODEL_TIME_HEADER = "X-Metaeval-Model-Seconds"  # the model's share of a response's latency
+
+HEALTH_PATHS = ("", "/health")  # with HEAD: the probes that need no token
 
 APIS: dict[str, Any] = {
     "anthropic": anthropic_api,
@@ -128,9 +144,13 @@ class ExchangeLog:
 
 
 class Gateway:
-    """Serves `model` on 127.0.0.1 (`port` 0 picks a free one) and optionally a Unix socket.
+    """Serves `model` on 127.0.0.1 (`port` 0 picks a free one, None opens no TCP listener)
+    and optionally a Unix socket, to holders of `token` (default: a fresh random one).
 
-    Use as a context manager, or `start()` / `stop()`. `exchanges` is the log of every call.
+    Use as a context manager, or `start()` / `stop()`. `exchanges` is the log of every call;
+    `refused` counts the requests turned away before their body was read, by status.
+    `timeout_s` bounds how long a request may take to arrive (and an idle connection may
+    wait); `max_body_bytes` how large its decoded body may be.
     """
 
     def __init__(
@@ -138,16 +158,28 @@ class Gateway:
         model: Model,
         *,
         host: str = "127.0.0.1",
-        port: int = 0,
+        port: int | None = 0,
         unix_socket: Path | None = None,
         record_path: Path | None = None,
         served_names: list[str] | None = None,
+        token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ):
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the gateway listens on loopback only, not {host!r}")
+        if token is not None and len(token) < access.MIN_TOKEN_CHARS:
+            raise ValueError(f"a gateway token needs {access.MIN_TOKEN_CHARS} characters or more")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
         self.model = model
         self.host = host
         self.port = port
+        self.token = token or access.new_token()
+        self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
+        self.refused: Counter[int] = Counter()
+        self._refused_lock = threading.Lock()
         self.unix_socket = Path(unix_socket) if unix_socket else None
         self.exchanges = ExchangeLog(record_path)
         self.served_names = served_names or [model.name]
@@ -159,14 +191,14 @@ class Gateway:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Gateway:
-        handler = _handler_for(self)
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        tcp = _TCPServer((self.host, self.port), handler, family)
-        self.port = tcp.server_address[1]
-        self._servers.append(tcp)
+        if self.port is not None:
+            tcp = self._tcp_server(self.port, self.token)
+            self.port = tcp.server_address[1]
+            self._servers.append(tcp)
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.unix_socket.unlink()
+            handler = _handler_for(self, None, self.token, None)
             self._servers.append(_UnixServer(str(self.unix_socket), handler))
         for server in self._servers:
             thread = threading.Thread(
@@ -176,17 +208,25 @@ class Gateway:
             self._threads.append(thread)
         return self
 
-    def open_socket(self, tag: str, path: Path | None) -> str:
+    def _tcp_server(self, port: int, token: str, tag: str | None = None) -> _TCPServer:
+        handler = _handler_for(self, tag, token, port)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        server = _TCPServer((self.host, port), handler, family)
+        handler.port = server.server_address[1]  # the one port 0 picked
+        return server
+
+    def open_socket(self, tag: str, path: Path | None) -> tuple[str, str]:
         """A listener whose exchanges are recorded with ``client = tag``: a Unix socket at
-        `path`, or (None) a fresh TCP port on the gateway's host. Returns its address."""
-        handler = _handler_for(self, tag)
+        `path`, or (None) a fresh TCP port on the gateway's host. Returns its address and
+        the fresh token it takes."""
+        token = access.new_token()
         server: socketserver.BaseServer
         if path is None:
-            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            server = _TCPServer((self.host, 0), handler, family)
-            address = f"http://{self.host}:{server.server_address[1]}"
+            server = self._tcp_server(0, token, tag)
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            address = f"http://{host}:{server.server_address[1]}"
         else:
-            server = _UnixServer(str(path), handler)
+            server = _UnixServer(str(path), _handler_for(self, tag, token, None))
             address = str(path)
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
@@ -194,7 +234,7 @@ class Gateway:
         thread.start()
         with self._clients_lock:
             self._clients[tag] = (server, thread)
-        return address
+        return address, token
 
     def close_socket(self, tag: str) -> None:
         with self._clients_lock:
@@ -228,6 +268,8 @@ class Gateway:
 
     @property
     def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("this gateway has no TCP listener (port=None)")
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
@@ -255,9 +297,13 @@ class Gateway:
         return result, usage, source, model_s
 
 
+LISTEN_BACKLOG = 128  # socketserver's 5 drops connections opened in a burst
+
+
 class _TCPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], handler: type, family: int):
         self.address_family = family
@@ -266,14 +312,19 @@ class _TCPServer(ThreadingHTTPServer):
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
 
-def _handler_for(gateway: Gateway, tag: str | None = None) -> type[BaseHTTPRequestHandler]:
+def _handler_for(gateway: Gateway, tag: str | None, token: str, port: int | None) -> type[_Handler]:
+    """A handler class for one listener: its client tag, token and port (None: Unix)."""
+
     class Handler(_Handler):
         pass
 
     Handler.gateway = gateway
     Handler.tag = tag
+    Handler.token = token
+    Handler.port = port
     return Handler
 
 
@@ -283,11 +334,22 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     gateway: Gateway
     tag: str | None = None
+    token: str
+    port: int | None = None
+    unread_input = False  # the request's body was not read: drain it before closing
 
     def setup(self) -> None:
         super().setup()
         if self.connection.family in (socket.AF_INET, socket.AF_INET6):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile.close()  # replaced by a reader that bounds how long a request may take
+        self.reader = DeadlineReader(self.connection, self.gateway.timeout_s)
+        self.rfile = io.BufferedReader(self.reader, READ_BUFFER)
+
+    def finish(self) -> None:
+        super().finish()
+        if self.unread_input:
+            discard_input(self.connection, self.gateway.max_body_bytes)
 
     def address_string(self) -> str:
         return str(self.client_address[0]) if self.client_address else "unix"
@@ -297,39 +359,58 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = bytearray()
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                data += self.rfile.read(size)
-                self.rfile.readline()
-                if len(data) > MAX_BODY_BYTES:
-                    raise WireError("request body too large")
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                raise WireError("request body too large")
-            data = self.rfile.read(length) if length else b""
-        encoding = self.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
-            data = gzip.decompress(data)
-        elif encoding == "deflate":
-            data = zlib.decompress(data)
-        elif encoding not in ("", "identity"):
-            raise WireError(f"unsupported Content-Encoding {encoding!r}")
-        return bytes(data)
+    def _admit(self, needs_token: bool, module: Any = None) -> bool:
+        """Check the request (see `metaeval.gateway.access`) before its body is read; a
+        refused one is answered, counted in `Gateway.refused`, and its connection closed."""
+        query = self.path.partition("?")[2]
+        try:
+            access.check(
+                self.headers,
+                query,
+                token=self.token,
+                port=self.port,
+                needs_token=needs_token,
+                json_body=self.command == "POST",
+            )
+        except access.Refused as exc:
+            with self.gateway._refused_lock:
+                self.gateway.refused[exc.status] += 1
+            self.close_connection = self.unread_input = True
+            extra = (
+                {"WWW-Authenticate": 'Bearer realm="metaeval-gateway"'} if exc.status == 401 else {}
+            )
+            body = (module or chat_api).error_body(exc.status, str(exc))
+            with contextlib.suppress(OSError):
+                self._send_json(exc.status, body, extra)
+            return False
+        return True
+
+    def handle_expect_100(self) -> bool:
+        """Promise to read a body only to a client that may send one."""
+        path = self.path.partition("?")[0]
+        if not self._admit(True, APIS.get(_route(path)[0] or "")):
+            return False
+        return super().handle_expect_100()
+
+    def _end_of_head(self) -> None:
+        """A request without a body has been read whole (one that carries a body anyway is
+        not read: its connection closes after the answer)."""
+        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0") != "0":
+            self.close_connection = self.unread_input = True
+        self.reader.request_read()
 
     def _json_body(self) -> dict[str, Any]:
-        raw = self._body()
+        try:
+            raw = read_body(self.rfile, self.headers, self.gateway.max_body_bytes)
+        except TimeoutError as exc:
+            raise FramingError(408, str(exc) or "request body not received in time") from exc
+        self.reader.request_read()
         try:
             body = json.loads(raw or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise WireError(f"request body is not JSON ({exc})") from exc
+        except RecursionError as exc:
+            raise WireError("request body is JSON nested too deep") from exc
         if not isinstance(body, dict):
             raise WireError("request body must be a JSON object")
         return body
@@ -338,6 +419,10 @@ class _Handler(BaseHTTPRequestHandler):
         data = dumps(obj).encode()
         head = [f"HTTP/1.1 {status} {_reason(status)}", "Content-Type: application/json"]
         head += [f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in (extra or {}).items())]
+        if self.close_connection:
+            head.append("Connection: close")
+        if self.command == "HEAD":  # the answer to HEAD has no body
+            data = b""
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
         return len(data)
 
@@ -367,12 +452,19 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs -----------------------------------------------------------------------------
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        if not self._admit(needs_token=False):
+            return
+        self._end_of_head()
+        close = b"Connection: close\r\n" if self.close_connection else b""
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + close + b"\r\n")
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0].rstrip("/")
+        if not self._admit(needs_token=path not in HEALTH_PATHS):
+            return
+        self._end_of_head()
         names = self.gateway.served_names
-        if path in ("", "/health"):
+        if path in HEALTH_PATHS:
             self._send_json(200, {"status": "ok", "model": self.gateway.model.name})
         elif path in ("/v1/models", "/models"):
             if self.headers.get("anthropic-version"):
@@ -389,23 +481,32 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         api, action = _route(path)
         module = APIS.get(api or "")
+        if not self._admit(True, module):
+            return
         record: dict[str, Any] = {"api": api, "path": path, "time": time.time()}
         if self.tag is not None:
             record["client"] = self.tag
         record["kind"] = "pending"
         self.gateway.exchanges.begin(record)
         try:
-            if module is None:
-                raise LookupError(f"no route POST {path}")
+            if module is None or api is None:
+                raise _NoRoute(f"no route POST {path}")
             body = self._json_body()
             if action == "count":
                 self._count(api, body, record, path)
             else:
                 self._generate(module, api, body, path, query, record)
-        except LookupError as exc:
-            self.close_connection = True  # the body was not read
+        except _NoRoute as exc:
+            self.close_connection = self.unread_input = True  # the body was not read
             record.update(kind="error", status=404, error=str(exc))
             self._send_json(404, {"error": {"message": str(exc)}})
+        except FramingError as exc:
+            # where the next request would start is unknown; a stalled client is not waited for
+            self.close_connection = True
+            self.unread_input = exc.status != 408
+            record.update(kind="error", status=exc.status, error=str(exc))
+            with contextlib.suppress(OSError):
+                self._send_json(exc.status, (module or chat_api).error_body(exc.status, str(exc)))
         except WireError as exc:
             record.update(kind="error", status=400, error=str(exc))
             self._send_json(400, (module or chat_api).error_body(400, str(exc)))
@@ -485,6 +586,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
 
+class _NoRoute(Exception):
+    """A POST to a path the gateway does not serve (404; a model's KeyError stays a 500)."""
+
+
 def _route(path: str) -> tuple[str | None, str]:
     """(api, action) of a POST path; action is 'generate' or 'count'."""
     path = path.rstrip("/")
@@ -507,9 +612,10 @@ def _route(path: str) -> tuple[str | None, str]:
 
 
 def _reason(status: int) -> str:
-    return {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}.get(
-        status, "Status"
-    )
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
 
 
 def serve_forever(gateway: Gateway, on_ready: Callable[[Gateway], None] | None = None) -> None:

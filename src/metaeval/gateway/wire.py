@@ -90,7 +90,7 @@ def parse_arguments(raw: Any, field_name: str) -> tuple[dict[str, Any], str]:
 def lower_types(schema: Any) -> Any:
     """A JSON schema with Gemini-style upper-case ``type`` names (OBJECT, STRING) lowered."""
     if isinstance(schema, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in schema.items():
             if key == "type" and isinstance(value, str):
                 out[key] = value.lower()

@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 from abc import ABC, abstractmethod
 from types import ModuleType
+from typing import Any
 
 from metaeval.errors import ProviderUnavailableError
 from metaeval.models.types import ModelRequest, ModelResult
@@ -15,6 +16,8 @@ class Model(ABC):
     """A named model behind one provider. Thread-safe `complete` is required."""
 
     provider: str = ""
+    # (name, options) that get_model made it from: how to make it again elsewhere (a Ray worker)
+    spec: tuple[str, dict[str, Any]] | None = None
 
     def __init__(self, name: str):
         self.name = name  # full "provider/model" name

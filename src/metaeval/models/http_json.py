@@ -50,7 +50,7 @@ class JsonHTTPClient:
     the most recently returned idle connection (or opens one) and gives it back after a
     complete answer; a connection in doubt is closed, never returned."""
 
-    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float):
+    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float | None):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")

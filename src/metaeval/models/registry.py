@@ -22,7 +22,7 @@ from typing import Any
 from metaeval.cpu_gate import waiting
 from metaeval.errors import ConfigError, ProviderUnavailableError, UnknownProviderError
 from metaeval.models.base import Model
-from metaeval.models.limits import AdaptiveLimiter
+from metaeval.models.limits import AdaptiveLimiter, CallOutcome
 from metaeval.models.pricing import PriceTable, price_table
 from metaeval.models.retry import RetryPolicy, call_with_retry, classify
 from metaeval.models.types import ModelRequest, ModelResult
@@ -218,7 +218,7 @@ class ProviderModel(Model):
 
         def attempt() -> ModelResult:
             ticket = limiter.acquire()
-            outcome = "error"
+            outcome: CallOutcome = "error"
             try:
                 result = self._complete_once(request)
                 outcome = "ok"
@@ -228,7 +228,7 @@ class ProviderModel(Model):
                     outcome = "rate_limit"
                 raise
             finally:
-                limiter.release(ticket, outcome)  # type: ignore[arg-type]
+                limiter.release(ticket, outcome)
 
         with waiting():  # a job's CPU slot is free while the call is out (see cpu_gate)
             result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
@@ -300,7 +300,7 @@ def prefetch_sdks(names: Iterable[str]) -> list[threading.Thread]:
     Unknown or malformed names are skipped here (get_model reports them).
     """
     threads = []
-    for module in sorted({_sdk_of(name) for name in names} - {None}):
+    for module in sorted({sdk for name in names if (sdk := _sdk_of(name)) is not None}):
         if module in sys.modules:
             continue
         thread = threading.Thread(

@@ -61,11 +61,16 @@ def environment_hash() -> str:
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _git(path: Path, *args: str) -> str | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+def _git(checkout: Path, *args: str) -> str | None:
+    """git about `checkout` alone: its own `.git`, no repository discovery upwards, no
+    configuration that runs commands (`metaeval.sandbox.git.SAFE_CONFIG`)."""
+    from metaeval.sandbox.git import SAFE_CONFIG, git_env
+
+    env = git_env(GIT_DIR=str(checkout / ".git"), GIT_WORK_TREE=str(checkout))
     try:
         proc = subprocess.run(
-            ["git", "-C", str(path), *args],
+            ["git", *SAFE_CONFIG, *args],
+            cwd=checkout,
             capture_output=True,
             text=True,
             timeout=30,
@@ -76,31 +81,40 @@ def _git(path: Path, *args: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def git_revision(path: str | os.PathLike[str]) -> str | None:
-    """HEAD of the git checkout containing path, plus "-dirty" with uncommitted changes.
+def git_revision(checkout: str | os.PathLike[str]) -> str | None:
+    """HEAD of the git checkout whose root is `checkout`, plus "-dirty" with uncommitted
+    changes.
 
-    None when path is not in a git repository, the repository has no commits, or git
-    is not installed.
+    None when `checkout` has no `.git` of its own, the repository has no commits, or git is
+    not installed. Only the checkout's own `.git` is asked: a repository around it is never
+    discovered.
     """
-    p = Path(path)
-    if not p.is_dir():
-        p = p.parent
-    head = _git(p, "rev-parse", "--verify", "-q", "HEAD")
+    root = Path(checkout)
+    if not root.is_dir():  # a file: the checkout it sits at the root of
+        root = root.parent
+    if not (root / ".git").exists():
+        return None
+    head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
     if not head or not head.strip():
         return None
-    status = _git(p, "status", "--porcelain")
+    status = _git(root, "status", "--porcelain")
     dirty = "-dirty" if status is None or status.strip() else ""
     return head.strip() + dirty
 
 
-def metaeval_git_revision(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    """Revision of the metaeval source checkout if it is one, else of cwd, else None."""
+def metaeval_git_revision() -> str | None:
+    """Revision of metaeval's own source checkout, or None when metaeval is installed from a
+    wheel (or its checkout is not a git repository).
+
+    Only the checkout metaeval's package sits in (`<root>/src/metaeval`, with `<root>/.git`
+    and `<root>/pyproject.toml`) is asked; never the current directory, which may be a
+    benchmark with a hostile `.git` of its own, and never a repository that merely contains
+    a virtual environment metaeval is installed in.
+    """
     pkg_dir = Path(__file__).resolve().parent.parent
-    init = pkg_dir / "__init__.py"
-    # Only trust the repository around the package if it actually tracks the package
-    # (an installed copy may sit in a venv inside some unrelated repository).
-    if _git(pkg_dir, "ls-files", "--error-unmatch", str(init)) is not None:
-        rev = git_revision(pkg_dir)
-        if rev is not None:
-            return rev
-    return git_revision(Path.cwd() if cwd is None else cwd)
+    root = pkg_dir.parent.parent
+    if pkg_dir.parent.name != "src" or not (root / "pyproject.toml").is_file():
+        return None
+    if _git(root, "ls-files", "--error-unmatch", "src/metaeval/__init__.py") is None:
+        return None
+    return git_revision(root)

@@ -16,13 +16,14 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from metaeval import __version__
-from metaeval.errors import RecordIntegrityError, with_filename
+from metaeval.errors import ConfigError, RecordIntegrityError, with_filename
 from metaeval.records.durable import fsync_dir
 from metaeval.records.envinfo import environment_hash, metaeval_git_revision
 from metaeval.records.redact import redact, redact_argv
+from metaeval.tasks.safe_json import read_json
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -50,7 +51,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def is_hash(value: object) -> bool:
+def is_hash(value: object) -> TypeGuard[str]:
     """True for a precomputed ``sha256:<64 lowercase hex>`` string."""
     return isinstance(value, str) and _HASH_RE.match(value) is not None
 
@@ -67,7 +68,7 @@ def hash_inputs(items: Mapping[str, str | bytes | os.PathLike[str]]) -> dict[str
         if not isinstance(name, str) or not name:
             raise ValueError(f"hash names must be non-empty strings, got {name!r}")
         if is_hash(value):
-            out[name] = value  # type: ignore[assignment]
+            out[name] = value
         elif isinstance(value, str) and _BARE_HEX_RE.match(value):
             out[name] = "sha256:" + value
         elif isinstance(value, os.PathLike):
@@ -160,9 +161,11 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Load ``manifest.json``; RecordIntegrityError if it is unreadable or not a manifest."""
     path = Path(run_dir) / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordIntegrityError(f"{path}: cannot read manifest: {exc}") from None
+        # a regular file (never a symlink or FIFO), size and nesting capped
+        manifest = read_json(path, Path(run_dir), expect=None)
+    except ConfigError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise RecordIntegrityError(f"{path}: cannot read manifest: {reason}") from None
     if not isinstance(manifest, dict) or "schema_version" not in manifest:
         raise RecordIntegrityError(f"{path}: not a metaeval manifest")
     if manifest["schema_version"] != SCHEMA_VERSION:

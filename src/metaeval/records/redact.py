@@ -179,8 +179,8 @@ def _scrub(text: str, env_re: re.Pattern[str] | None) -> str:
         if values is None or any(v in text for v in values):
             text = env_re.sub(REDACTED, text)
     lowered = text.lower()
-    for guard in _CASED_GUARDS:
-        if guard in text:
+    for cased in _CASED_GUARDS:
+        if cased in text:
             break
     else:
         if not any(g in lowered for g in _GUARDS[_LOWER_GUARD]):

@@ -167,8 +167,8 @@ def memory_parent(root: Path = CGROUP_ROOT) -> tuple[Path, int]:
     unified = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
     if unified is not None:
         for mount in (root, root / "unified"):
-            controllers = mount / "cgroup.controllers"
-            if controllers.exists() and "memory" in controllers.read_text().split():
+            listing = mount / "cgroup.controllers"
+            if listing.exists() and "memory" in listing.read_text().split():
                 return _writable(mount / unified.lstrip("/")), 2
     raise OSError("no memory cgroup controller (neither v1 nor v2 with memory) is mounted")
 

@@ -21,6 +21,7 @@ defect.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -109,7 +110,7 @@ def environment_digest(environment: Path) -> str:
         digest.update(entry.rel.encode() + b"\0" + entry.kind.encode() + b"\0")
         if entry.kind == "file":
             with open(entry.path, "rb") as handle:
-                for block in iter(lambda h=handle: h.read(1 << 20), b""):
+                for block in iter(functools.partial(handle.read, 1 << 20), b""):
                     digest.update(block)
         else:
             digest.update(entry.detail.encode())
@@ -222,10 +223,10 @@ def ensure_image(
     return ImageOutcome("task", log=log, reason="the build failed")
 
 
-def _text(value: object) -> str:
+def _text(value: str | bytes | None) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return value or ""  # type: ignore[return-value]
+    return value or ""
 
 
 def _tail(text: str, limit: int = LOG_LIMIT) -> str:

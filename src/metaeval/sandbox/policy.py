@@ -97,7 +97,9 @@ class SandboxSpec:
     `mounts` are bound in order after the system allowlist (later ones may sit inside
     earlier ones). `python_prefixes` are bound read-only at their own paths. `env` is the
     declared environment (PATH defaults to `DEFAULT_PATH`; HOME to `home`). `chdir` is the
-    working directory inside; `dirs` are empty directories created in the root.
+    working directory inside; `dirs` are empty directories created in the root. `hidden` are
+    host paths inside some mount that the command must not see: each is covered by an empty
+    read-only directory (or an empty file), after every mount.
     """
 
     mounts: Sequence[Mount] = ()
@@ -107,6 +109,7 @@ class SandboxSpec:
     home: str = "/tmp"
     python_prefixes: Sequence[str] = ()
     dirs: Sequence[str] = ()
+    hidden: Sequence[str] = ()
 
 
 def bwrap_binary() -> str | None:
@@ -180,6 +183,11 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--bind" if mount.writable else "--ro-bind", mount.host, mount.target()]
     for directory in spec.dirs:
         argv += ["--dir", directory]
+    for path in spec.hidden:
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path):
+            argv += ["--ro-bind", "/dev/null", path]
     argv += ["--remount-ro", "/"]  # the assembled root itself takes no writes
     if spec.chdir:
         argv += ["--chdir", spec.chdir]

@@ -39,7 +39,9 @@ from pydantic import BaseModel, Field
 
 from metaeval.errors import ConfigError
 from metaeval.tasks.safe_files import (
+    TreeEntry,
     classify,
+    is_inside,
     open_checked,
     read_regular,
     walk_tree,
@@ -334,17 +336,7 @@ def load_task(
         sources += _single(task, name, "docs")
     sources += _root_others(task)
     if tier == "execution":
-        results_root = (
-            Path(agent_results) if agent_results is not None else bench / AGENT_RESULTS_DIR
-        )
-        agent_dir = results_root / task_id
-        if agent_dir.is_dir():
-            sources += [
-                (f"agent/{rel}", "agent", path)
-                for rel, path in _walk_files(agent_dir, task, label_prefix="agent/")
-            ]
-        else:
-            task.missing_files.append(f"{AGENT_RESULTS_DIR}/{task_id}/")
+        sources += _agent_results(task, bench, agent_results)
 
     used = 0
     for rel, role, path in sources:
@@ -465,6 +457,49 @@ def _root_others(task: LoadedTask) -> list[tuple[str, Role, Path]]:
             found.append((entry.name, "other", Path(entry.path)))
         elif kind in ("outside_link", "special", "dangling_link"):
             _note_unusable(task, entry.name, kind, detail)
+    return found
+
+
+def _agent_results(
+    task: LoadedTask, bench: Path, agent_results: Path | None
+) -> list[tuple[str, Role, Path]]:
+    """The files of `<results root>/<task_id>/`, as `agent/<rel>` sources.
+
+    The boundary is the results root itself (its real path when given explicitly; the
+    benchmark when it is the default `<bench>/agent_results`): a task folder, or a folder on
+    its way, that is a symlink leading out of it is refused, and so is every link below it
+    that leaves it. What is refused goes to `skipped_files` (shown to auditors as not shown),
+    not to the task's findings: agent results are not part of the benchmark.
+    """
+    if agent_results is not None:
+        boundary = Path(os.path.realpath(agent_results))
+        results_root = boundary
+    else:
+        boundary, results_root = bench, bench / AGENT_RESULTS_DIR
+    agent_dir = results_root / task.task_id
+    label = f"{AGENT_RESULTS_DIR}/{task.task_id}/"
+    kind, detail = classify(agent_dir, boundary)
+    if kind == "dir" and not is_inside(boundary, agent_dir):
+        kind = "outside_link"  # a folder on the way is a symlink leading out
+        detail = os.path.realpath(agent_dir)
+    if kind == "error" and not os.path.lexists(agent_dir):
+        task.missing_files.append(label)
+        return []
+    if kind not in ("dir", "link_dir"):
+        reason = TreeEntry(label, agent_dir, kind, detail).describe()
+        if kind == "file":
+            reason = "not a directory"
+        elif kind == "outside_link":
+            reason = f"symlink leading outside the agent results ({detail})"
+        task.skipped_files.append(f"agent/: {label} not read: {reason}")
+        return []
+    real = Path(os.path.realpath(agent_dir))
+    found: list[tuple[str, Role, Path]] = []
+    for entry in walk_tree(real, boundary=boundary, ignore_dirs=IGNORED_DIR_NAMES):
+        if entry.kind in ("file", "link"):
+            found.append((f"agent/{entry.rel}", "agent", entry.path))
+        elif entry.kind not in ("dir", "link_dir"):
+            task.skipped_files.append(f"agent/{entry.rel}: {entry.describe()}")
     return found
 
 

@@ -133,7 +133,7 @@ class ContainerBackend(Backend):
         self.image = image
 
     @cached_property
-    def description(self) -> str:  # type: ignore[override]
+    def description(self) -> str:
         return describe_engine(self.engine)
 
     def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> ContainerRoom:

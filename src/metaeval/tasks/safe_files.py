@@ -7,8 +7,11 @@ a FIFO blocks, reading a device never ends). This module is the one place those 
 
 - `walk_tree` lists a directory tree iteratively (no recursion limit for deep nesting), one
   `TreeEntry` per entry, classifying symlinks by where they lead;
-- `open_regular` / `read_regular` open one file only when it is a regular file whose real
-  path stays inside a boundary directory, with a size cap;
+- `open_regular` / `read_regular` / `read_head` open one file only when it is a regular file
+  whose real path stays inside a boundary directory, with a size cap;
+- `irregular_entries` lists what a tree holds besides plain files and directories (for trees
+  metaeval wrote itself, such as releases and bundles, where any of it means tampering);
+- `sha256_fd` hashes an open file in chunks (constant memory, whatever its size);
 - `copy_tree` copies the regular files of a tree (a symlink to a regular file inside the
   boundary becomes a copy of that file; nothing else that is not a plain file or directory
   is copied) and returns a note for everything it left out.
@@ -17,6 +20,7 @@ a FIFO blocks, reading a device never ends). This module is the one place those 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import stat
@@ -63,6 +67,8 @@ class TreeEntry:
             return f"dangling symlink ({self.detail})"
         if self.kind == "link_dir":
             return f"symlinked directory not followed ({self.detail})"
+        if self.kind == "link":
+            return f"symlink ({self.detail})"
         if self.kind == "special":
             return f"not a regular file ({self.detail}), not opened"
         if self.kind == "error":
@@ -240,12 +246,54 @@ def read_regular(
 ) -> bytes:
     """The bytes of a regular file inside `boundary`; UnsafeFileError when it is anything
     else or longer than `max_bytes`."""
+    data, longer = read_head(
+        path, boundary, max_bytes=max_bytes, follow_inside_links=follow_inside_links
+    )
+    if longer:
+        raise UnsafeFileError(f"{Path(path).name} is larger than {max_bytes} bytes, not read")
+    return data
+
+
+def read_head(
+    path: Path | str,
+    boundary: Path | str,
+    *,
+    max_bytes: int,
+    follow_inside_links: bool = True,
+) -> tuple[bytes, bool]:
+    """(the first `max_bytes` bytes, whether the file holds more) of a regular file inside
+    `boundary`; UnsafeFileError when it is anything else."""
     fd = open_regular(path, boundary, follow_inside_links=follow_inside_links)
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise UnsafeFileError(f"{Path(path).name} is larger than {max_bytes} bytes, not read")
-    return data
+    return data[:max_bytes], len(data) > max_bytes
+
+
+HASH_CHUNK_BYTES = 1 << 20
+
+
+def sha256_fd(fd: int) -> str:
+    """Hex SHA-256 of the rest of an open file, read in 1 MiB chunks: memory stays constant
+    however large (or sparse) the file is. The descriptor is left open."""
+    digest = hashlib.sha256()
+    while chunk := os.read(fd, HASH_CHUNK_BYTES):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def irregular_entries(directory: Path | str, *, recursive: bool = True) -> list[TreeEntry]:
+    """Every entry below `directory` that is not a plain file or directory: symlinks (inside
+    or leading out), FIFOs, sockets, devices and unreadable entries, sorted by path. With
+    `recursive=False` only the top level is looked at. Nothing is opened or followed."""
+    if recursive:
+        entries = walk_tree(directory)
+    else:
+        entries = []
+        with os.scandir(directory) as listing:
+            for item in sorted(listing, key=_entry_name):
+                kind, detail = _entry_kind(item, Path(item.path), Path(directory))
+                entries.append(TreeEntry(item.name, Path(item.path), kind, detail))
+    return [entry for entry in entries if entry.kind not in ("file", "dir")]
 
 
 def copy_tree(

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from metaeval.agents.types import (
     AgentResult,
+    AgentStatus,
     Limits,
     Span,
     Task,
@@ -536,8 +537,9 @@ class CLIAdapter:
         env["HOME"] = str(home)
         return env
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        """Environment pointing the CLI at a gateway (replaces its credentials)."""
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        """Environment pointing the CLI at a gateway (replaces its credentials): `api_key` is
+        the run's gateway token, which the CLI sends as its API key."""
         raise NotImplementedError
 
     def gateway_args(self, base_url: str) -> list[str]:
@@ -614,7 +616,7 @@ class CLIAdapter:
                 env = self.sandbox_env(home)
                 for name in self.credential_env:
                     env.pop(name, None)
-                env.update(self.gateway_env(link.base_url, home))
+                env.update(self.gateway_env(link.base_url, home, link.token))
                 argv = link.wrap([*argv[:1], *self.gateway_args(link.base_url), *argv[1:]])
                 if link.socket_dir is not None:
                     rw_binds.append(link.socket_dir)
@@ -676,6 +678,7 @@ class CLIAdapter:
     ) -> AgentResult:
         from metaeval.agents.effort import compute_effort
 
+        status: AgentStatus
         if timed_out:
             status, error = "timeout", f"{self.name} timed out after {limits.time_limit_s:g}s"
         elif parsed.reported_success is True:

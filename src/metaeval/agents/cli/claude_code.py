@@ -226,7 +226,7 @@ def parse_claude_stream(lines: Iterable[str]) -> ParsedStream:
                     use_id = block.get("tool_use_id")
                     text = text_of_content(block.get("content"))
                     span = None
-                    name, tool_input = calls.get(use_id, ("", {}))
+                    name, tool_input = calls.get(use_id, ("", {})) if use_id else ("", {})
                     if name in READ_TOOLS and not block.get("is_error"):
                         text, span = _read_result(text, tool_input, obj.get("tool_use_result"))
                     elif name == "Bash" and not block.get("is_error"):
@@ -337,8 +337,8 @@ class ClaudeCodeAdapter(CLIAdapter):
         )
         self.permission_mode = permission_mode
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        return {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key}  # x-api-key
 
     def build_argv(self, task: Task, workspace: Workspace, limits: Limits) -> list[str]:
         mode = self.permission_mode or ("bypassPermissions" if task.allow_write else "default")

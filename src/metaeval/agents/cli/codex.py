@@ -381,8 +381,8 @@ class CodexAdapter(CLIAdapter):
     def prepare_home(self, home: Path, task: Task, on_gateway: bool) -> None:
         (home / ".codex").mkdir(parents=True, exist_ok=True)
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"OPENAI_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        return {"OPENAI_API_KEY": api_key}  # sent as Authorization: Bearer (env_key below)
 
     def gateway_args(self, base_url: str) -> list[str]:
         provider = "model_providers.metaeval"

@@ -362,8 +362,8 @@ class GeminiCliAdapter(CLIAdapter):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, indent=2))
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        return {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key}  # x-goog-api-key
 
     def gateway_args(self, base_url: str) -> list[str]:
         # A named model: "auto" would first ask a router model for a JSON verdict.

@@ -114,7 +114,9 @@ def _actions(msg: dict[str, Any], content: str) -> list[tuple[str | None, str, s
 
     ``extra.actions`` (v2) wins; then ``tool_calls``; then exactly one fenced shell block.
     """
-    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    extra = msg.get("extra")
+    if not isinstance(extra, dict):
+        extra = {}
     calls = _tool_calls(msg)
     raw_by_id = {call_id: raw for call_id, _, raw in calls if call_id}
     if isinstance(extra.get("actions"), list):
@@ -159,8 +161,12 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
     if not isinstance(data, dict):
         events.append(TranscriptEvent(type="error", text="trajectory is not a JSON object"))
         return out
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    info = data.get("info")
+    if not isinstance(info, dict):
+        info = {}
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        messages = []
     pending: list[tuple[str, str]] = []  # (call id, command) awaiting an observation
     usage = Usage()
     t0: float | None = None
@@ -170,7 +176,9 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
         if not isinstance(msg, dict):
             events.append(TranscriptEvent(type="error", text=f"message {index}: not an object"))
             continue
-        extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+        extra = msg.get("extra")
+        if not isinstance(extra, dict):
+            extra = {}
         stamp = as_float(extra.get("timestamp"))
         if t0 is None and stamp is not None:
             t0 = stamp
@@ -248,7 +256,9 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
                 TranscriptEvent(type="info", id=f"message{index}", text=f"{role}: {content}", t=t)
             )
 
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    stats = info.get("model_stats")
+    if not isinstance(stats, dict):
+        stats = {}
     out.cost_usd = as_float(stats.get("instance_cost"))
     if stats.get("api_calls") is not None:
         out.num_turns = as_int(stats.get("api_calls"))
@@ -362,8 +372,9 @@ class MiniSweAgentAdapter(CLIAdapter):
         "model.model_class=litellm_textbased",
     )
 
-    def gateway_env(self, base_url: str, home: Path) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "metaeval-gateway"}
+    def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
+        # litellm's OpenAI client sends it as Authorization: Bearer
+        return {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": api_key}
 
     def gateway_args(self, base_url: str) -> list[str]:
         return ["-m", f"openai/{self.gateway_model}"]

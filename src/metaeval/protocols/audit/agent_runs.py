@@ -35,6 +35,7 @@ import json
 import os
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from metaeval.tasks.harbor import LoadedTask, load_task
 from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
-from metaeval.tasks.trial import run_trial
+from metaeval.tasks.trial import Room, run_trial
 
 PROTOCOL = "audit-agent"
 RECORDS = "agent_runs"
@@ -152,7 +153,7 @@ class AgentRuns:
             jobs = [
                 Job(
                     key=self.task_id(d),
-                    fn=lambda d=d: self._one(run, d),
+                    fn=partial(self._one, run, d),
                     timeout_s=None,
                     label=f"{self.task_id(d)} {self.settings.agent}",
                     resources=JobResources(sandbox=True),
@@ -241,7 +242,8 @@ class AgentRuns:
         agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
         ran: list[AgentResult] = []
 
-        def drive(room: BwrapRoom) -> None:
+        def drive(room: Room) -> None:
+            assert isinstance(room, BwrapRoom)  # what BwrapBackend opens
             workspace = TaskRootWorkspace(room.app, room.agent_logs)
             ran.append(self.agent.run(agent_task, workspace, limits))
 
@@ -364,6 +366,7 @@ def tree_diff(before: Path, after: Path) -> str:
         if a_text is None or b_text is None:
             what = "added" if a is None else "removed" if b is None else "changed"
             now = b if b is not None else a
+            assert now is not None  # rel is a key of old or of new
             kind = now if isinstance(now, str) else f"binary, {len(now)} bytes"
             parts.append(f"Not shown: {rel} {what} ({kind})\n")
             continue

@@ -41,6 +41,7 @@ import os
 import re
 import tempfile
 from collections.abc import Collection
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -470,7 +471,8 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
         if oracle.reward is not None
         else f"no reward ({oracle.reward_error})"
     )
-    base = dict(
+    finding = partial(
+        Finding,
         task_id=task.task_id,
         finding_type="Bug",
         confidence=CONFIDENCE,
@@ -480,7 +482,7 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
     )
 
     if oracle.reward_source is None and not _tests_mention_reward(task):
-        return Finding(
+        return finding(
             category="EVAL",
             subcategory="EVAL-MISMATCH",
             severity="Critical",
@@ -495,14 +497,13 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 "Make tests/test.sh write 1 to /logs/verifier/reward.txt when the checks pass "
                 "and 0 when they fail (for example from the exit status of the checker)."
             ),
-            **base,
         )
     log = oracle.log
     if oracle.timed_out:
         solve_timed_out = oracle.solve is not None and oracle.solve.timed_out
         phase = "solution/solve.sh" if solve_timed_out else "tests/test.sh"
         limit = (limits.agent if solve_timed_out else limits.verifier).timeout_s
-        return Finding(
+        return finding(
             category="ENV",
             subcategory="ENV-RESOURCE",
             severity="High",
@@ -516,11 +517,11 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 "Check the timeouts in task.toml against the real run time of solve.sh and "
                 "test.sh, and look for steps that wait on input or on the network."
             ),
-            **{**base, "confidence": 0.6},
+            confidence=0.6,
         )
     missing = _missing_dependency(log)
     if missing is not None:
-        return Finding(
+        return finding(
             category="ENV",
             subcategory="ENV-DEP",
             severity="Critical",
@@ -535,10 +536,9 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 f"Install '{missing}' in environment/Dockerfile (pinned), or rewrite the "
                 "solution and tests to use only what the environment provides."
             ),
-            **base,
         )
     if not network and any(marker in log for marker in _NETWORK_ERRORS):
-        return Finding(
+        return finding(
             category="ENV",
             subcategory="ENV-RESOURCE",
             severity="Critical",
@@ -552,11 +552,10 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 "Ship the data the solution or tests download inside the task (tests/ or "
                 "environment/), or allow network access in task.toml if it is really needed."
             ),
-            **base,
         )
     path = _missing_absolute_path(log)
     if path is not None:
-        return Finding(
+        return finding(
             category="ENV",
             subcategory="ENV-PATH",
             severity="Critical",
@@ -571,9 +570,8 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 "Refer to the file where the environment puts it (usually under /app) in the "
                 "solution and tests, and ship the file with the task."
             ),
-            **base,
         )
-    return Finding(
+    return finding(
         category="GT",
         subcategory="GT-LOGIC",
         severity="High",
@@ -588,7 +586,6 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
             "Read the end of the oracle log to see which check fails, then fix the reference "
             "solution (or the expected values in the tests) so that the oracle scores 1."
         ),
-        **base,
     )
 
 

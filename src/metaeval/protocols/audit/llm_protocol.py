@@ -25,6 +25,7 @@ from metaeval.models.base import Model
 from metaeval.models.call_slots import call_slot
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, SUBCATEGORIES, Finding
+from metaeval.protocols.audit.findings import Protocol as FindingProtocol
 from metaeval.protocols.audit.prompts import (
     FINDINGS_OBJECT_SCHEMA,
     FINDINGS_SCHEMA,
@@ -237,7 +238,7 @@ def _validation_reason(exc: ValidationError) -> str:
 
 
 def findings_from_items(
-    items: list[Any], *, task_id: str, source: str, protocol: str
+    items: list[Any], *, task_id: str, source: str, protocol: FindingProtocol
 ) -> tuple[list[Finding], list[dict[str, Any]], list[dict[str, Any]]]:
     """Validate array items as Findings: (findings, dropped, repairs).
 

@@ -538,7 +538,9 @@ def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
 
 def _task_meta(task: LoadedTask) -> str:
     lines = []
-    meta = task.config.get("metadata") if isinstance(task.config.get("metadata"), dict) else {}
+    meta = task.config.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     for label, keys in (
         ("Domain", ("domain", "category")),
         ("Expected output", ("expected_output",)),

@@ -17,6 +17,7 @@ from metaeval.protocols.audit.judge import (
 )
 from metaeval.protocols.audit.report import (
     AuditReportData,
+    CheckOutcome,
     CostRow,
     TaskEntry,
     render_html,
@@ -38,7 +39,7 @@ from metaeval.records.durable import atomic_write
 SCORE_FILE = "score.json"
 
 
-def _phase_outcome(data: dict[str, Any] | None) -> str | None:
+def _phase_outcome(data: dict[str, Any] | None) -> CheckOutcome | None:
     if not data:
         return None
     if data.get("ran") is False:

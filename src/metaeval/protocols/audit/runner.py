@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
-from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES
+from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES, AuditProtocol
 from metaeval.protocols.audit.static_pool import StaticPool
 from metaeval.protocols.audit.summary import (
     CELLS,
@@ -76,7 +77,7 @@ class AuditSettings:
     # every task. The demo uses it to keep the slow local-model step to a few tasks.
     model_tasks: list[str] | None = None
 
-    def protocol_name(self) -> str:
+    def protocol_name(self) -> AuditProtocol:
         return "execution" if self.tier == "execution" else "definition"
 
 
@@ -248,7 +249,7 @@ class AuditRun:
                     jobs.append(
                         Job(
                             key=f"{task_id}|{source}",
-                            fn=lambda d=task_dir, s=source: self._cell(run, d, s),
+                            fn=partial(self._cell, run, task_dir, source),
                             timeout_s=3600,
                             label=f"{task_id} {source}",
                             resources=JobResources(

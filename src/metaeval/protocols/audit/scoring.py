@@ -60,9 +60,8 @@ def _ratio(num: int, den: int) -> float | None:
     return None if den == 0 else num / den
 
 
-def _best(verdicts: Iterable[str]) -> VerdictLabel | None:
-    best = min(verdicts, key=lambda v: _RANK[v], default=None)
-    return best  # type: ignore[return-value]
+def _best(verdicts: Iterable[VerdictLabel]) -> VerdictLabel | None:
+    return min(verdicts, key=lambda v: _RANK[v], default=None)
 
 
 class PairVerdict(BaseModel):
@@ -323,7 +322,8 @@ def score(
             ]
             for issue, v in verdicts:
                 key = (issue.task_id, issue.id)
-                best[key] = _best([v.verdict] + ([best[key]] if best[key] else []))
+                so_far = best[key]
+                best[key] = _best([v.verdict] + ([so_far] if so_far else []))
                 row_errors += v.judge_error
                 details[key].pairs.append(
                     PairVerdict(
@@ -355,11 +355,11 @@ def score(
                     partial_with=[i.id for i, v in verdicts if v.verdict == "PARTIAL"],
                 )
             )
-        recalled_a = sum(1 for v in best.values() if v == "ALIGNED")
-        recalled_ap = sum(1 for v in best.values() if v in ("ALIGNED", "PARTIAL"))
+        recalled_a = sum(1 for label in best.values() if label == "ALIGNED")
+        recalled_ap = sum(1 for label in best.values() if label in ("ALIGNED", "PARTIAL"))
         best_by_row[row_name] = best
-        for key, v in best.items():
-            details[key].best[row_name] = v
+        for key, label in best.items():
+            details[key].best[row_name] = label
         rows.append(
             RowScore(
                 name=row_name,

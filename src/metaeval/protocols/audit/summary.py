@@ -30,7 +30,9 @@ def valid_findings(
 
     `cells` is `final_cells(run)` when the caller already read it."""
     cells = final_cells(run) if cells is None else cells
-    attempts = {key: rec.get("attempt") for key, rec in cells.items() if is_final(rec)}
+    attempts: dict[tuple[str | None, str | None], Any] = {
+        key: rec.get("attempt") for key, rec in cells.items() if is_final(rec)
+    }
     findings = []
     for rec in run.read(FINDINGS):
         if attempts.get((rec.get("task_id"), rec.get("source"))) == rec.get("attempt"):
@@ -99,7 +101,8 @@ def summarize_run(
     by_source = cost_by_source(costs)
     models = model_sources(findings, cells)
     views = ensemble_views([f for f in reported if f.source != STATIC_SOURCE])
-    total_cost = None if any(v is None for v in by_source.values()) else sum(by_source.values())
+    known_costs = [v for v in by_source.values() if v is not None]
+    total_cost = sum(known_costs) if len(known_costs) == len(by_source) else None
     return {
         "tasks": len({task for task, _ in cells}),
         "tasks_flagged": len({f.task_id for f in reported}),

@@ -69,7 +69,7 @@ class ReferenceFinder:
         if meta["slice"] == "formal" and not files:
             meta = {**meta, "slice": "question_only"}
         canonical = self._canonical_answers(meta)
-        answers = {}
+        answers: dict[str, dict[str, Any]] = {}
         for qid, options in shuffled.items():
             wanted = canonical.get(qid)
             shown = next((letter for letter in LETTERS if options[letter] == wanted), None)

@@ -24,7 +24,7 @@ ANALYZE_NO_VIEWS = "metaeval buildfind analyze --rows data/question_rows.parquet
 ROWS_FILE = "data/question_rows.parquet"
 VIEW_ROWS_FILE = "data/view_rows.parquet"
 
-_GROUP_ROWS = {
+_GROUP_ROWS: dict[str, dict[str, Any]] = {
     "question_only": {"slice": "question_only"},
     "spec_only": {"slice": "spec_only"},
     "artifact_present": {"slice": "formal"},

@@ -137,10 +137,14 @@ def analyze_cmd(
 
     if (run_dir is None) == (rows is None):
         raise ConfigError("give either a run directory or --rows FILE", field="rows")
-    source = rows if rows is not None else run_dir / "question_rows.parquet"
+    if rows is not None:
+        source, default_out = rows, rows.parent / "analysis"
+    else:
+        assert run_dir is not None  # exactly one of the two is given (checked above)
+        source, default_out = run_dir / "question_rows.parquet", run_dir / "analysis"
     if view_rows is None and run_dir is not None and (run_dir / "view_rows.parquet").is_file():
         view_rows = run_dir / "view_rows.parquet"
-    out_dir = output or (rows.parent / "analysis" if rows is not None else run_dir / "analysis")
+    out_dir = output or default_out
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} exists and is not a directory", field="output")
     paths = analyze_rows_file(source, out_dir, view_rows)

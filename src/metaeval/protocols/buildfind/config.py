@@ -13,6 +13,7 @@ from metaeval.records.names import SafeName
 
 DEFAULT_SEED0 = 20260501
 Control = Literal["question_only", "spec_only"]
+DEFAULT_CONTROLS: tuple[Control, ...] = ("question_only", "spec_only")
 # Sane maxima: a typo such as `r_find: 10000000` is an error, not a plan that never ends.
 MAX_TRIALS = 1000
 MAX_STEPS = 100_000
@@ -66,7 +67,7 @@ class RunConfig(BaseModel):
     r_find: int = Field(default=3, ge=1, le=MAX_TRIALS)
     seed0: int = DEFAULT_SEED0
     budgets: Budgets = Field(default_factory=Budgets)
-    controls: list[Control] = Field(default_factory=lambda: ["question_only", "spec_only"])
+    controls: list[Control] = Field(default_factory=lambda: list(DEFAULT_CONTROLS))
     concurrency: int = Field(default=1, ge=1, le=256)
     base_finders: list[SafeName] = Field(default_factory=list)  # for consensus prelabels
     max_recovery_attempts: int = Field(default=2, ge=0, le=20)

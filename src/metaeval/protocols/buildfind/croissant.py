@@ -12,15 +12,21 @@ contentUrl is a path inside the release.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from metaeval import __version__
+from metaeval.errors import ConfigError
+from metaeval.tasks.safe_files import open_checked, sha256_fd
+from metaeval.tasks.safe_json import read_json
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
@@ -65,7 +71,7 @@ CONTEXT: dict[str, Any] = {
     "transform": "cr:transform",
 }
 
-_TYPES = {
+_TYPES: dict[PolarsDataType, str] = {
     pl.Utf8: "sc:Text",
     pl.Boolean: "sc:Boolean",
     pl.Int32: "sc:Integer",
@@ -118,7 +124,12 @@ _BUILDS_TABLE = {
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """Hex SHA-256 of a regular file (never through a symlink), read in chunks."""
+    fd = open_checked(path, follow_links=False)
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def _file(root: Path, rel: str, fmt: str, description: str) -> dict[str, Any]:
@@ -272,6 +283,12 @@ def write_croissant(root: Path, manifest: dict[str, Any], license: str) -> Path:
     return path
 
 
+def _plain_file(path: Path) -> bool:
+    """A regular file, not a symlink (the release was checked for links; this one is not
+    followed even if it appeared since)."""
+    return path.is_file() and not path.is_symlink()
+
+
 def validate_croissant(root: Path) -> list[str]:
     """Problems with croissant.json: mlcroissant errors and warnings, checksums of its files,
     and record sets whose row count differs from the released file's."""
@@ -286,14 +303,18 @@ def validate_croissant(root: Path) -> list[str]:
             "(pip install 'metaeval[release]')"
         ]
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return [f"{CROISSANT}: unreadable ({exc})"]
+        doc = read_json(path, root)
+    except ConfigError as exc:
+        return [f"{CROISSANT}: unreadable ({str(exc).removeprefix(f'{path}: ')})"]
+    distribution = doc.get("distribution", [])
+    if not isinstance(distribution, list) or not all(isinstance(e, dict) for e in distribution):
+        return [f"{CROISSANT}: 'distribution' is not a list of objects"]
     problems = []
-    for entry in doc.get("distribution", []):
+    for entry in distribution:
         rel = entry.get("contentUrl", "")
+        rel = rel if isinstance(rel, str) else ""
         target = root / rel
-        if rel.startswith("/") or ".." in rel.split("/") or not target.is_file():
+        if rel.startswith("/") or ".." in rel.split("/") or not _plain_file(target):
             problems.append(f"{CROISSANT}: file {rel!r} is not in the release")
         elif entry.get("sha256") != _sha256(target):
             problems.append(f"{CROISSANT}: sha256 of {rel} differs from the file")
@@ -305,19 +326,28 @@ def validate_croissant(root: Path) -> list[str]:
     except mlc.ValidationError as exc:
         return [f"{CROISSANT}: {line}" for line in str(exc).splitlines() if line.strip()]
     problems += [f"{CROISSANT}: warning: {w}" for w in sorted(dataset.metadata.ctx.issues.warnings)]
-    for record_set in doc.get("recordSet", []):
-        problems += _check_sample(root, dataset, record_set)
+    record_sets = doc.get("recordSet", [])
+    if not isinstance(record_sets, list) or not all(isinstance(r, dict) for r in record_sets):
+        return [*problems, f"{CROISSANT}: 'recordSet' is not a list of objects"]
+    described = {entry.get("contentUrl") for entry in distribution}
+    for record_set in record_sets:
+        problems += _check_sample(root, dataset, record_set, described)
     return problems
 
 
-def _check_sample(root: Path, dataset: Any, record_set: dict[str, Any]) -> list[str]:
+def _check_sample(
+    root: Path, dataset: Any, record_set: dict[str, Any], described: set[Any]
+) -> list[str]:
     """Read the first SAMPLE records of a record set with mlcroissant and compare each text,
     integer and boolean field with the file's own rows (null cells are left out: mlcroissant
     reads a missing boolean as true). mlcroissant takes milliseconds per record, so a release
     of millions of rows is sampled rather than read whole; the rows files themselves are
-    checked in full by verify-release."""
+    checked in full by verify-release. `described` are the contentUrls of the distribution,
+    checked to be regular files of the release."""
     name = record_set["@id"]
     source = record_set["field"][0]["source"]["fileObject"]["@id"]
+    if source not in described:  # only files checked above are read
+        return [f"{CROISSANT}: record set {name} reads {source!r}, not a described file"]
     expected = _first_rows(root / source, SAMPLE)
     got = []
     try:

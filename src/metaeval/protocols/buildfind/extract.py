@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from metaeval.protocols.buildfind.rows import SCHEMA, conform, empty_rows
 from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.records import RunDir
+
+if TYPE_CHECKING:
+    from metaeval.protocols.buildfind.record_files import RecordReader
 
 
 def rows_from_records(run: RunDir) -> pl.DataFrame:
@@ -59,7 +62,7 @@ def rows_from_finds(
     return conform(pl.DataFrame(columns, schema=SCHEMA))
 
 
-def builds_table(run: RunDir) -> pl.DataFrame:
+def builds_table(run: RecordReader) -> pl.DataFrame:
     """Builder runs (for token usage by role): builder, task, build_trial, tokens, compile_pass."""
     builds = logical_view(run.read(BUILDS), BUILD_KEY)
     rows = [

@@ -10,15 +10,20 @@ letting them disappear.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS
-from metaeval.records import RunDir, is_final
+from metaeval.records import is_final
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+    from metaeval.protocols.buildfind.record_files import RecordReader
 
 TABLE = "failed_cells"
-SCHEMA: dict[str, pl.DataType] = {
+SCHEMA: dict[str, PolarsDataType] = {
     "phase": pl.Utf8,
     "slice": pl.Utf8,
     "task": pl.Utf8,
@@ -33,7 +38,7 @@ SCHEMA: dict[str, pl.DataType] = {
 REASON_CHARS = 300
 
 
-def failed_cells(run: RunDir) -> pl.DataFrame:
+def failed_cells(run: RecordReader) -> pl.DataFrame:
     """One row per failed build or find cell (see the module docstring), in key order."""
     rows: list[dict[str, Any]] = []
     for name, key_fields, phase in ((BUILDS, BUILD_KEY, "build"), (FINDS, FIND_KEY, "find")):

@@ -373,8 +373,8 @@ def _read_review_rows(path: Path, source: str) -> pl.DataFrame:
                 if not str(rec[column]).strip():
                     raise ConfigError(f"row {number}: empty value", file=source, field=column)
             try:
-                rec["build_trial"] = int(str(rec["build_trial"]).strip())
-                if not -(2**31) <= rec["build_trial"] < 2**31:  # an Int32 column
+                rec["build_trial"] = trial = int(str(rec["build_trial"]).strip())
+                if not -(2**31) <= trial < 2**31:  # an Int32 column
                     raise ValueError("out of range")
             except ValueError:
                 raise ConfigError(

@@ -48,7 +48,7 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
     return apply_labels(rows, prelabels, reviewed)
 
 
-def _question_texts(run: RunDir) -> dict[tuple[str, str], str]:
+def _question_texts(run: RunDir) -> dict[object, str]:
     """(task, question id) -> question text, from the pack named in the run config."""
     from metaeval.protocols.buildfind.pack import load_pack
 

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from metaeval.records import iter_jsonl, read_manifest
 
 log = logging.getLogger(__name__)
+
+
+class RecordReader(Protocol):
+    """What the record tables read from: an open RunDir, or RecordFiles over a folder."""
+
+    def read(self, name: str) -> list[dict]: ...
 
 
 class RecordFiles:
@@ -22,14 +28,19 @@ class RecordFiles:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.manifest: dict[str, Any] = read_manifest(self.path)
-        layers = [dict(e) for e in self.manifest.get("layers", [])]
+        listed = self.manifest.get("layers")
+        # a released manifest is input from anyone: entries that are not layers are ignored
+        layers = (
+            [dict(e) for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+        )
         layers += [
             e
             for e in iter_jsonl(self.path / "layers.jsonl", lambda p: log.warning("%s", p))
             if isinstance(e.get("name"), str)
         ]
-        self.base_layer = layers[0]["name"] if layers else "base"
-        self.layer = layers[-1]["name"] if layers else "base"
+        names = [e["name"] for e in layers if isinstance(e.get("name"), str)]
+        self.base_layer = names[0] if names else "base"
+        self.layer = names[-1] if names else "base"
 
     def read(self, name: str) -> list[dict]:
         """Records of ``<name>.jsonl`` in the current layer, in file order."""

@@ -174,7 +174,7 @@ def _data(run_dir: Path, writer: _Writer) -> dict[str, pl.DataFrame]:
             path = run_dir / f"{stem}.{ext}"
             if path.is_file():
                 writer.put(f"data/{stem}.{ext}", path.read_bytes())
-    builds = builds_table(RecordFiles(run_dir))  # type: ignore[arg-type]
+    builds = builds_table(RecordFiles(run_dir))
     buf = io.BytesIO()
     builds.write_parquet(buf)
     writer.put("data/builds.parquet", buf.getvalue())
@@ -407,8 +407,8 @@ def _archive(root: Path) -> Path:
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
             info.mode = 0o755 if path.is_dir() else 0o644
             if path.is_file():
-                with path.open("rb") as handle:
-                    tar.addfile(info, handle)
+                with path.open("rb") as source:
+                    tar.addfile(info, source)
             else:
                 tar.addfile(info)
     with (

@@ -1,6 +1,13 @@
 """`metaeval buildfind verify-release OUT`: does a release reproduce itself?
 
-Checks, each difference reported as one line naming the file (and the row and column):
+A release is input from anyone: before anything in it is read, its tree must hold only
+regular files and directories. A symlink (inside the release or leading out of it), a FIFO, a
+socket or a device file fails the verification at once, each named, and nothing is opened
+(a link could make a release that reads outside itself pass; a FIFO would block). The JSON
+files it parses are read through `metaeval.tasks.safe_json` (size and nesting capped, the top
+level type checked) and files are hashed in chunks, so neither a hostile document nor a huge
+(sparse) file can crash or exhaust the verifier. Then the checks, each difference reported as
+one line naming the file (and the row and column):
 
 1. every file listed in SHA256SUMS exists with that SHA-256, and no file is unlisted;
 2. the pack's specs and question banks and the prompt templates have the hashes the run's
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +35,25 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
+from metaeval.tasks.safe_files import open_regular, read_regular, sha256_fd, walk_tree
+from metaeval.tasks.safe_json import MAX_JSON_BYTES, json_type, parse_json, read_json
 
 TOLERANCE = 1e-9
 MAX_CELLS_PER_TABLE = 5
+MAX_TEXT_BYTES = 64 * 1024 * 1024
+"""SHA256SUMS and the pack's and prompts' text files: larger ones are not read."""
+INPUT_ERRORS = (
+    MetaevalError,
+    pl.exceptions.PolarsError,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    RecursionError,
+)
+"""What a malformed release can make a check raise: reported as a problem, never raised."""
 
 
 def load_released_tables(root: Path) -> dict[str, pl.DataFrame]:
@@ -60,38 +83,101 @@ def _checked(step: str, check: Callable[[], list[str]]) -> list[str]:
     """Run one check; a failure to check at all is itself reported, never raised."""
     try:
         return check()
-    except (MetaevalError, pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
-        return [f"{step}: cannot check: {exc}"]
+    except INPUT_ERRORS as exc:
+        return [f"{step}: cannot check: {_error_text(exc)}"]
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "data nested too deeply to read"
+    if isinstance(exc, TypeError | AttributeError | IndexError):
+        return f"a file has an unexpected shape ({type(exc).__name__}: {exc})"
+    return str(exc)
+
+
+# ------------------------------------------------------------------------------- the tree
+
+
+def release_files(root: Path) -> tuple[list[str], list[str]]:
+    """(relative paths of the release's regular files, one problem per entry that is not a
+    regular file or directory). Nothing is opened or followed."""
+    files, problems = [], []
+    for entry in walk_tree(root):
+        if entry.kind == "file":
+            files.append(entry.rel)
+        elif entry.kind != "dir":
+            problems.append(
+                f"{entry.rel}: {entry.describe()}: a release holds only regular files "
+                "and directories"
+            )
+    return files, problems
+
+
+def _read_text(root: Path, rel: str) -> str:
+    """A regular file of the release (no symlink), at most MAX_TEXT_BYTES, as text."""
+    data = read_regular(root / rel, root, max_bytes=MAX_TEXT_BYTES, follow_inside_links=False)
+    # as Path.read_text does: undecodable bytes replaced, universal newlines
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def file_sha256(root: Path, rel: str) -> str:
+    """Hex SHA-256 of a regular file of the release (no symlink), read in chunks."""
+    fd = open_regular(root / rel, root, follow_inside_links=False)
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def check_json_records(root: Path, files: list[str]) -> list[str]:
+    """Lines of the released record files (``records/*.jsonl``) nested too deeply to read:
+    the records' reader skips lines that are not JSON objects, but a line nested deeper than
+    the parser can go would stop the verification without naming the file."""
+    problems = []
+    for rel in files:
+        if not (rel.startswith("records/") and rel.endswith(".jsonl") and rel.count("/") == 1):
+            continue
+        fd = open_regular(root / rel, root, follow_inside_links=False)
+        with os.fdopen(fd, "rb") as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_JSON_BYTES), b""), 1):
+                if line.lstrip()[:1] not in (b"{", b"["):
+                    continue  # not nested at all; the reader judges it
+                try:
+                    parse_json(line, f"{rel}: line {number}", expect=None)
+                except ConfigError as exc:
+                    if "nested deeper" in str(exc):
+                        problems.append(str(exc))
+    return problems
 
 
 # ------------------------------------------------------------------------------- checksums
 
 
-def check_checksums(root: Path) -> list[str]:
-    """Problems with SHA256SUMS: missing, unreadable lines, wrong hashes, unlisted files."""
+def check_checksums(root: Path, files: list[str] | None = None) -> list[str]:
+    """Problems with SHA256SUMS: missing, unreadable lines, wrong hashes, unlisted files.
+    `files` are the release's regular files (walked here when not given)."""
     from metaeval.protocols.buildfind.release import CHECKSUMS
 
-    path = root / CHECKSUMS
-    if not path.is_file():
+    if files is None:
+        files, problems = release_files(root)
+        if problems:
+            return problems
+    present = set(files)
+    if CHECKSUMS not in present:
         return [f"{CHECKSUMS}: missing"]
     problems, listed = [], set()
-    for number, line in enumerate(
-        path.read_text(encoding="utf-8", errors="replace").splitlines(), 1
-    ):
+    for number, line in enumerate(_read_text(root, CHECKSUMS).splitlines(), 1):
         digest, sep, rel = line.partition("  ")
         if not sep or len(digest) != 64 or rel.startswith("/") or ".." in rel.split("/"):
             problems.append(f"{CHECKSUMS}: line {number} is not '<sha256>  <relative path>'")
             continue
         listed.add(rel)
-        target = root / rel
-        if not target.is_file():
+        if rel not in present:
             problems.append(f"{rel}: listed in {CHECKSUMS} but missing")
-        elif hashlib.sha256(target.read_bytes()).hexdigest() != digest:
+        elif file_sha256(root, rel) != digest:
             problems.append(f"{rel}: SHA-256 differs from {CHECKSUMS}")
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = file.relative_to(root).as_posix()
-        if rel != CHECKSUMS and rel not in listed:
-            problems.append(f"{rel}: not listed in {CHECKSUMS}")
+    for rel in sorted(present - listed - {CHECKSUMS}):
+        problems.append(f"{rel}: not listed in {CHECKSUMS}")
     return problems
 
 
@@ -100,8 +186,12 @@ def check_checksums(root: Path) -> list[str]:
 
 def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
     """Specs, question banks and prompt templates against the hashes of the run's manifest."""
-    layers = manifest.get("layers") or [{}]
-    hashes = layers[-1].get("hashes") or manifest.get("hashes") or {}
+    layers = manifest.get("layers")
+    last = layers[-1] if isinstance(layers, list) and layers else {}
+    hashes = (last.get("hashes") if isinstance(last, dict) else None) or manifest.get("hashes")
+    hashes = hashes or {}
+    if not isinstance(hashes, dict):
+        return [f"records/manifest.json: field 'hashes' is {json_type(hashes)}, not an object"]
     problems = []
     for name, expected in sorted(hashes.items()):
         kind, _, key = name.partition(":")
@@ -113,11 +203,10 @@ def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
             rel = f"prompts/{key.removeprefix('buildfind_')}.txt"
         else:
             continue
-        path = root / rel
-        if not path.is_file():
+        if not (root / rel).is_file():
             problems.append(f"{rel}: missing (the manifest records {name})")
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _read_text(root, rel)
         if "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest() != expected:
             problems.append(f"{rel}: differs from the {name} hash in records/manifest.json")
     return problems
@@ -336,12 +425,10 @@ def check_claims(
     from metaeval.protocols.buildfind.claims import claims, count_rows, same_value, with_row_counts
     from metaeval.protocols.buildfind.release import CLAIMS
 
-    path = root / CLAIMS
     try:
-        released = json.loads(path.read_text(encoding="utf-8"))
-        assert isinstance(released, list)
-    except (OSError, ValueError, AssertionError) as exc:
-        return [f"{CLAIMS}: unreadable ({exc})"]
+        released = read_json(root / CLAIMS, root, expect=list)
+    except ConfigError as exc:
+        return [f"{CLAIMS}: unreadable ({str(exc).removeprefix(f'{root / CLAIMS}: ')})"]
     tables = _read_tables(root)[0]
     problems = []
     for claim in released:
@@ -350,7 +437,10 @@ def check_claims(
         except (KeyError, TypeError):
             problems.append(f"{CLAIMS}: a claim lacks id, table, where or column")
             continue
-        df = tables.get(table)
+        if not isinstance(where, dict):
+            problems.append(f"{CLAIMS}: claim {cid}: 'where' is {json_type(where)}, not an object")
+            continue
+        df = tables.get(table) if isinstance(table, str) else None
         if df is None or column not in df.columns:
             problems.append(f"{CLAIMS}: claim {cid}: no table {table} with column {column}")
             continue
@@ -374,7 +464,7 @@ def check_claims(
         problems.append(f"{CLAIMS}: claim {cid} is missing (recomputed)")
     for cid in sorted(set(have) - set(again), key=str):
         problems.append(f"{CLAIMS}: claim {cid} does not follow from the recomputed tables")
-    for cid in sorted(set(have) & set(again)):
+    for cid in sorted(set(again) & set(have)):
         a, b = have[cid], again[cid]
         if not same_value(a.get("value"), b["value"]) or a.get("n_rows") != b["n_rows"]:
             problems.append(
@@ -395,17 +485,23 @@ def verify_release(root: Path) -> list[str]:
     root = Path(root)
     if not root.is_dir():
         return [f"{root}: not a directory"]
-    problems = check_checksums(root)
+    files, problems = release_files(root)
+    if problems:
+        return [*problems, "nothing else was checked: a release holding these is not read"]
+    problems = _checked("records", lambda: check_json_records(root, files))
+    if problems:
+        return problems
+    problems = _checked("SHA256SUMS", lambda: check_checksums(root, files))
     try:
         manifest = RecordFiles(root / "records").manifest
-    except MetaevalError as exc:
-        problems.append(f"records/manifest.json: {exc}")
+    except INPUT_ERRORS as exc:
+        problems.append(f"records/manifest.json: {_error_text(exc)}")
         manifest = {}
-    problems += check_input_hashes(root, manifest)
+    problems += _checked("records/manifest.json", lambda: check_input_hashes(root, manifest))
     try:
         recomputed, frames, data_problems = recompute(root)
-    except (MetaevalError, pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
-        problems.append(f"cannot recompute the tables: {exc}")
+    except INPUT_ERRORS as exc:
+        problems.append(f"cannot recompute the tables: {_error_text(exc)}")
         return problems
     problems += data_problems
     problems += _checked("records", lambda: check_rows_from_records(root, frames))

@@ -182,8 +182,7 @@ def _no_data(fig: Figure, text: str) -> None:
 
 def _svg(name: str, draw: Callable[[Figure], None], size: tuple[float, float]) -> str:
     """Draw a figure on an Agg canvas and return it as inline-ready SVG markup."""
-    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 9}
-    with matplotlib.rc_context(rc):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 9}):
         fig = Figure(figsize=size, layout="constrained")
         FigureCanvasAgg(fig)
         draw(fig)

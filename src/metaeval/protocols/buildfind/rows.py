@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
 SLICES = ("formal", "question_only", "spec_only")
 LABELS = ("implemented_gold", "implemented_non_gold", "absent_ambiguous", "unlabeled")
 LABEL_SOURCES = ("consensus_prelabel", "manual_review", "none")
 
 # column -> (polars dtype, meaning). Order is the canonical column order.
-COLUMNS: dict[str, tuple[pl.DataType, str]] = {
+COLUMNS: dict[str, tuple[PolarsDataType, str]] = {
     "slice": (pl.Utf8, "formal (artifact present), question_only or spec_only control"),
     "task": (pl.Utf8, "task id within the pack"),
     "builder": (pl.Utf8, "builder name from the run config; '' for question_only/spec_only"),
@@ -45,7 +49,7 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "input_tokens": (pl.Int64, "finder input tokens as the provider reported them"),
     "output_tokens": (pl.Int64, "finder output tokens as the provider reported them"),
 }
-SCHEMA = {name: dtype for name, (dtype, _) in COLUMNS.items()}
+SCHEMA: dict[str, PolarsDataType] = {name: dtype for name, (dtype, _) in COLUMNS.items()}
 
 
 def empty_rows() -> pl.DataFrame:

@@ -26,6 +26,7 @@ from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.models.pricing import price_table
 from metaeval.protocols.buildfind.agents import make_agent
+from metaeval.protocols.buildfind.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
 from metaeval.protocols.buildfind.pack import Pack, PackTask, load_pack
 from metaeval.protocols.buildfind.prompts import (
@@ -244,7 +245,7 @@ class BuildFindRun:
 
     def _check_views(self, run: RunDir) -> None:
         """A view name already run with other globs is refused (its records would be reused)."""
-        recorded: dict[str, tuple[list, list]] = {}
+        recorded: dict[str | None, tuple[Any, Any]] = {}  # view -> (include, exclude) as recorded
         for rec in run.read(VIEW_FINDS):
             info = rec.get("view_info")
             if isinstance(info, dict):
@@ -405,6 +406,7 @@ class BuildFindRun:
             "permutation": orders,
             "find_answers_blob": run.blobs.put(result.submission or ""),
             "answers_problem": problem,
+            "answers_status": answers_status(problem),
             "answers": answers,
             "compile_pass": build.get("compile_pass") if build else None,
             "build_attempt": build.get("attempt") if build else None,
@@ -452,22 +454,37 @@ def _agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:
     }
 
 
+def answers_status(problem: str | None) -> str:
+    """ok | extracted (found inside a fence or prose) | missing | unparsable."""
+    if problem is None:
+        return "ok"
+    if problem.startswith("extracted"):
+        return "extracted"
+    return "unparsable" if problem.startswith("unparsable") else "missing"
+
+
 def parse_answers(
     submission: str | None, orders: dict[str, list[str]], pack_task: PackTask
 ) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """De-shuffle and grade find_answers.json; a missing or malformed file leaves all unanswered."""
-    data: Any = None
+    """De-shuffle and grade find_answers.json.
+
+    The answer object is found by content (`answer_json`: bare, fenced or embedded in prose);
+    `problem` says what was wrong: nothing submitted, `unparsable: ...` (no JSON object in the
+    text), or how a wrapped object was found (`extracted from a fenced block` / `... from the
+    surrounding text`, a note, not an error). With no object every question is unanswered.
+    """
+    data: dict[str, Any] | None = None
     problem = None
     if not submission or not submission.strip():
         problem = "no find_answers.json submitted"
     else:
-        try:
-            data = json.loads(submission)
-        except json.JSONDecodeError as exc:
-            problem = f"find_answers.json is not valid JSON: {exc}"
-        else:
-            if not isinstance(data, dict):
-                problem, data = "find_answers.json is not an object", None
+        data, how = extract_answer_object(submission, (q.id for q in pack_task.questions))
+        if data is None:
+            problem = "unparsable: find_answers.json holds no JSON object"
+        elif how == "fenced":
+            problem = "extracted from a fenced block"
+        elif how == "embedded":
+            problem = "extracted from the surrounding text"
     answers = {}
     for question in pack_task.questions:
         entry = data.get(question.id) if isinstance(data, dict) else None

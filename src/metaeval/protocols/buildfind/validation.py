@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.sandbox.workspace import Workspace
+from metaeval.tasks.safe_files import read_regular, walk_tree
 
 LANGUAGES = {
     ".py": "python",
@@ -35,12 +36,30 @@ BUILD_OUTPUTS = {"__pycache__", "target", "node_modules", ".venv", "build", "dis
 MIN_OPTION_CHARS = 20
 
 
+MAX_SCANNED_BYTES = 16 * 1024 * 1024
+"""A larger artifact file is listed but not read (lines of code, leakage scan)."""
+
+
 def _source_files(root: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file() and not (set(p.relative_to(root).parts) & BUILD_OUTPUTS)
-    )
+    """The artifact's regular files (and symlinks to files inside it), build outputs left out.
+
+    The builder agent wrote the artifact: a symlink it made leading out of the artifact is
+    not followed, and FIFOs, sockets and devices are not listed (`safe_files.walk_tree`)."""
+    entries = [
+        entry
+        for entry in walk_tree(root)
+        if entry.kind in ("file", "link") and not (set(entry.rel.split("/")) & BUILD_OUTPUTS)
+    ]
+    # in path order, part by part, as before (the file list is recorded)
+    return [entry.path for entry in sorted(entries, key=lambda e: e.rel.split("/"))]
+
+
+def _read(path: Path, root: Path) -> bytes | None:
+    """A listed file's bytes, None when it is refused or too large to scan."""
+    try:
+        return read_regular(path, root, max_bytes=MAX_SCANNED_BYTES)
+    except OSError:
+        return None
 
 
 def structure(root: Path) -> dict[str, Any]:
@@ -49,8 +68,9 @@ def structure(root: Path) -> dict[str, Any]:
     loc: Counter[str] = Counter()
     for path in files:
         language = LANGUAGES.get(path.suffix)
-        if language:
-            text = path.read_text(encoding="utf-8", errors="replace")
+        data = _read(path, root) if language else None
+        if language and data is not None:
+            text = data.decode("utf-8", errors="replace")
             loc[language] += sum(1 for line in text.splitlines() if line.strip())
     rel = [p.relative_to(root).as_posix() for p in files]
     return {
@@ -82,8 +102,8 @@ def leakage_scan(root: Path, pack_task: Any) -> dict[str, list[str]]:
     texts = []
     for path in _source_files(root):
         try:
-            texts.append(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, OSError):
+            texts.append((_read(path, root) or b"").decode("utf-8"))
+        except UnicodeDecodeError:
             continue
     corpus = "\n".join(texts)
     folded = " ".join(corpus.lower().split())

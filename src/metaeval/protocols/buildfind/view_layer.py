@@ -14,7 +14,7 @@ the all-correct condition of R_b and the recovery gate apply exactly as they do 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -31,8 +31,11 @@ from metaeval.protocols.buildfind.runner import (
 )
 from metaeval.records import RunDir
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
 VIEW_ROWS = "view_rows"
-VIEW_SCHEMA = {"view": pl.Utf8, **SCHEMA}
+VIEW_SCHEMA: dict[str, PolarsDataType] = {"view": pl.Utf8, **SCHEMA}
 PAIR = ["task", "builder", "build_trial", "question_id"]
 _FORMAL_GROUPS = ("artifact_present", "compile_pass", "compile_failed")
 

@@ -379,13 +379,16 @@ class Reason(BaseModel):
     detail: str
 
 
+ChangeKind = Literal["add", "modify", "delete", "rename", "copy"]
+
+
 class FileChange(BaseModel):
     """One file section. `path` is the post-image name (the removed name for a delete);
     `old_path` is set only for renames and copies (their source)."""
 
     path: str
     old_path: str | None = None
-    change: Literal["add", "modify", "delete", "rename", "copy"]
+    change: ChangeKind
     old_mode: str | None = None
     new_mode: str | None = None
     binary: bool = False
@@ -525,7 +528,7 @@ class _Section:
     # results of _finish
     old_path: str | None = None
     new_path: str | None = None
-    change: str = "modify"
+    change: ChangeKind = "modify"
     may_add: bool = False
     may_delete: bool = False
 
@@ -729,11 +732,11 @@ class _Parser:
         elif line.startswith(("similarity index ", "dissimilarity index ")):
             pass
         elif line.startswith("index "):
-            m = _INDEX_RE.match(after("index "))
-            if not m:
+            index = _INDEX_RE.match(after("index "))
+            if not index:
                 sec.problems.append(f"line {i + 1}: invalid index line {line[:60]!r}")
-            elif m.group(3) is not None:
-                sec.index_mode = self._mode(sec, "index mode", m.group(3), i)
+            elif index.group(3) is not None:
+                sec.index_mode = self._mode(sec, "index mode", index.group(3), i)
         else:
             return False
         return True
@@ -1157,8 +1160,8 @@ def _check_section(
         elif mode not in ("100644", "100755"):
             out.add("unsupported_mode", display, f"{label} {mode} is not 100644 or 100755")
 
-    old_mode = (sec.old_mode_lines or [None])[0]
-    new_mode = (sec.new_mode_lines or [None])[0]
+    old_mode = sec.old_mode_lines[0] if sec.old_mode_lines else None
+    new_mode = sec.new_mode_lines[0] if sec.new_mode_lines else None
     if old_mode and new_mode and old_mode != new_mode and not all_inside:
         becomes_exec = int(new_mode, 8) & 0o111 and not int(old_mode, 8) & 0o111
         what = "makes the file executable" if becomes_exec else "changes the file mode"
@@ -1235,8 +1238,8 @@ def check_patch(
         _check_section(sec, boundary, out, worktree)
         path = sec.new_path or sec.old_path
         if path:
-            old_mode = (sec.old_mode_lines or [None])[0]
-            new_mode = (sec.new_mode_lines or [None])[0]
+            old_mode = sec.old_mode_lines[0] if sec.old_mode_lines else None
+            new_mode = sec.new_mode_lines[0] if sec.new_mode_lines else None
             if sec.index_mode is not None:
                 old_mode = old_mode or (None if sec.is_new else sec.index_mode)
                 new_mode = new_mode or (None if sec.is_delete else sec.index_mode)
@@ -1244,7 +1247,7 @@ def check_patch(
                 FileChange(
                     path=path,
                     old_path=sec.old_path if sec.change in ("rename", "copy") else None,
-                    change=sec.change,  # type: ignore[arg-type]
+                    change=sec.change,
                     old_mode=old_mode,
                     new_mode=new_mode,
                     binary=sec.binary,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
 from metaeval.records import RunDir, redact
+from metaeval.records.manifest import MANIFEST_NAME, read_manifest
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import NodeEval, Plan
@@ -20,6 +21,13 @@ def open_bundle(plan: Plan) -> RunDir:
     resolved = plan.documents.get("resolved_manifest.json") or {}
     files = resolved.get("files") or {}
     hashes = {f"file:{role}": rec["sha256"] for role, rec in sorted(files.items())}
+    contract = {
+        "contract:trial_budget": str(plan.trial_budget),
+        "contract:seed": str(resolved.get("seed")),
+        **{f"suite:{split}": s["sha256"] for split, s in (resolved.get("suites") or {}).items()},
+    }
+    _refuse_changed_contract(plan.bundle, resolved)
+    hashes.update(_known_to(plan.bundle, contract))
     config: dict = {
         "run_id": plan.run_id,
         "baseline_id": plan.baseline_id,
@@ -44,6 +52,46 @@ def open_bundle(plan: Plan) -> RunDir:
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 
+def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
+    """Refuse a resume whose budget, seed or suites differ from the bundle's, in words."""
+    path = bundle / "resolved_manifest.json"
+    if not path.is_file():
+        return
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
+    changes = [
+        f"{key} changed: {before[key]} -> {resolved.get(key)}"
+        for key in ("trial_budget", "seed")
+        if key in before and before[key] != resolved.get(key)
+    ]
+    for split, suite in (before.get("suites") or {}).items():
+        now = (resolved.get("suites") or {}).get(split) or {}
+        if suite.get("tasks") != now.get("tasks"):
+            changes.append(f"suite '{split}' changed: its task list differs")
+        elif suite.get("sha256") != now.get("sha256"):
+            changes.append(f"suite '{split}' changed: a task file differs")
+    if changes:
+        raise RecordIntegrityError(
+            f"{bundle}: the run's contract differs from the bundle's: "
+            + "; ".join(changes)
+            + "; use a new output directory (-o)"
+        )
+
+
+def _known_to(bundle: Path, contract: dict[str, str]) -> dict[str, str]:
+    """The contract hashes a resume can compare: all of them for a new bundle, only those its
+    manifest already records for a bundle written before they were (it resumes as it did)."""
+    manifest = bundle / MANIFEST_NAME
+    if not manifest.is_file():
+        return contract
+    recorded: set[str] = set()
+    for layer in read_manifest(bundle).get("layers", []):
+        recorded |= set(layer.get("hashes") or {})
+    return {name: value for name, value in contract.items() if name in recorded}
+
+
 class BundleFiles:
     """Writes the bundle's documents (Appendix B.2 layout) through its RunDir: atomically,
     with secrets redacted. Paths may be absolute under the bundle or relative to it."""
@@ -66,27 +114,51 @@ class BundleFiles:
 
 
 def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
-    """Section 3.5: baseline, best descendants, promotions, valid and invalid trials."""
+    """Section 3.5: baseline, final promoted candidate, gains, promotions, valid and invalid
+    trials, cost.
+
+    "Best" is taken over promoted candidates only (the lineage the selection gate kept), never
+    over rejected ones: `best_optimize` is the final promoted candidate (each promotion is a
+    strict optimize gain over its parent, so the lineage's last is its best); `best_held_out`
+    is the promoted candidate with the highest held-out score, the later one on a tie (closer
+    to the final candidate). `best_so_far` is the optimize score of the active parent after
+    each trial. Gains are the final candidate's scores minus the baseline's."""
     valid = [e for e in ledger if e.get("failure_class") is None]
     promoted = [e for e in ledger if e.get("decision") == "promoted"]
-    best_opt = max(valid, key=lambda e: e["optimize_score"] or 0.0, default=None)
-    held = [e for e in valid if e.get("held_out_score") is not None]
-    best_held = max(held, key=lambda e: e["held_out_score"], default=None)
+    final = promoted[-1] if promoted else None
+    held = [e for e in promoted if e.get("held_out_score") is not None]
+    best_held = max(reversed(held), key=lambda e: e["held_out_score"], default=None)
     task_failures = 0
     for entry in valid:
         task_failures += int(entry.get("task_failures") or 0)
+    series: list[float | None] = []
+    current = baseline.optimize_score
+    for entry in ledger:
+        if entry.get("decision") == "promoted":
+            current = entry["optimize_score"]
+        series.append(current)
+    final_opt = baseline.optimize_score if final is None else final["optimize_score"]
+    final_held = baseline.held_out_score if final is None else final.get("held_out_score")
     return {
         "baseline": {
             "id": plan.baseline_id,
             "optimize_score": baseline.optimize_score,
             "held_out_score": baseline.held_out_score,
         },
+        "final": {
+            "id": plan.baseline_id if final is None else final["candidate_id"],
+            "optimize_score": final_opt,
+            "held_out_score": final_held,
+            "gain_optimize": _gain(final_opt, baseline.optimize_score),
+            "gain_held_out": _gain(final_held, baseline.held_out_score),
+        },
         "best_optimize": None
-        if best_opt is None
-        else {"id": best_opt["candidate_id"], "score": best_opt["optimize_score"]},
+        if final is None
+        else {"id": final["candidate_id"], "score": final["optimize_score"]},
         "best_held_out": None
         if best_held is None
         else {"id": best_held["candidate_id"], "score": best_held["held_out_score"]},
+        "best_so_far": series,
         "trials_consumed": len(ledger),
         "trial_budget": plan.trial_budget,
         "promotions": len(promoted),
@@ -95,11 +167,36 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
         "failure_classes": dict(
             Counter(e["failure_class"] for e in ledger if e.get("failure_class"))
         ),
+        "meta_agent_cost_usd": _total(e.get("meta_agent", {}).get("cost_usd") for e in ledger),
+        "meta_agent_tokens": {
+            key: sum(
+                int((e.get("meta_agent", {}).get("usage") or {}).get(key) or 0) for e in ledger
+            )
+            for key in ("input_tokens", "output_tokens")
+        },
     }
+
+
+def _gain(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else round(value - base, 6)
+
+
+def _total(values: Any) -> float | None:
+    """The sum of known costs; None when any is unknown (an unpriced model)."""
+    total = 0.0
+    for value in values:
+        if value is None:
+            return None
+        total += float(value)
+    return round(total, 6)
 
 
 def _score(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _delta(value: Any) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f} pp"
 
 
 def summary_text(summary: dict[str, Any]) -> str:
@@ -108,15 +205,15 @@ def summary_text(summary: dict[str, Any]) -> str:
     parts = [
         f"baseline {_score(base['optimize_score'])} (held-out {_score(base['held_out_score'])})"
     ]
-    best = summary.get("best_optimize")
-    parts.append(
-        "best on optimize: none (no valid candidate)"
-        if best is None
-        else f"best on optimize: {best['id']} at {_score(best['score'])}"
-    )
-    held = summary.get("best_held_out")
-    if held is not None:
-        parts.append(f"best held-out: {held['id']} at {_score(held['score'])}")
+    final = summary.get("final")
+    if not summary.get("promotions") or final is None:
+        parts.append("no candidate promoted")
+    else:
+        parts.append(
+            f"final {final['id']}: optimize {_score(final['optimize_score'])} "
+            f"({_delta(final['gain_optimize'])}), held-out {_score(final['held_out_score'])} "
+            f"({_delta(final['gain_held_out'])})"
+        )
     parts.append(
         f"{summary['trials_consumed']} of {summary['trial_budget']} trials, "
         f"{summary['promotions']} promoted, {summary['valid_candidates']} valid, "

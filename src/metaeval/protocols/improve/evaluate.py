@@ -47,11 +47,12 @@ would let a candidate turn failures into exclusions and raise its score. Only si
 agent cannot produce (the sandbox reporting itself unavailable, a harness exception) are
 infra errors.
 
-Suite scoring (`SuiteResult`, `evaluate_suite`): score = passed / (passed + failed). Infra
-and target errors are excluded from the denominator and reported by count. A target error is
-a failure of the candidate, but of its own class (the candidate is broken, not wrong): it is
-not an accuracy data point, and the caller (the IMPROVE lead) treats a candidate with any
-target error as broken (`SuiteResult.broken`), whatever its score.
+Suite scoring (`SuiteResult`, `evaluate_suite`): score = passed / total, over every task of
+the suite. A task the harness could not run (infra_error) or a candidate that broke
+(target_error) is never dropped from the denominator, so a candidate cannot raise its score by
+making tasks unrunnable; the caller (the IMPROVE loop) treats an evaluation with any infra
+error as an evaluation-framework failure (retried once, then not comparable and never
+promoted), and a candidate with any target error as broken (`SuiteResult.broken`).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class TaskOutcome(BaseModel):
 
 
 class SuiteResult(BaseModel):
-    """Outcomes of one suite slice and its accuracy with infra and target errors excluded."""
+    """Outcomes of one suite slice and its accuracy over all of its tasks."""
 
     name: str = ""
     outcomes: list[TaskOutcome] = Field(default_factory=list)
@@ -138,7 +139,7 @@ class SuiteResult(BaseModel):
     failed: int = 0
     infra_errors: int = 0
     target_errors: int = 0
-    score: float | None = None  # passed / (passed + failed); None when nothing was scored
+    score: float | None = None  # passed / total; None for an empty suite
     duration_s: float = 0.0
 
     @property
@@ -161,7 +162,7 @@ class SuiteResult(BaseModel):
         counts = {status: 0 for status in ("passed", "failed", "infra_error", "target_error")}
         for outcome in outcomes:
             counts[outcome.status] += 1
-        scored = counts["passed"] + counts["failed"]
+        total = len(outcomes)
         return cls(
             name=name,
             outcomes=list(outcomes),
@@ -169,9 +170,20 @@ class SuiteResult(BaseModel):
             failed=counts["failed"],
             infra_errors=counts["infra_error"],
             target_errors=counts["target_error"],
-            score=counts["passed"] / scored if scored else None,
+            score=counts["passed"] / total if total else None,
             duration_s=round(duration_s, 3),
         )
+
+
+_TASK_ID_SALT = os.urandom(16)
+
+
+def opaque_task_id(name: str) -> str:
+    """The id a target is told for a task: stable within one process, meaningless outside it,
+    so a candidate cannot look the task's answers up by name."""
+    import hashlib
+
+    return "task-" + hashlib.sha256(_TASK_ID_SALT + name.encode()).hexdigest()[:12]
 
 
 class _Stop(Exception):
@@ -232,7 +244,7 @@ def evaluate_task(
             task_timeout_s=task_timeout_s,
             command_timeout_s=command_timeout_s,
             verifier_timeout_s=verifier_timeout_s,
-            episode_id=episode_id or f"{_safe(root.name)}-{uuid.uuid4().hex[:12]}",
+            episode_id=episode_id or f"episode-{uuid.uuid4().hex[:16]}",
             host_env=tuple(host_env),
         ).run()
     except _Stop as stop:
@@ -326,7 +338,7 @@ class _Episode:
     def _reset(self, instruction: str) -> None:
         request = ResetRequest(
             episode_id=self.episode_id,
-            task_id=self.outcome.task_id,
+            task_id=opaque_task_id(self.outcome.task_id),
             instruction=instruction,
             max_steps=self.max_steps,
         )

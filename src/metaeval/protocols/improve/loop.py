@@ -15,7 +15,9 @@ import json
 import os
 import queue
 import shutil
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +33,14 @@ from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
     GitError,
+    TrialTree,
     add_worktree,
     apply_patch,
     candidate_diff,
     commit_candidate,
+    left_out_files,
     remove_worktree,
+    tampered,
 )
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
@@ -118,7 +123,26 @@ def _suite_summary(result: Any) -> dict[str, Any]:
     }
 
 
-def target_sandbox(worktree: Path) -> SandboxSpec:
+def sealed_paths(tasks: list[Path], visible: list[str]) -> list[str]:
+    """Directories holding answer keys that lie inside a path the target's sandbox mounts
+    (`visible`): the run's suites (solutions and tests included) and every copy of the
+    examples bundled with metaeval (`metaeval/_examples` in an installed package, on any
+    `sys.path` entry). The sandbox covers each, so no candidate can read an answer key."""
+    roots = {os.path.realpath(t) for t in tasks} | {os.path.realpath(t.parent) for t in tasks}
+    for entry in sys.path:
+        bundled = os.path.join(entry or ".", "metaeval", "_examples")
+        if os.path.isdir(bundled):
+            roots.add(os.path.realpath(bundled))
+
+    def inside(path: str) -> bool:
+        return any(path == v or path.startswith(v.rstrip("/") + "/") for v in visible)
+
+    sealed = {r for r in roots if inside(r)}
+    # cover a suite root once rather than each of its tasks
+    return sorted(r for r in sealed if not any(r.startswith(o + "/") for o in sealed))
+
+
+def target_sandbox(worktree: Path, sealed: Sequence[str] = ()) -> SandboxSpec:
     """The sandbox a target's PACT server runs in: the candidate's worktree and metaeval's
     source read-only, the running Python, a private /tmp as HOME, no host variables but the
     declared ones. It shares the host's network: it must listen on loopback for the harness
@@ -130,7 +154,13 @@ def target_sandbox(worktree: Path) -> SandboxSpec:
         network=True,
         chdir=str(worktree),
         python_prefixes=running_python_prefixes(),
+        hidden=list(sealed),
     )
+
+
+def target_visible_roots() -> list[str]:
+    """Host directories the target's sandbox mounts besides the worktree."""
+    return [*metaeval_source_dirs(), *running_python_prefixes()]
 
 
 class _LeasedClient:
@@ -164,9 +194,10 @@ class EpisodeServer:
         worktree: Path,
         log_dir: Path,
         timeout_s: float,
+        sealed: Sequence[str] = (),
     ):
         self.profile, self.env, self.worktree = profile, env, worktree
-        self.log_dir, self.timeout_s = log_dir, timeout_s
+        self.log_dir, self.timeout_s, self.sealed = log_dir, timeout_s, list(sealed)
 
     def __call__(self) -> _OwnedClient:
         name = f"server-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -174,7 +205,7 @@ class EpisodeServer:
             self.profile,
             log_path=self.log_dir / name,
             extra_env=self.env,
-            sandbox=target_sandbox(self.worktree),
+            sandbox=target_sandbox(self.worktree, self.sealed),
         )
         return _OwnedClient(server, self.timeout_s)
 
@@ -196,6 +227,25 @@ class _OwnedClient:
         self._server.stop()
 
 
+def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:
+    """Boundary reasons for files the patch cannot carry that lie outside the mutable root.
+
+    Python's own bytecode caches (files directly in a `__pycache__` directory) are exempt: an
+    honest meta-agent that runs the target leaves them, and Python never imports them without
+    their source. None of these files reaches the evaluation, which runs from the commit.
+    """
+    return [
+        {
+            "code": "left_out_outside_boundary",
+            "path": path,
+            "detail": f"{path}: a file ignored by the target's .gitignore, outside the "
+            "mutation boundary (it cannot be part of the candidate)",
+        }
+        for path in paths
+        if not boundary.allows(path) and Path(path).parent.name != "__pycache__"
+    ]
+
+
 class TrialLoop:
     """Runs (or resumes) one recursive experiment into its bundle."""
 
@@ -204,6 +254,9 @@ class TrialLoop:
         self.meta_agent = meta_agent
         self.trace_lines: list[str] = []
         self.files: BundleFiles  # set by run(), once the bundle is open
+        self.sealed = sealed_paths(
+            [*plan.optimize_tasks, *(plan.held_out_tasks or [])], target_visible_roots()
+        )
         self.model_service = TargetModelService(
             plan.target_settings, plan.target_profile.model_api, plan.bundle / "model_server"
         )
@@ -211,6 +264,15 @@ class TrialLoop:
     # ----------------------------------------------------------------- evaluation
 
     def evaluate(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
+        """Score the target in `worktree` on the suites; an evaluation in which the harness
+        could not run some task is tried once more, and if it fails again it is a
+        framework failure (not comparable with its parent, never promoted)."""
+        node = self._evaluate_once(worktree, label, out_dir, held_out)
+        if node.status == "framework_failure" and node.optimize is not None:
+            node = self._evaluate_once(worktree, f"{label}-retry", out_dir, held_out)
+        return node
+
+    def _evaluate_once(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
         """Launch the target from `worktree` over PACT and score it on the suites."""
         plan = self.plan
         profile = plan.target_profile.model_copy(update={"cwd": worktree})
@@ -224,7 +286,7 @@ class TrialLoop:
         if selected_backend() == "ray":
             # Each episode starts its own PACT server on the worker that runs it (loopback there).
             client_factory: Any = EpisodeServer(
-                profile, env, worktree, out_dir / label, plan.task_timeout_s
+                profile, env, worktree, out_dir / label, plan.task_timeout_s, self.sealed
             )
         else:
             try:
@@ -234,7 +296,7 @@ class TrialLoop:
                             profile,
                             log_path=out_dir / f"{label}-server-{index}.log",
                             extra_env=env,
-                            sandbox=target_sandbox(worktree),
+                            sandbox=target_sandbox(worktree, self.sealed),
                         )
                     )
             except LaunchError as exc:
@@ -276,12 +338,20 @@ class TrialLoop:
                 held_out=held,
                 error="target agent failed to serve",
             )
-        if optimize["score"] is None:
+        unrun = [
+            f"{t['task_id']}: {t['reason']}"
+            for s in suites
+            for t in s["tasks"]
+            if t["status"] == "infra_error"
+        ]
+        if unrun or optimize["score"] is None:
             return NodeEval(
                 status="framework_failure",
                 optimize=optimize,
                 held_out=held,
-                error="no task could be evaluated",
+                error=f"the harness could not run {len(unrun)} task(s): " + "; ".join(unrun)[:2000]
+                if unrun
+                else "no task could be evaluated",
             )
         return NodeEval(status="evaluated", optimize=optimize, held_out=held)
 
@@ -382,9 +452,9 @@ class TrialLoop:
             shutil.rmtree(trial_dir)
         worktree = trial_dir / "optimizer-worktree"
         started = time.time()
-        add_worktree(plan.repo, worktree, parent["commit"])
+        tree = add_worktree(plan.repo, worktree, parent["commit"])
         try:
-            return self._trial_in_worktree(trial, parent, ledger, trial_dir, worktree, started)
+            return self._trial_in_worktree(trial, parent, ledger, trial_dir, tree, started)
         finally:
             remove_worktree(plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
@@ -419,10 +489,11 @@ class TrialLoop:
         parent: dict,
         ledger: list[dict],
         trial_dir: Path,
-        worktree: Path,
+        tree: TrialTree,
         started: float,
     ) -> dict[str, Any]:
         plan = self.plan
+        worktree = tree.path
         contract_input = self._contract_input(trial, parent, ledger, worktree)
         instruction = render_instruction(contract_input)
         context = worktree / CONTEXT_DIR
@@ -448,8 +519,12 @@ class TrialLoop:
 
         reasons: list[dict[str, Any]] = []
         patch = ""
+        left_out: list[str] = []
         if output.status != "ok":
             reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
+        elif (tamper := tampered(tree)) is not None:
+            # git is never run on this tree: its metadata is the meta-agent's, not the harness's
+            reasons.append({"code": "git_metadata_changed", "detail": tamper})
         else:
             try:
                 if output.patch is not None:
@@ -457,10 +532,14 @@ class TrialLoop:
                         raise ValueError(
                             f"patch names parent {output.parent}, active parent is {parent['id']}"
                         )
-                    apply_patch(worktree, output.patch)
-                patch = candidate_diff(worktree)
+                    apply_patch(tree, output.patch)
+                    if (tamper := tampered(tree)) is not None:
+                        raise ValueError(tamper)
+                patch = candidate_diff(tree)
+                left_out = left_out_files(tree)
             except (GitError, ValueError) as exc:
                 reasons.append({"code": "malformed_patch", "detail": str(exc)})
+        reasons += _left_out_reasons(left_out, plan.boundary)
         self.files.text(trial_dir / "candidate.patch", patch)
         verdict = None
         if not reasons:
@@ -479,16 +558,18 @@ class TrialLoop:
 
         node: NodeEval | None = None
         commit = None
+        failure_class: str | None
+        decision: str | None
         if reasons:
             failure_class, decision = "meta_agent_failure", "invalid"
         else:
             commit = commit_candidate(
                 plan.repo,
-                worktree,
+                tree,
                 f"{candidate_id}: {output.summary[:60]}",
                 f"refs/metaeval/{plan.run_id}/{candidate_id}",
             )
-            node = self.evaluate(worktree, candidate_id, artifacts / "candidates", held_out=True)
+            node = self._evaluate_commit(commit, candidate_id, trial_dir, artifacts)
             self.files.json(artifacts / "candidates" / "evaluation.json", node.__dict__)
             failure_class = {
                 "evaluated": None,
@@ -511,6 +592,7 @@ class TrialLoop:
             "failure_class": failure_class,
             "reasons": reasons,
             "gate": gate,
+            "left_out_of_patch": left_out,
         }
         self.files.json(trial_dir / "selection_decision.json", selection)
         feedback = {
@@ -550,6 +632,18 @@ class TrialLoop:
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
         return result
+
+    def _evaluate_commit(
+        self, commit: str, candidate_id: str, trial_dir: Path, artifacts: Path
+    ) -> NodeEval:
+        """Evaluate the candidate from a clean checkout of its commit: what was validated and
+        committed is what runs, never the meta-agent's working copy."""
+        checkout = trial_dir / "candidate-checkout"
+        add_worktree(self.plan.repo, checkout, commit)
+        try:
+            return self.evaluate(checkout, candidate_id, artifacts / "candidates", held_out=True)
+        finally:
+            remove_worktree(self.plan.repo, checkout)
 
     def _select(self, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]:
         """Strict improvement on optimize over the parent; held-out gates promotion if required."""

@@ -1,7 +1,10 @@
 """The improve bundle's report: what each trial changed, how it scored and why it was kept or not.
 
 Everything is read back from the bundle (Appendix B.2 layout), so `metaeval improve report`
-re-renders it from the files alone:
+re-renders it from the files alone. A bundle handed to the command may come from anyone: its
+files are read through `metaeval.tasks.safe_files` / `safe_json` (no symlink, FIFO or device,
+sizes and JSON nesting capped), and a trial file that is refused is named in the trial's
+evidence instead of being shown:
 
 - per trial: the meta-agent's summary, the selection decision and its reason (the gate's
   comparisons in words), scores per suite next to the parent's and the baseline's, the failure
@@ -15,7 +18,7 @@ re-renders it from the files alone:
 from __future__ import annotations
 
 import html
-import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from metaeval.errors import ConfigError
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table
+from metaeval.tasks.safe_files import read_head
+from metaeval.tasks.safe_json import read_json
 
 FAILURE_CLASSES = (
     "meta_agent_failure",
@@ -47,6 +53,8 @@ COLOURS = {
     "invalid": "#e45756",
 }
 MAX_DIFF_CHARS = 200_000
+MAX_PATCH_BYTES = 4 * MAX_DIFF_CHARS
+"""More of a candidate.patch than this is never read (the report shows MAX_DIFF_CHARS)."""
 
 
 def score_text(value: Any) -> str:
@@ -54,18 +62,33 @@ def score_text(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, bundle: Path, notes: list[str]) -> dict[str, Any] | None:
+    """A JSON object of the bundle, None when absent; a file that is not one (a symlink, a
+    FIFO, too large or deep, not an object) is not read and gets a note saying why."""
+    if not os.path.lexists(path):
+        return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(path, bundle)
+    except ConfigError as exc:
+        notes.append(_note(path, bundle, str(exc).removeprefix(f"{path}: ")))
         return None
 
 
-def _read_text(path: Path) -> str:
+def _read_patch(path: Path, bundle: Path, notes: list[str]) -> tuple[str, bool]:
+    """(the head of a patch of the bundle, whether the file holds more); ("", False) when
+    absent or refused (with a note)."""
+    if not os.path.lexists(path):
+        return "", False
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+        data, longer = read_head(path, bundle, max_bytes=MAX_PATCH_BYTES, follow_inside_links=False)
+    except OSError as exc:
+        notes.append(_note(path, bundle, str(exc)))
+        return "", False
+    return data.decode("utf-8", errors="replace"), longer
+
+
+def _note(path: Path, bundle: Path, reason: str) -> str:
+    return f"{path.relative_to(bundle).as_posix()} not read: {reason}"
 
 
 def gate_reason(entry: dict[str, Any], selection: dict[str, Any] | None) -> str:
@@ -128,13 +151,16 @@ def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[st
     views = []
     for entry in ledger:
         folder = bundle / "trials" / f"{entry['trial']:03d}"
-        selection = _read_json(folder / "selection_decision.json")
-        evaluation = _read_json(folder / "artifacts" / "candidates" / "evaluation.json")
+        refused: list[str] = []
+        selection = _read_json(folder / "selection_decision.json", bundle, refused)
+        evaluation = _read_json(
+            folder / "artifacts" / "candidates" / "evaluation.json", bundle, refused
+        )
         parent = (selection or {}).get("parent") or {}
-        diff = _read_text(folder / "candidate.patch")
+        diff, longer = _read_patch(folder / "candidate.patch", bundle, refused)
         failure = entry.get("failure_class")
         if failure is None and entry.get("task_failures"):
-            failure_shown = "task_failure"
+            failure_shown: str | None = "task_failure"
         else:
             failure_shown = failure
         suites = []
@@ -170,9 +196,9 @@ def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[st
                 "summary": meta.get("summary") or "",
                 "meta_status": meta.get("status") or "n/a",
                 "suites": suites,
-                "evidence": _evidence(entry, selection, evaluation),
+                "evidence": refused + _evidence(entry, selection, evaluation),
                 "diff": diff[:MAX_DIFF_CHARS],
-                "diff_cut": len(diff) > MAX_DIFF_CHARS,
+                "diff_cut": longer or len(diff) > MAX_DIFF_CHARS,
                 "diff_lines": diff.count("\n"),
                 "files": _changed_files(diff),
                 "wall_clock_s": entry.get("wall_clock_s"),
@@ -325,6 +351,38 @@ def scores_svg(nodes: list[dict]) -> str:
 # pages
 
 
+def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The final promoted candidate, its gains and the meta-agent's cost (bundles written
+    before these were recorded have none)."""
+    final = summary.get("final")
+    if final is None:
+        return []
+
+    def gain(value: Any) -> str:
+        return "n/a" if value is None else f"{value * 100:+.1f} pp"
+
+    items = [
+        (
+            "Final candidate",
+            f"{final['id']}: optimize {score_text(final['optimize_score'])} "
+            f"({gain(final['gain_optimize'])}), held-out {score_text(final['held_out_score'])} "
+            f"({gain(final['gain_held_out'])})",
+        )
+    ]
+    if "meta_agent_cost_usd" in summary:
+        cost = summary["meta_agent_cost_usd"]
+        tokens = summary.get("meta_agent_tokens") or {}
+        items.append(
+            (
+                "Meta-agent cost",
+                ("unknown" if cost is None else f"${cost:.4f}")
+                + f", {tokens.get('input_tokens', 0)} input and "
+                f"{tokens.get('output_tokens', 0)} output tokens",
+            )
+        )
+    return items
+
+
 def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs for the run summary."""
     base = summary["baseline"]
@@ -341,8 +399,9 @@ def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]
         ("Run", run_id),
         ("Baseline", f"{base['id']}: optimize {score_text(base['optimize_score'])}, held-out "
          f"{score_text(base['held_out_score'])}"),
-        ("Best on optimize", best("best_optimize")),
-        ("Best held-out", best("best_held_out")),
+        *final_items(summary),
+        ("Best on optimize (promoted)", best("best_optimize")),
+        ("Best held-out (promoted)", best("best_held_out")),
         ("Trials", f"{summary['trials_consumed']} of {summary['trial_budget']}"),
         ("Promotions", str(summary["promotions"])),
         ("Valid candidates", str(summary["valid_candidates"])),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +22,9 @@ from metaeval.protocols.improve.loop import (
     TrialLoop,
 )
 from metaeval.protocols.improve.meta_agents import make_meta_agent
-from metaeval.protocols.improve.suites import load_suite_config, suite_tasks
+from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
+from metaeval.tasks.safe_files import irregular_entries
+from metaeval.tasks.safe_json import read_json
 
 
 def _boundary(resolved: Any) -> MutationBoundary:
@@ -31,11 +35,22 @@ def _boundary(resolved: Any) -> MutationBoundary:
     return narrow(base, resolved.boundary) if resolved.boundary else base
 
 
-def _tasks(suite: Any) -> list[Path]:
+def _tasks(suite: Any) -> tuple[list[Path], SuiteConfig]:
     config = load_suite_config(suite.suite_config)
     if suite.split_id:
         config = config.model_copy(update={"split_id": suite.split_id})
     return suite_tasks(config), config
+
+
+def suite_hash(tasks: Sequence[Path]) -> str:
+    """sha256 over the split's task list (names, in order) and every file of every task."""
+    from metaeval.tasks.bench_hash import benchmark_hash
+
+    digest = hashlib.sha256()
+    for task in tasks:
+        digest.update(task.name.encode() + b"\0")
+        digest.update(benchmark_hash(task.parent, [task]).encode() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def build_plan(
@@ -63,6 +78,14 @@ def build_plan(
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
+    # the contract as it runs: the effective budget (`--budget` included) and every suite's
+    # content, so a resume with any of them changed is refused (see `open_bundle`)
+    resolved_json["trial_budget"] = budget or manifest.trial_budget
+    resolved_json["suites"] = {
+        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
+        for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
+        if tasks is not None
+    }
     held = manifest.evaluation.held_out
     plan = Plan(
         bundle=bundle,
@@ -132,6 +155,7 @@ def rerender(bundle: Path) -> list[Path]:
     bundle = Path(bundle)
     if not bundle.is_dir():
         raise ConfigError("bundle directory not found", file=str(bundle))
+    _check_bundle_entries(bundle)
     # validate the bundle's own files first: their errors name the file and field
     resolved = _bundle_json(bundle, "resolved_manifest.json")
     try:
@@ -154,10 +178,18 @@ def rerender(bundle: Path) -> list[Path]:
         raise ConfigError(
             f"not a baseline evaluation: {exc}", file=str(bundle / BASELINE_EVAL)
         ) from exc
-    run = RunDir.open_existing(bundle, "improve")
+    try:
+        run = RunDir.open_existing(bundle, "improve")
+    except RecursionError:  # a layers.jsonl line nested too deeply for the JSON parser
+        raise ConfigError("a record is nested too deeply to read", file=str(bundle)) from None
     try:
         files = BundleFiles(run)
-        ledger = files.run.read(LEDGER_NAME, all_layers=True)
+        try:
+            ledger = files.run.read(LEDGER_NAME, all_layers=True)
+        except RecursionError:
+            raise ConfigError(
+                "a record is nested too deeply to read", file=str(bundle / LEDGER)
+            ) from None
         try:
             write_summary_files(plan, baseline, ledger, files)  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -173,16 +205,24 @@ def rerender(bundle: Path) -> list[Path]:
 
 
 def _bundle_json(bundle: Path, name: str) -> dict[str, Any]:
+    """A JSON object of the bundle: a regular file (no symlink, FIFO or device), size and
+    nesting capped; ConfigError naming the file otherwise."""
     path = bundle / name
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError(
             f"not an improve bundle: no {name} (bundles are written by `metaeval improve run`)",
             file=str(bundle),
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"unreadable JSON: {exc}", file=str(path)) from exc
-    if not isinstance(data, dict):
-        raise ConfigError("expected a JSON object", file=str(path))
-    return data
+    return read_json(path, bundle)
+
+
+def _check_bundle_entries(bundle: Path) -> None:
+    """Refuse a bundle whose top level holds what `metaeval improve run` never writes: a
+    symlink (its manifest, ledger or lock would be read or written through it) or a FIFO,
+    socket or device (reading or locking it would block)."""
+    odd = irregular_entries(bundle, recursive=False)
+    if odd:
+        listed = "; ".join(f"{e.rel}: {e.describe()}" for e in odd[:10])
+        raise ConfigError(
+            f"not an improve bundle as metaeval writes it, not read: {listed}", file=str(bundle)
+        )

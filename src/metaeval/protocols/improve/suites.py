@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -204,7 +203,7 @@ def _check_task_files(task: Path, where: str, field: str) -> None:
 
 
 def _validation_error(exc: ValidationError, where: str) -> ConfigError:
-    first: dict[str, Any] = exc.errors()[0]
+    first = exc.errors()[0]
     field = ".".join(str(part) for part in first.get("loc", ())) or None
     message = first.get("msg", "invalid value")
     if first.get("type") == "extra_forbidden":

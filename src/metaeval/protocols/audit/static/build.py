@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from metaeval.protocols.audit.findings import Evidence, Finding
+from metaeval.protocols.audit.findings import Evidence, Finding, Severity
 from metaeval.protocols.audit.static.context import (
     TaskContext,
     evidence_line,
@@ -41,7 +41,7 @@ from metaeval.protocols.audit.static.context import (
     skipped_path,
     strip_wrappers,
 )
-from metaeval.protocols.audit.static.dockerfile import CopyInstruction
+from metaeval.protocols.audit.static.dockerfile import CopyInstruction, CopyStep
 from metaeval.protocols.audit.static.mounted import file_reads, under_created
 from metaeval.protocols.audit.static.shell import SimpleCommand
 from metaeval.tasks.safe_files import walk_tree
@@ -84,7 +84,7 @@ def check_build(ctx: TaskContext) -> list[Finding]:
 
 # ------------------------------------------------------------------------ conflict markers
 
-_ROLE_SUBCATEGORY = {
+_ROLE_SUBCATEGORY: dict[str, tuple[str, Severity]] = {
     "environment": ("ENV-DEP", "Critical"),
     "tests": ("EVAL-MISMATCH", "Critical"),
     "solution": ("GT-LOGIC", "High"),
@@ -104,7 +104,7 @@ def _conflict_markers(ctx: TaskContext) -> list[Finding]:
                 start = number
             elif start is not None and mid is None and _CONFLICT_MID.match(line):
                 mid = number
-            elif mid is not None and _CONFLICT_END.match(line):
+            elif start is not None and mid is not None and _CONFLICT_END.match(line):
                 role = "instruction" if f.path == "instruction.md" else f.role
                 if f.path == "task.toml":
                     role = "environment"
@@ -284,13 +284,13 @@ def local_only_image(image: str) -> tuple[bool, float]:
 def _local_images(ctx: TaskContext) -> list[Finding]:
     findings: list[Finding] = []
     sites: list[tuple[str, int | None, str]] = []
-    for line, image in ctx.docker.from_lines:
-        sites.append((ctx.docker.file, line, image))
+    for from_line, image in ctx.docker.from_lines:
+        sites.append((ctx.docker.file, from_line, image))
     if ctx.docker_image:
         from metaeval.protocols.audit.static.context import toml_key_lines
 
-        line = toml_key_lines(ctx.toml_lines).get("environment.docker_image")
-        sites.append(("task.toml", line, ctx.docker_image))
+        toml_line = toml_key_lines(ctx.toml_lines).get("environment.docker_image")
+        sites.append(("task.toml", toml_line, ctx.docker_image))
     for path, line, image in sites:
         local, confidence = local_only_image(image)
         if not local:
@@ -550,14 +550,14 @@ def _run_reads(ctx: TaskContext) -> list[Finding]:
     copied: list[tuple[str, str]] = []  # (image directory, context directory)
     created: set[str] = set()
     findings: list[Finding] = []
-    for kind, step, where in docker.steps:
-        if kind == "COPY":
-            copied += _copied_dirs(step, where, context_dir, listing)  # type: ignore[arg-type]
-            created |= _copied_files(step, where, context_dir, listing)  # type: ignore[arg-type]
+    for step in docker.steps:
+        if isinstance(step, CopyStep):
+            copied += _copied_dirs(step.copy, step.workdir, context_dir, listing)
+            created |= _copied_files(step.copy, step.workdir, context_dir, listing)
             continue
-        statements = step  # type: ignore[assignment]
+        statements, where = step.statements, step.line
         strict = bool(statements) and re.match(r"set\s+-\w*e", statements[0].text) is not None
-        for index, statement in enumerate(statements):  # type: ignore[arg-type]
+        for index, statement in enumerate(statements):
             judged = (strict or index == len(statements) - 1) and not re.search(
                 r"\|", statement.text
             )
@@ -674,7 +674,7 @@ def _creates(simple: SimpleCommand) -> set[str]:
 
 
 def _run_read_finding(
-    ctx: TaskContext, line: object, path: str, source: str, simple: SimpleCommand
+    ctx: TaskContext, line: int, path: str, source: str, simple: SimpleCommand
 ) -> Finding:
     docker = ctx.docker
     command = " ".join(strip_wrappers(simple.words))[:120]
@@ -693,7 +693,7 @@ def _run_read_finding(
             f"Add environment/{source} to the task, or remove {path} from the RUN command."
         ),
         confidence=0.85,
-        evidence=[evidence_line(ctx, docker.file, int(line))],  # type: ignore[call-overload]
+        evidence=[evidence_line(ctx, docker.file, line)],
     )
 
 
@@ -709,11 +709,11 @@ def copied_directories(ctx: TaskContext) -> list[tuple[str, str]]:
     listing = environment_listing(ctx)
     context_dir = posixpath.dirname(docker.file)[len("environment") :].lstrip("/")
     pairs: list[tuple[str, str]] = []
-    for kind, step, where in docker.steps:
-        if kind == "COPY":
-            pairs += _copied_dirs(step, where, context_dir, listing)  # type: ignore[arg-type]
+    for step in docker.steps:
+        if isinstance(step, CopyStep):
+            pairs += _copied_dirs(step.copy, step.workdir, context_dir, listing)
             continue
-        text = " ".join(statement.text for statement in step)  # type: ignore[attr-defined]
+        text = " ".join(statement.text for statement in step.statements)
         pairs = [
             (image_dir, source)
             for image_dir, source in pairs

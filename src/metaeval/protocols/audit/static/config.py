@@ -44,7 +44,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from metaeval.protocols.audit.findings import Evidence, Finding
+from metaeval.protocols.audit.findings import Evidence, Finding, FindingType, Severity
 from metaeval.protocols.audit.static.context import (
     TaskContext,
     evidence_line,
@@ -199,6 +199,8 @@ def _missing_files(ctx: TaskContext) -> list[Finding]:
         if path.startswith(("agent_results/", "agent/")):
             continue  # missing agent results (execution tier) are not a benchmark defect
         evidence = [Evidence(file=path)]
+        # subcategory, severity, finding type, confidence, title, description, recommendation
+        spec: tuple[str, Severity, FindingType, float, str, str, str]
         if path == "instruction.md":
             spec = (
                 "INST-INFEASIBLE",

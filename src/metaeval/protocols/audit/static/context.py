@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from metaeval.protocols.audit.findings import SUBCATEGORIES, Evidence, Finding
+from metaeval.protocols.audit.findings import (
+    SUBCATEGORIES,
+    Evidence,
+    Finding,
+    FindingType,
+    Severity,
+)
 from metaeval.protocols.audit.static.dockerfile import DockerInfo
 from metaeval.protocols.audit.static.parse_cache import shared_dockerfile, shared_script
 from metaeval.protocols.audit.static.shell import (
@@ -60,8 +66,8 @@ def make_finding(
     ctx: TaskContext,
     *,
     subcategory: str,
-    severity: str,
-    finding_type: str,
+    severity: Severity,
+    finding_type: FindingType,
     title: str,
     description: str,
     recommendation: str,
@@ -73,8 +79,8 @@ def make_finding(
         task_id=ctx.task.task_id,
         category=SUBCATEGORIES[subcategory],
         subcategory=subcategory,
-        severity=severity,  # type: ignore[arg-type]
-        finding_type=finding_type,  # type: ignore[arg-type]
+        severity=severity,
+        finding_type=finding_type,
         title=title,
         description=description,
         evidence=evidence,
@@ -154,7 +160,7 @@ class PySource:
         return getattr(node, "lineno", 1) + self.line_offset
 
     def file_end_line(self, node: ast.AST) -> int:
-        return (getattr(node, "end_lineno", None) or getattr(node, "lineno", 1)) + self.line_offset
+        return (getattr(node, "end_lineno", 0) or getattr(node, "lineno", 1)) + self.line_offset
 
     @cached_property
     def nodes(self) -> list[ast.AST]:
@@ -224,9 +230,8 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
     """(node, value, is_fstring_part) for the string literals among `nodes`."""
     skip: set[int] = set()
     for node in nodes:
-        kind = type(node)
-        if kind in (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            body = node.body  # type: ignore[attr-defined]
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
             if (
                 body
                 and type(body[0]) is ast.Expr
@@ -234,12 +239,11 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
                 and isinstance(body[0].value.value, str)
             ):
                 skip.add(id(body[0].value))
-        elif kind is ast.JoinedStr:
-            skip |= {id(v) for v in node.values}  # type: ignore[attr-defined]
+        elif type(node) is ast.JoinedStr:
+            skip |= {id(v) for v in node.values}
     for node in nodes:
-        kind = type(node)
-        if kind is ast.JoinedStr:
-            values = node.values  # type: ignore[attr-defined]
+        if type(node) is ast.JoinedStr:
+            values = node.values
             prefix = []
             for value in values:
                 if type(value) is ast.Constant and isinstance(value.value, str):
@@ -254,8 +258,8 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
             for value in values:
                 if type(value) is ast.Constant and isinstance(value.value, str):
                     yield value, value.value, True
-        elif kind is ast.Constant and isinstance(node.value, str) and id(node) not in skip:  # type: ignore[attr-defined]
-            yield node, node.value, False  # type: ignore[attr-defined]
+        elif type(node) is ast.Constant and isinstance(node.value, str) and id(node) not in skip:
+            yield node, node.value, False
 
 
 def locate(lines: list[str], first: int, last: int, needle: str) -> int:
@@ -1030,7 +1034,9 @@ def _pyproject_dependencies(text: str) -> list[str]:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         return []
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    project = data.get("project")
+    if not isinstance(project, dict):
+        project = {}
     deps = list(project.get("dependencies") or [])
     for group in (project.get("optional-dependencies") or {}).values():
         deps += list(group or [])

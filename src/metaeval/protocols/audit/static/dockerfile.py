@@ -20,8 +20,12 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from metaeval.protocols.audit.static.shell import expand_vars, parse_script
+from metaeval.protocols.audit.static.shell import ShellCommand, expand_vars, parse_script
+
+if TYPE_CHECKING:
+    from metaeval.protocols.audit.static.context import InstallCommand
 
 _OPAQUE_INSTALL = re.compile(
     r"\b(?:poetry install|uv sync|pipenv (?:install|sync)|pdm (?:install|sync)|"
@@ -43,6 +47,22 @@ class CopyInstruction:
     heredoc: bool = False
 
 
+@dataclass(frozen=True)
+class CopyStep:
+    """A COPY/ADD in build order, with the working directory it runs in."""
+
+    copy: CopyInstruction
+    workdir: str
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """A RUN in build order: its shell statements and its line."""
+
+    statements: list[ShellCommand]
+    line: int
+
+
 @dataclass
 class DockerInfo:
     present: bool = False
@@ -53,15 +73,14 @@ class DockerInfo:
     from_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, image)
     stages: list[str] = field(default_factory=list)  # stage names (`AS name`)
     provided: set[str] = field(default_factory=set)  # absolute paths the image has
-    installs: list[tuple[int, object]] = field(default_factory=list)  # (line, InstallCommand)
+    installs: list[tuple[int, InstallCommand]] = field(default_factory=list)  # (line, install)
     copies: list[CopyInstruction] = field(default_factory=list)
     copy_sources: list[str] = field(default_factory=list)  # COPY/ADD sources from the context
     env_vars: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None  # the last WORKDIR of the final stage
     opaque_install: bool = False  # installs a project whose dependencies are not visible
     stage_count: int = 0  # FROM instructions
-    # COPY/ADD and RUN in build order: ("COPY", copy, workdir) or ("RUN", statements, line)
-    steps: list[tuple[str, object, object]] = field(default_factory=list)
+    steps: list[CopyStep | RunStep] = field(default_factory=list)  # COPY/ADD and RUN in order
 
 
 _INSTRUCTION_WORDS = (
@@ -153,7 +172,7 @@ def parse_dockerfile(path: str, text: str) -> DockerInfo:
                 heredoc,
             )
             info.copies.append(copy)
-            info.steps.append(("COPY", copy, workdir))
+            info.steps.append(CopyStep(copy, workdir))
             if stage is None:
                 info.copy_sources += sources
             dest = (
@@ -175,7 +194,7 @@ def _run(info: DockerInfo, command, values: list[str], workdir: str, find_instal
     script = parse_script(
         info.file, script_text, script_path="/", cwd=workdir, variables=dict(info.env_vars)
     )
-    info.steps.append(("RUN", script.commands, command.start_line))
+    info.steps.append(RunStep(script.commands, command.start_line))
     for statement in script.commands:
         for simple in statement.simple:
             words = simple.words

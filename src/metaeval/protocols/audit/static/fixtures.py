@@ -74,9 +74,9 @@ def _purposeful_nodes(source: PySource) -> set[int]:
     """Nodes inside test functions about missing input (by name or docstring)."""
     nodes: set[int] = set()
     for node in source.nodes:
-        if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        about = node.name + " " + (ast.get_docstring(node) or "")  # type: ignore[attr-defined]
+        about = node.name + " " + (ast.get_docstring(node) or "")
         if _ON_PURPOSE.search(about):
             nodes |= {id(n) for n in ast.walk(node)}
     return nodes
@@ -85,18 +85,17 @@ def _purposeful_nodes(source: PySource) -> set[int]:
 def _resolved_paths(source: PySource) -> list[tuple[ast.AST, str]]:
     """(node, absolute path) for path expressions in `source`, outermost first."""
     names: dict[str, str] = {}
-    for node in source.tree.body:
-        if type(node) is ast.Assign and len(node.targets) == 1:
-            target = node.targets[0]
+    for statement in source.tree.body:
+        if type(statement) is ast.Assign and len(statement.targets) == 1:
+            target = statement.targets[0]
             if type(target) is ast.Name:
-                value = _value(node.value, names)
+                value = _value(statement.value, names)
                 if value is not None:
                     names[target.id] = value
     found: list[tuple[ast.AST, str]] = []
     inner: set[int] = set()
     for node in source.nodes:
-        kind = type(node)
-        if kind is ast.BinOp and type(node.op) is ast.Div or kind is ast.Call:  # type: ignore[attr-defined]
+        if type(node) is ast.BinOp and type(node.op) is ast.Div or type(node) is ast.Call:
             if id(node) in inner:
                 continue
             value = _value(node, names)
@@ -108,30 +107,29 @@ def _resolved_paths(source: PySource) -> list[tuple[ast.AST, str]]:
 
 def _value(node: ast.AST, names: dict[str, str]) -> str | None:
     """The string a path expression evaluates to, when it is made of constants."""
-    kind = type(node)
-    if kind is ast.Constant:
-        return node.value if isinstance(node.value, str) else None  # type: ignore[attr-defined]
-    if kind is ast.Name:
-        return names.get(node.id)  # type: ignore[attr-defined]
-    if kind is ast.BinOp and type(node.op) is ast.Div:  # type: ignore[attr-defined]
-        left = _value(node.left, names)  # type: ignore[attr-defined]
-        right = _value(node.right, names)  # type: ignore[attr-defined]
+    if type(node) is ast.Constant:
+        return node.value if isinstance(node.value, str) else None
+    if type(node) is ast.Name:
+        return names.get(node.id)
+    if type(node) is ast.BinOp and type(node.op) is ast.Div:
+        left = _value(node.left, names)
+        right = _value(node.right, names)
         if left is None or right is None:
             return None
         return posixpath.join(left, right)
-    if kind is ast.Call:
-        func = node.func  # type: ignore[attr-defined]
+    if type(node) is ast.Call:
+        func = node.func
         name = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
-        args = node.args  # type: ignore[attr-defined]
-        if node.keywords:  # type: ignore[attr-defined]
+        args = node.args
+        if node.keywords:
             return None
         if name in _PATH_CALLS and len(args) == 1:
             return _value(args[0], names)
         if name == "join" and type(func) is ast.Attribute and args:
-            parts = [_value(a, names) for a in args]
-            if any(p is None for p in parts):
+            parts = [p for a in args if (p := _value(a, names)) is not None]
+            if len(parts) < len(args):
                 return None
-            return posixpath.join(*parts)  # type: ignore[arg-type]
+            return posixpath.join(*parts)
     return None
 
 

@@ -67,8 +67,8 @@ def _kind(node: ast.AST) -> str | None:
     if _float_literal(node) is not None:
         return "float literal"
     name = _call_name(node)
-    if name == "float":
-        arg = node.args[0] if node.args else None  # type: ignore[attr-defined]
+    if name == "float" and isinstance(node, ast.Call):  # a name only calls have
+        arg = node.args[0] if node.args else None
         if (
             isinstance(arg, ast.Constant)
             and isinstance(arg.value, str)
@@ -169,8 +169,12 @@ def check_float_equality(ctx: TaskContext) -> list[Finding]:
                 for index, op in enumerate(node.ops):
                     if isinstance(op, (ast.Eq, ast.NotEq)):
                         pairs.append((operands[index], operands[index + 1]))
-            elif _call_name(node) in _EQUALITY_METHODS and len(node.args) >= 2:  # type: ignore[attr-defined]
-                pairs.append((node.args[0], node.args[1]))  # type: ignore[attr-defined]
+            elif (
+                isinstance(node, ast.Call)
+                and _call_name(node) in _EQUALITY_METHODS
+                and len(node.args) >= 2
+            ):
+                pairs.append((node.args[0], node.args[1]))
             for left, right in pairs:
                 verdict = _pair_reason(left, right)
                 if verdict is None:

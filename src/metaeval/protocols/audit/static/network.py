@@ -43,14 +43,8 @@ from metaeval.protocols.audit.static.context import (
     toml_key_lines,
     toml_line_for,
 )
-
-try:  # the loader's resolver (harbor.network_allowed wraps toml_schema.network_setting)
-    from metaeval.tasks.harbor import network_allowed as _network_setting
-except ImportError:  # pragma: no cover - depends on the tree state
-    try:
-        from metaeval.tasks.toml_schema import network_setting as _network_setting
-    except ImportError:
-        _network_setting = None
+from metaeval.protocols.audit.static.shell import parse_script
+from metaeval.tasks.harbor import network_allowed  # wraps toml_schema.network_setting
 
 _URL = re.compile(r"\b(?:https?|ftp|git|ssh|wss?)://([^/\s:'\"`<>)\]}]+)")
 _SCP_GIT = re.compile(r"\bgit@([\w.-]+):")
@@ -116,8 +110,8 @@ def verifier_network(config: dict) -> VerifierNetwork:
                 allowed, "public" if allowed else "no-network", [], "environment.allow_internet"
             )
             break
-    if _network_setting is not None and result.key != "verifier.environment.network_mode":
-        verdict = _network_setting(config, "verifier")
+    if result.key != "verifier.environment.network_mode":
+        verdict = network_allowed(config, "verifier")
         if verdict is not None and verdict != result.allowed:
             result.allowed = verdict
     return result
@@ -300,7 +294,9 @@ def _python_uses(ctx: TaskContext, source: PySource) -> list[NetworkUse]:
             if remote:
                 line = locate(lines, line, end, remote[0])
                 uses.append(
-                    NetworkUse(source.file, line, f"{name}({url[:60]})", tuple(remote), True)
+                    NetworkUse(
+                        source.file, line, f"{name}({(url or '')[:60]})", tuple(remote), True
+                    )
                 )
         elif _SOCKET_FUNCS.search(name) and isinstance(first, ast.Tuple) and first.elts:
             host = _resolve(first.elts[0], constants)
@@ -311,8 +307,9 @@ def _python_uses(ctx: TaskContext, source: PySource) -> list[NetworkUse]:
         elif _SHELL_FUNCS.match(name) and first is not None:
             text = _command_text(first, constants)
             if text:
-                for what, hosts, strong, _ in _shell_uses(text):
-                    uses.append(NetworkUse(source.file, line, what, hosts, strong))
+                for statement in parse_script(source.file, text).commands:
+                    for what, named, strong, _ in _shell_uses(statement.resolved, statement.words):
+                        uses.append(NetworkUse(source.file, line, what, named, strong))
     return uses
 
 
@@ -320,7 +317,7 @@ def _string_names(nodes: list[ast.AST]) -> dict[str, str]:
     """Names assigned a string literal (or a resolvable f-string) anywhere in the module."""
     names: dict[str, str] = {}
     for node in nodes:
-        if type(node) in (ast.Assign, ast.AnnAssign):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
             if value is None:

@@ -190,9 +190,11 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
         for path in candidates:
             if not path.startswith("/"):
                 continue
-            first = source.file_line(node)
-            last = source.file_end_line(node)
-            line = locate(lines, first, last, path) if last > first else first
+            first_line = source.file_line(node)
+            last_line = source.file_end_line(node)
+            line = (
+                locate(lines, first_line, last_line, path) if last_line > first_line else first_line
+            )
             uses.append(PathUse(source.file, line, source.role, path))
     return uses, created
 
@@ -245,9 +247,9 @@ def check_absolute_paths(ctx: TaskContext) -> list[Finding]:
             if "/" not in command.text:
                 continue
             for simple in command.simple:
-                found, made = _shell_uses(simple)
+                tokens, made = _shell_uses(simple)
                 created |= made
-                for token in found:
+                for token in tokens:
                     line = locate(ctx.lines(path), command.line, command.end, token)
                     uses.append(PathUse(path, line, role, token))
     if not uses:

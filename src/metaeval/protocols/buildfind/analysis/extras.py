@@ -890,7 +890,10 @@ def _order_code(s: pl.Series) -> pl.Series:
 def _sort_permutation(df: pl.DataFrame) -> np.ndarray:
     """Row indices of ``df`` in the order ``df.sort(df.columns)`` gives (ties arbitrary)."""
     codes = [_order_code(df.get_column(c)) for c in df.columns]
-    sizes = [int(c.max() or 0) + 1 for c in codes]
+    sizes = []
+    for code in codes:
+        top = code.max()  # None when every value is null
+        sizes.append((top if isinstance(top, int) else 0) + 1)
     if df.height and float(np.prod([float(n) for n in sizes])) < 2.0**63:
         key = pl.Series(np.zeros(df.height, dtype=np.uint64))
         for code, size in zip(codes, sizes, strict=True):
@@ -913,14 +916,14 @@ def _evidence_audit_sample(prep: _Prepared, seed: int, per_stratum: int) -> pl.D
         & _keep(prep.compile_pass_only)
     )
     gold = (pl.col("label") == "implemented_gold").fill_null(False)
-    population = pl.concat(
+    pool = pl.concat(
         [
             base.filter(gold),
             base.filter(~gold).join(prep.unlabelled_artifacts.lazy(), on=ARTIFACT_KEY, how="semi"),
         ]
     )
     population = _flag(
-        population.select("_row", *_AUDIT_ORDER, "builder_family", "finder_family"),
+        pool.select("_row", *_AUDIT_ORDER, "builder_family", "finder_family"),
         prep.low_native,
         "_low",
     ).collect()

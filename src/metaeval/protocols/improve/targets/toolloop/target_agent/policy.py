@@ -15,13 +15,15 @@ from metaeval.protocols.improve.pact.protocol import (
 )
 from target_agent import playbook, prompts
 
+# No maxLength: llama.cpp's server turns each bound into nested grammar rules and refuses the
+# grammar ("exceeds sane defaults"); the reply's length is bounded by max_tokens instead.
 ACTION_SCHEMA = {
     "anyOf": [
         {
             "type": "object",
             "properties": {
                 "type": {"const": "command"},
-                "command": {"type": "string", "maxLength": 300},
+                "command": {"type": "string"},
             },
             "required": ["type", "command"],
         },
@@ -30,7 +32,7 @@ ACTION_SCHEMA = {
             "properties": {
                 "type": {"const": "write_file"},
                 "path": {"type": "string"},
-                "content": {"type": "string", "maxLength": 2000},
+                "content": {"type": "string"},
             },
             "required": ["type", "path", "content"],
         },
@@ -38,7 +40,7 @@ ACTION_SCHEMA = {
             "type": "object",
             "properties": {
                 "type": {"const": "submit"},
-                "answer": {"type": "string", "maxLength": 200},
+                "answer": {"type": "string"},
             },
             "required": ["type"],
         },
@@ -88,6 +90,7 @@ class TargetPolicy:
         request = ModelRequest(
             model=self.model_name, messages=self.messages, json_schema=ACTION_SCHEMA, max_tokens=256
         )
+        assert self.model is not None  # act() submits without a model
         result = self.model.complete(request)
         self.messages.append(Message(role="assistant", content=result.text))
         try:

@@ -105,7 +105,10 @@ def assert_refused(result: subprocess.CompletedProcess[str], link: Path) -> None
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "Traceback" not in output and "unexpected" not in output, output
-    assert str(link) in result.stderr and "symbolic link" in result.stderr, output
+    # named by the writer ("<path>: is a symbolic link"), or already by a reader that checks
+    # the whole bundle first ("<bundle>: ... <name>: symlink leading outside")
+    named = str(link) in result.stderr or f": {link.name}: symlink" in result.stderr
+    assert named and ("symbolic link" in result.stderr or "symlink" in result.stderr), output
     assert link.is_symlink()  # refused, not replaced
 
 
@@ -147,6 +150,31 @@ def test_improve_report_never_writes_through_a_planted_link(
     result = cli("improve", "report", str(bundle))
     assert_refused(result, link)
     outside.assert_untouched()
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("command", ["audit", "improve"])
+def test_a_lock_linked_to_the_runs_own_records_does_not_truncate_them(
+    audit_run: Path, improve_bundle: Path, tmp_path: Path, command: str
+) -> None:
+    """A link inside the run passes any check for links leading outside; the lock's
+    truncation would still empty the record file it names."""
+    source, records = (
+        (audit_run, "findings.jsonl")
+        if command == "audit"
+        else (
+            improve_bundle,
+            "trial_ledger.jsonl",
+        )
+    )
+    run = tmp_path / "shared"
+    shutil.copytree(source, run, symlinks=True)
+    before = (run / records).read_bytes()
+    assert before
+    link = plant(run, ".lock", Path(records))  # relative: stays inside the run
+    result = cli(command, "report", str(run))
+    assert_refused(result, link)
+    assert (run / records).read_bytes() == before
 
 
 # ------------------------------------------------------------------------------ the records API

@@ -347,7 +347,8 @@ def test_markdown_summary_and_tables() -> None:
     markdown, _ = render_report(sample_tables(), META)
     assert "- **Run**: run-42" in markdown
     assert "- **Task pack**: scratch" in markdown
-    assert "- **Builders**: gpt, <b>x</b> (2)" in markdown
+    assert "- **Builders**: gpt, &lt;b&gt;x&lt;/b&gt; (2)" in markdown  # shown as text
+    assert "<b>" not in markdown
     assert "- **Trials**: build: 2, find: 3" in markdown
     assert "- **Question rows**: 1234" in markdown
     for name in ("calibration", "rb_effort", "affinity", "kendall_tau", "coverage", "extra_stuff"):

@@ -20,8 +20,8 @@ from rich.table import Table
 from metaeval import __version__
 from metaeval.cli_help import TidyGroup
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
-from metaeval.console import make_console
-from metaeval.errors import MetaevalError
+from metaeval.console import escape_log_output, make_console
+from metaeval.errors import MetaevalError, operator_fault
 
 app = typer.Typer(
     help="metaeval: meta-level evaluations of AI coding agents.",
@@ -56,6 +56,8 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except MetaevalError as exc:
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            if operator_fault(exc) is not None:  # e.g. a manifest that found the disk full
+                err.print(RESUME_HINT, markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except (typer.Exit, typer.Abort, click.ClickException):
             raise
@@ -78,12 +80,27 @@ DEBUG_ENV = "METAEVAL_DEBUG"
 _debug = False
 
 
+RESUME_HINT = (
+    "hint: records written so far are intact; fix that (free space, make the output "
+    "writable, rename the file), then run the same command again: it resumes where it stopped"
+)
+
+
 def report_crash(exc: BaseException) -> int:
-    """One line for an unexpected exception (the traceback only when debugging); exit code 1."""
+    """One line for an unexpected exception (the traceback only when debugging); exit code 1.
+
+    A fault of the machine the operator can fix (a full disk, a read-only output, a file name
+    that is not UTF-8: `errors.operator_fault`) is no bug: its own line naming the file, the
+    hint that rerunning resumes, exit code 2."""
     if _debug or os.environ.get(DEBUG_ENV, "") not in ("", "0"):
         import traceback
 
         err.print(traceback.format_exc(), markup=False, highlight=False, soft_wrap=True)
+    fault = operator_fault(exc)
+    if fault is not None:
+        err.print(f"[bold red]error:[/] {escape(fault)}", highlight=False, soft_wrap=True)
+        err.print(RESUME_HINT, markup=False, highlight=False, soft_wrap=True)
+        return 2
     lines = str(exc).strip().splitlines() or [""]
     detail = lines[0][:300] + (" ..." if len(lines) > 1 or len(lines[0]) > 300 else "")
     err.print(
@@ -145,6 +162,7 @@ def _main(
 
     global _debug
     _debug = debug
+    escape_log_output()
     if executor not in BACKENDS:
         err.print(f"[bold red]error:[/] --executor: choose one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)

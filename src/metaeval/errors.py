@@ -80,3 +80,61 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in TRANSIENT_ERRNOS
     return False
+
+
+OPERATOR_FAULTS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (a file size limit or the file system's)",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+"""OS error numbers of faults the operator fixes: a full disk, an output that cannot be written."""
+
+
+def with_filename(exc: OSError, path: object) -> OSError:
+    """`exc` naming `path` (a write's error names no file; a ``dir_fd`` open names only the
+    last component); `exc` itself when it names a full path already."""
+    if exc.filename is not None and str(exc.filename).startswith("/"):
+        return exc
+    named = OSError(exc.errno, exc.strerror or str(exc), str(path))  # the same OSError subclass
+    named.__cause__ = exc
+    return named
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _undecodable_name(exc: UnicodeError) -> str | None:
+    """The word of a failed encoding that holds an undecodable byte of a file name (kept by
+    "surrogateescape" as a lone surrogate), else None."""
+    text = getattr(exc, "object", None)
+    start = getattr(exc, "start", None)
+    if not isinstance(text, str) or not isinstance(start, int) or start >= len(text):
+        return None
+    if not 0xDC80 <= ord(text[start]) <= 0xDCFF:
+        return None
+    separators = " \t\n\"'<>,;()[]{}="
+    left = max((text.rfind(c, 0, start) for c in separators), default=-1) + 1
+    right = min((i for c in separators if (i := text.find(c, start)) >= 0), default=len(text))
+    return text[left:right][:300]
+
+
+def operator_fault(exc: BaseException) -> str | None:
+    """What an operator must fix, naming the file, when `exc` (or what caused it) is one: a
+    full disk or quota, a read-only or unwritable output, a file name that is not UTF-8.
+    None for anything else."""
+    for error in _chain(exc):
+        if isinstance(error, OSError) and error.errno in OPERATOR_FAULTS:
+            where = f"{error.filename}: " if error.filename else ""
+            return where + OPERATOR_FAULTS[error.errno]
+        if isinstance(error, UnicodeError) and (name := _undecodable_name(error)) is not None:
+            return f"{name}: a file name that is not UTF-8; rename it (metaeval records names as UTF-8)"
+    return None

@@ -41,6 +41,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from metaeval.console import SafeConsole
 from metaeval.progress import write_line
 
 OutcomeStatus = Literal["done", "failed", "timeout"]
@@ -121,7 +122,7 @@ class LocalExecutor(Executor):
             raise ValueError("a lane's bound must be at least 1")
         self.concurrency = concurrency
         self.lanes = dict(lanes or {})
-        self.console = console or Console(stderr=True)
+        self.console = console or SafeConsole(stderr=True)
         # None: a bar on a terminal, one line per finished job otherwise (logs, CI, files)
         self.lines = progress is None and not self.console.is_terminal
         self.progress = self.console.is_terminal if progress is None else progress

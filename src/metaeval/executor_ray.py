@@ -31,6 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from metaeval.console import SafeConsole
 from metaeval.errors import MetaevalError
 from metaeval.executor import Executor, Job, JobOutcome, JobResources, OutcomeCallback
 from metaeval.models.base import Model
@@ -282,7 +283,7 @@ class RayExecutor(Executor):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.concurrency = concurrency
-        self.console = console or Console(stderr=True)
+        self.console = console or SafeConsole(stderr=True)
         self.progress = self.console.is_terminal if progress is None else progress
         self.description = description
         self.address = address

@@ -15,12 +15,15 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from metaeval.console import SafeConsole
+from metaeval.safe_text import printable
+
 
 class StepProgress:
     """``with StepProgress("trials", total) as p: ... p.advance("trial 001 promoted")``."""
 
     def __init__(self, description: str, total: int, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or SafeConsole(stderr=True)
         self.description = description
         self.total = total
         self.done = 0
@@ -64,11 +67,9 @@ class StepProgress:
 def write_line(console: Console, line: str) -> None:
     """Write one plain progress line to the console's file.
 
-    Characters that are not printable (an escape sequence in a hostile task name) are
-    written as their escapes, so a log never carries a live terminal control sequence.
+    Control characters (an escape sequence in a hostile task name) are written as their
+    escapes (`safe_text.printable`), so a log never carries a live terminal control sequence.
     Plain text needs none of Rich's rendering, which costs a third of a millisecond a line.
     """
-    if not line.isprintable():
-        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
-    console.file.write(line + "\n")
+    console.file.write(printable(line) + "\n")
     console.file.flush()

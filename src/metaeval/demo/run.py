@@ -216,7 +216,7 @@ def run_demo(settings: DemoSettings) -> dict[str, Any]:
         summary["skipped_completed"] = sorted(done)
         summary["ran"] = [q.id for q in todo]
         run.write_summary(summary)
-        (run.path / "report.md").write_text(render_report(summary), encoding="utf-8")
+        run.write_document("report.md", render_report(summary), scrub=False)
         return summary
     finally:
         run.close()

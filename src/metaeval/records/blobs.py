@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import threading
 from pathlib import Path
 from typing import Any
 
-from metaeval.errors import RecordIntegrityError
+from metaeval.errors import RecordIntegrityError, with_filename
 from metaeval.records.durable import atomic_write, fsync_dir
 from metaeval.records.redact import redact_bytes
 
@@ -74,12 +75,13 @@ class BlobStore:
         ref = "sha256:" + hashlib.sha256(raw).hexdigest()
         final = self.path_for(ref)
         try:
-            if final.stat().st_size == len(raw):  # a crash may leave a short, unsynced copy
-                return ref
+            st = final.lstat()
+            if stat.S_ISREG(st.st_mode) and st.st_size == len(raw):  # a crash may leave a
+                return ref  # short, unsynced copy; a link is refused by atomic_write
         except FileNotFoundError:
             pass
-        final.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(final, raw, sync=not defer_sync)
+        # `blobs/` and its shard directories are walked without following links
+        atomic_write(final, raw, sync=not defer_sync, root=self.root.parent, mkdir=True)
         if not defer_sync:
             return ref
         with self._pending_lock:
@@ -95,9 +97,11 @@ class BlobStore:
             return 0
         try:
             for path in pending:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 try:
                     os.fsync(fd)
+                except OSError as exc:
+                    raise with_filename(exc, path) from exc
                 finally:
                     os.close(fd)
         except BaseException:

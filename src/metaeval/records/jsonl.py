@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metaeval.errors import with_filename
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import fsync_dir
+from metaeval.records.nofollow import open_file
 from metaeval.records.redact import redact
 
 
@@ -63,12 +65,13 @@ class JsonlWriter:
         self._closed = False
 
     def _open(self) -> int:
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # never through a link: a shared run directory may point a record file anywhere
+        fd = open_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
-            if created:
-                fsync_dir(self.path.parent)
-            elif _needs_newline(self.path):
+            size = os.fstat(fd).st_size
+            if size == 0:
+                fsync_dir(self.path.parent)  # (possibly) a new file: make its entry durable
+            elif os.pread(fd, 1, size - 1) != b"\n":
                 # A previous writer was killed mid-line: terminate the torn fragment.
                 _write_all(fd, b"\n")
                 os.fsync(fd)
@@ -107,14 +110,20 @@ class JsonlWriter:
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: writer is closed")
-            if self._fd is None:
-                self._fd = self._open()
-            _write_all(self._fd, data)
+            try:
+                if self._fd is None:
+                    self._fd = self._open()
+                _write_all(self._fd, data)
+            except OSError as exc:  # a full disk: the error names the record file
+                raise with_filename(exc, self.path) from exc
 
     def _fsync(self) -> None:
         with self._lock:
             if self._fd is not None:
-                os.fsync(self._fd)
+                try:
+                    os.fsync(self._fd)
+                except OSError as exc:
+                    raise with_filename(exc, self.path) from exc
 
     def close(self) -> None:
         """Close the file descriptor; further appends raise ValueError."""
@@ -129,18 +138,6 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _needs_newline(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except FileNotFoundError:
-        return False
 
 
 @dataclass(frozen=True)

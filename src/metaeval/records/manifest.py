@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from metaeval import __version__
-from metaeval.errors import ConfigError, RecordIntegrityError
+from metaeval.errors import ConfigError, RecordIntegrityError, with_filename
 from metaeval.records.durable import fsync_dir
 from metaeval.records.envinfo import environment_hash, metaeval_git_revision
 from metaeval.records.redact import redact, redact_argv
@@ -125,6 +125,14 @@ def write_manifest(run_dir: str | os.PathLike[str], manifest: Mapping[str, Any])
     final = run_dir / MANIFEST_NAME
     text = json.dumps(redact(manifest), indent=2, sort_keys=True, ensure_ascii=False)
     data = (text + "\n").encode("utf-8")
+    try:
+        _write_once(run_dir, final, data)
+    except OSError as exc:  # a full disk or a read-only output: the error names the manifest
+        raise with_filename(exc, final) from exc
+    return final
+
+
+def _write_once(run_dir: Path, final: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".tmp", dir=run_dir)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600
     try:
@@ -147,7 +155,6 @@ def write_manifest(run_dir: str | os.PathLike[str], manifest: Mapping[str, Any])
     finally:
         Path(tmp).unlink(missing_ok=True)
     fsync_dir(run_dir)
-    return final
 
 
 def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

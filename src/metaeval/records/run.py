@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
-from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError
+from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError, operator_fault
 from metaeval.records.blobs import BlobStore
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import atomic_write
@@ -60,6 +60,7 @@ from metaeval.records.manifest import (
     utc_now,
     write_manifest,
 )
+from metaeval.records.nofollow import open_file
 from metaeval.records.redact import redact, redact_argv, redact_text
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,9 @@ def _check_name(value: str, what: str) -> None:
 
 
 def _acquire_lock(path: Path) -> int:
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # never through a link: a shared run's .lock may point at a file of the user's, which the
+    # truncation below would empty
+    fd = open_file(path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -203,9 +206,9 @@ class _PendingManifest:
     def wait(self, path: Path) -> tuple[dict[str, Any], list[dict]]:
         self._done.wait()
         if self._error is not None:
+            detail = operator_fault(self._error) or f"{type(self._error).__name__}: {self._error}"
             raise MetaevalError(
-                f"{path}: the run's manifest could not be written, so no record was: "
-                f"{type(self._error).__name__}: {self._error}"
+                f"{path}: the run's manifest could not be written, so no record was: {detail}"
             ) from self._error
         assert self._result is not None
         return self._result
@@ -552,8 +555,7 @@ class RunDir:
             data = data.decode("utf-8")
         text = redact_text(data) if scrub else data
         self._before_writing()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, text.encode("utf-8"))
+        atomic_write(target, text.encode("utf-8"), root=self.path, mkdir=True)
         return target
 
     def plain_records(self, name: str) -> JsonlWriter:

@@ -31,7 +31,7 @@ def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
             if entry.kind in ("file", "link"):
                 _hash_file(digest, prefix + entry.rel, entry.path, root, entry.kind == "file")
             elif entry.kind == "outside_link":
-                digest.update((prefix + entry.rel).encode() + b"\0")
+                digest.update(os.fsencode(prefix + entry.rel) + b"\0")
                 digest.update(b"symlink:" + os.fsencode(link_text(entry.path)) + b"\0")
     return "sha256:" + digest.hexdigest()
 
@@ -39,7 +39,7 @@ def benchmark_hash(bench_dir: Path, task_dirs: list[Path]) -> str:
 def _hash_file(
     digest: Any, name: str, path: Path, boundary: Path, walked_file: bool = False
 ) -> None:
-    digest.update(name.encode() + b"\0")
+    digest.update(os.fsencode(name) + b"\0")  # a name need not be UTF-8
     try:
         # a plain file the walk found inside the task needs no path resolution; it is opened
         # without following a link that may have replaced it since

@@ -159,6 +159,12 @@ def _check_item(
         if ev.line_start is None and ev.line_end is None and not ev.snippet.strip():
             return ev, []
         return ev, ["cites lines of a file the task does not have"]
+    unread = {normalize_path(s.split(": ", 1)[0]) for s in task.skipped_files}
+    if normalize_path(ev.file) in unread:
+        # likewise a file that is there but not text (binary, not UTF-8): whole, never lines
+        if ev.line_start is None and ev.line_end is None and not ev.snippet.strip():
+            return ev, []
+        return ev, ["cites lines of a file that is not text"]
     resolved, problem = resolve_file(ev.file, task, extra_files)
     if resolved is None:
         return ev, [problem or f"file '{ev.file}' not found"]

@@ -382,6 +382,7 @@ class Judge:
             "gold_id": gold_issue.id,
             **pair_fields(gold_issue, finding),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1) + "\n"
-        atomic_write(path, data.encode("utf-8"))
+        assert self.cache_dir is not None
+        # the cache and its shard directories are walked without following links
+        atomic_write(path, data.encode("utf-8"), root=self.cache_dir.parent, mkdir=True)

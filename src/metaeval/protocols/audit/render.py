@@ -63,6 +63,9 @@ def _task_entries(cells: dict[tuple[str, str], dict]) -> list[TaskEntry]:
             entry.audit_failures[source] = f"infrastructure error: {rec.get('error', '')[:300]}"
         elif rec.get("audit_failure"):
             entry.audit_failures[source] = rec.get("error") or "malformed output"
+        for check, error in sorted((rec.get("check_errors") or {}).items()):
+            # a static check that failed on this task: its findings are missing, say so
+            entry.audit_failures[f"{source} check {check}"] = str(error)[:300]
         if rec.get("n_files") is not None:
             entry.n_files = rec["n_files"]
         if source == STATIC_SOURCE:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, Evidence, Finding
 from metaeval.protocols.audit.scoring import SCORE_COLUMNS, ScoreReport, fmt_cost
-from metaeval.report.markdown import markdown_table
+from metaeval.report.markdown import markdown_table, md_code, md_fence, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.audit"
 HTML_TEMPLATE = "templates/report.html.j2"
@@ -198,16 +198,8 @@ def _findings_by_task(data: AuditReportData) -> dict[str, list[Finding]]:
     return by
 
 
-def _fence(text: str) -> str:
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return "`" * max(3, longest + 1)
-
-
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return md_text(" ".join(text.split()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,17 +211,17 @@ def render_markdown(data: AuditReportData) -> str:
     findings = data.reported_findings
     totals = data.totals
     out: list[str] = [
-        f"# Benchmark audit: {data.benchmark}\n",
-        f"- Run: `{data.run_id}`",
-        f"- Models: {', '.join(data.models) or '-'}",
-        f"- Tier: {data.tier or '-'}",
+        f"# Benchmark audit: {_one_line(data.benchmark)}\n",
+        f"- Run: {md_code(data.run_id)}",
+        f"- Models: {_one_line(', '.join(data.models)) or '-'}",
+        f"- Tier: {_one_line(data.tier) or '-'}",
     ]
     if data.created_at:
         out.append(f"- Created: {data.created_at}")
     out += [
         f"- Tasks: {len(data.tasks)}",
         f"- Findings reported: {findings_summary(data)} ({suppressed_text(data.n_suppressed)})",
-        *[f"- Execution checks skipped: {line}" for line in skip_summary(data)],
+        *[f"- Execution checks skipped: {_one_line(line)}" for line in skip_summary(data)],
         f"- Total cost ($): {totals.cost_text()}",
         "",
         "## Findings\n",
@@ -254,7 +246,7 @@ def render_markdown(data: AuditReportData) -> str:
                         f.severity,
                         f.finding_type,
                         f"{f.confidence:.2f} ({f.tier})",
-                        _one_line(f.title),
+                        " ".join(f.title.split()),
                         ", ".join(f.sources),
                         verified_text(f),
                     ]
@@ -276,7 +268,8 @@ def render_markdown(data: AuditReportData) -> str:
                     t.status + (f" ({t.skip_reason})" if t.skip_reason else ""),
                     str(t.n_files),
                     "; ".join(t.cuts) or "-",
-                    "; ".join(f"{m}: {_one_line(e)}" for m, e in t.audit_failures.items()) or "-",
+                    "; ".join(f"{m}: {' '.join(e.split())}" for m, e in t.audit_failures.items())
+                    or "-",
                     execution_text(t),
                 ]
                 for t in data.tasks
@@ -289,26 +282,27 @@ def render_markdown(data: AuditReportData) -> str:
         task_findings = by_task.get(task_id, [])
         if not task_findings:
             continue
-        out.append(f"### {task_id}\n")
+        out.append(f"### {_one_line(task_id)}\n")
         for f in task_findings:
-            out.append(
-                f"#### [{f.severity}] {_one_line(f.title)}\n\n"
+            meta = (
                 f"{f.subcategory} · {f.finding_type} · confidence {f.confidence:.2f} "
                 f"({f.tier}) · sources: {', '.join(f.sources)} · evidence verified: "
-                f"{verified_text(f)}\n"
+                f"{verified_text(f)}"
             )
-            out.append(f"{f.description}\n")
+            out.append(
+                f"#### [{_one_line(f.severity)}] {_one_line(f.title)}\n\n{_one_line(meta)}\n"
+            )
+            out.append(f"{md_text(f.description)}\n")
             if f.recommendation:
-                out.append(f"**Recommendation:** {f.recommendation}\n")
+                out.append(f"**Recommendation:** {md_text(f.recommendation)}\n")
             for problem in f.evidence_problems:
-                out.append(f"- evidence problem: {problem}")
+                out.append(f"- evidence problem: {_one_line(problem)}")
             if f.evidence_problems:
                 out.append("")
             for e in f.evidence:
-                out.append(f"`{evidence_location(e)}`\n")
+                out.append(f"{md_code(evidence_location(e))}\n")
                 if e.snippet:
-                    fence = _fence(e.snippet)
-                    out.append(f"{fence}\n{e.snippet}\n{fence}\n")
+                    out.append(md_fence(e.snippet) + "\n")
 
     out.append("## Cost\n")
     rows: list[list[str]] = [
@@ -372,11 +366,14 @@ def warm_up() -> None:
 
 
 def _environment() -> jinja2.Environment:
+    from metaeval.report.html import printable_output
+
     env = jinja2.Environment(
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=printable_output,
     )
     env.filters["cost"] = fmt_cost
     env.filters["location"] = evidence_location

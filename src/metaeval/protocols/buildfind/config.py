@@ -19,6 +19,7 @@ MAX_TRIALS = 1000
 MAX_STEPS = 100_000
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_FIND_CELLS_PER_TASK = 100_000
+MAX_CONFIG_BYTES = 256 * 1024  # thousands of agents fit in a few dozen KiB
 
 
 class AgentSpec(BaseModel):
@@ -110,8 +111,16 @@ def load_config(path: Path) -> RunConfig:
 
     if not path.is_file():
         raise ConfigError("run config not found", file=str(path))
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:  # refused before parsing: YAML takes seconds per MiB
+        raise ConfigError(
+            f"run config is {size} bytes, more than the {MAX_CONFIG_BYTES} a run config may "
+            "have (it lists agents and settings; the pack holds the tasks)",
+            file=str(path),
+        )
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            text = handle.read(MAX_CONFIG_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", file=str(path)) from exc
     data = read_yaml_text(text, str(path))

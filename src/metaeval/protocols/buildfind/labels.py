@@ -35,6 +35,7 @@ Rules this module fixes where the paper leaves them open:
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -42,6 +43,8 @@ import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.rows import conform
+from metaeval.records.durable import atomic_write
+from metaeval.safe_text import csv_cell, csv_value
 
 PAIR_KEY = ("task", "builder", "build_trial", "question_id")
 FILLABLE_LABELS = ("implemented_gold", "implemented_non_gold", "absent_ambiguous")
@@ -314,17 +317,23 @@ def _question_text(questions: Mapping[object, str] | None, task: str, qid: str) 
     return "" if text is None else str(text)
 
 
-def write_review_csv(df: pl.DataFrame, path: Path) -> Path:
-    """Write a review queue as UTF-8 CSV (nulls as empty fields); returns the path."""
+def write_review_csv(df: pl.DataFrame, path: Path, root: Path | None = None) -> Path:
+    """Write a review queue as UTF-8 CSV (nulls as empty fields); returns the path.
+
+    Text cells a spreadsheet would run as a formula get a leading ``'`` (`safe_text.csv_cell`,
+    removed again by `read_review_csv`). The file is written atomically and not through a link
+    below `root` (default: its own directory)."""
     missing = [c for c in REVIEW_REQUIRED if c not in df.columns]
     if missing:
         raise ConfigError(f"review table lacks column(s): {', '.join(missing)}", file=str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(df.columns)
-        for row in df.iter_rows():
-            writer.writerow(["" if v is None else v for v in row])
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(df.columns)
+    for row in df.iter_rows():
+        writer.writerow(
+            ["" if v is None else csv_cell(v) if isinstance(v, str) else v for v in row]
+        )
+    atomic_write(path, out.getvalue().encode("utf-8"), root=root, mkdir=True)
     return path
 
 
@@ -359,7 +368,7 @@ def _read_review_rows(path: Path, source: str) -> pl.DataFrame:
         for number, raw in enumerate(reader, start=1):
             if None in raw:
                 raise ConfigError(f"row {number}: more fields than header columns", file=source)
-            rec: dict[str, object] = {c: (raw.get(c) or "") for c in header}
+            rec: dict[str, object] = {c: csv_value(raw.get(c) or "") for c in header}
             for column in ("task", "question_id"):
                 if not str(rec[column]).strip():
                     raise ConfigError(f"row {number}: empty value", file=source, field=column)

@@ -11,6 +11,7 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
 from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
+from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 from metaeval.protocols.buildfind.rows import read_rows, write_rows
 from metaeval.protocols.buildfind.view_layer import view_layer
 from metaeval.records import RunDir
@@ -36,15 +37,14 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
     )
 
     labels_dir = run.path / LABELS_DIR
-    labels_dir.mkdir(exist_ok=True)
     prelabels = consensus_prelabels(rows, base_finders) if base_finders else None
     if prelabels is not None:
-        prelabels.write_parquet(labels_dir / PRELABELS)
+        write_parquet(prelabels, labels_dir / PRELABELS, run.path)
     review_path = labels_dir / REVIEW_CSV
     reviewed = read_review_csv(review_path) if review_path.is_file() else None
     if reviewed is None:
         queue = review_queue(rows, prelabels, _question_texts(run))
-        write_review_csv(queue, review_path)
+        write_review_csv(queue, review_path, run.path)
     return apply_labels(rows, prelabels, reviewed)
 
 
@@ -221,7 +221,7 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
     # The summary is always read back from the file, so the run that writes the sample and
     # every later run report the same table (a finished run is a fixed point).
     try:
-        labelled = pl.read_csv(path, infer_schema_length=0, encoding="utf8")
+        labelled = csv_unescaped(pl.read_csv(path, infer_schema_length=0, encoding="utf8"))
         if "evidence_label" in labelled.columns:
             labelled = labelled.with_columns(pl.col("evidence_label").fill_null(""))
         return {"evidence_audit_summary": evidence_audit_summary(labelled)}
@@ -271,8 +271,7 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
         ],
         how="horizontal",
     )
-    path.parent.mkdir(exist_ok=True)
-    joined.write_csv(path)
+    write_csv(joined, path, run.path)
 
 
 def analyze_rows_file(path: Path, out_dir: Path, view_rows: Path | None = None) -> list[Path]:

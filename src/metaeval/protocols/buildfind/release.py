@@ -40,6 +40,7 @@ import polars as pl
 
 from metaeval import __version__
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.frame_files import csv_escaped
 from metaeval.protocols.buildfind.release_scrub import Scrubber
 
 CHECKSUMS = "SHA256SUMS"
@@ -177,7 +178,7 @@ def _data(run_dir: Path, writer: _Writer) -> dict[str, pl.DataFrame]:
     buf = io.BytesIO()
     builds.write_parquet(buf)
     writer.put("data/builds.parquet", buf.getvalue())
-    writer.text("data/builds.csv", builds.write_csv())
+    writer.text("data/builds.csv", csv_escaped(builds).write_csv())
     frames = {
         "data/question_rows.parquet": pl.read_parquet(writer.root / "data/question_rows.parquet")
     }
@@ -297,11 +298,17 @@ def _readme(manifest: dict[str, Any], rows: pl.DataFrame) -> str:
             "--view-rows data/view_rows.parquet -o recomputed` (leave out --view-rows when the",
             "run had no restricted views).",
             "",
+            "CSV text cells that begin with `=`, `+`, `-`, `@`, a tab or a carriage return (or",
+            "with `'`) carry one leading `'`, so a spreadsheet shows them instead of running",
+            "them as formulas; the Parquet files hold every value as it is.",
+            "",
             "`artifacts/` holds the generated repositories as probed, without build outputs",
             "(`__pycache__`, `*.pyc`, VCS data) and without symbolic links.",
             "",
             "Host paths are replaced by `$RUN_DIR`, `$PACK_DIR`, `$HOME`, `$CWD`,",
-            "`$PYTHON_PREFIX` and `$METAEVAL_SRC`; secrets by `[REDACTED]`.",
+            "`$PYTHON_PREFIX` and `$METAEVAL_SRC` (whole absolute paths of two or more",
+            "components; a top-level folder such as /tmp alone is left as written); secrets by",
+            "`[REDACTED]`.",
             "See LICENSES.md for what is not included.",
             "",
         ]

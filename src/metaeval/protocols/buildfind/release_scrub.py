@@ -3,7 +3,9 @@
 Every released byte passes through a `Scrubber`: the records layer's redaction
 (`metaeval.records.redact`: secret environment values, credential shapes) and then host paths
 (the run directory, the task pack, HOME, the working directory, the Python prefix and the
-metaeval source tree) replaced by placeholders such as ``$RUN_DIR``. Parquet files are
+metaeval source tree) replaced by placeholders such as ``$RUN_DIR``. Only whole absolute paths
+of two or more components are replaced, however the run directory was named on the command
+line (``run`` or ``/home/u/run``): a word such as "run", or ``/tmp`` in a task's text, stays. Parquet files are
 rewritten through polars with their string columns scrubbed, since a byte-level replacement
 would corrupt them.
 """
@@ -21,6 +23,20 @@ import polars as pl
 from metaeval.records.redact import redact_text, secret_env_values
 
 PLACEHOLDERS = ("$RUN_DIR", "$PACK_DIR", "$METAEVAL_SRC", "$PYTHON_PREFIX", "$CWD", "$HOME")
+# A host path matches only whole: not preceded by a character of a name or path ("/var/tmp"
+# keeps its "/tmp", "x/run" its "/run"; "file:///tmp/x" and "//tmp" are scrubbed) and not
+# followed by one ("/workspace" is not "/work"; "/work." ending a sentence is, "/work.bak" not)
+# (ASCII classes: binary files are scrubbed through latin-1, where byte 0xff reads as a letter)
+_BEFORE = r"(?<![A-Za-z0-9_.~-])"
+_AFTER = r"(?![A-Za-z0-9_-]|\.[A-Za-z0-9_-])"
+
+
+def _is_host_specific(path: str) -> bool:
+    """True for an absolute path of two or more components. A top-level folder alone (/tmp,
+    /root, /work) names no one's machine, and is common in task text ("write to /tmp/out"):
+    replacing it would corrupt that text, so it is left as it is."""
+    parts = [p for p in path.split(os.sep) if p]
+    return os.path.isabs(path) and len(parts) >= 2
 
 
 class Scrubber:
@@ -40,16 +56,15 @@ class Scrubber:
         ):
             if path is None:
                 continue
-            for variant in {str(path), os.path.abspath(path), os.path.realpath(path)}:
-                if len(variant) > 1:  # never replace a bare "/"
+            # absolute spellings only: a relative one ("run") is a word in any text
+            for variant in {os.path.abspath(path), os.path.realpath(path)}:
+                if _is_host_specific(variant):
                     places.append((variant, token))
-        # longest first, so /home/u/runs/x becomes $RUN_DIR rather than $HOME/runs/x; a path
-        # matches only whole (/work is not replaced inside /workspace)
+        # longest first, so /home/u/runs/x becomes $RUN_DIR rather than $HOME/runs/x
         self.paths = sorted(set(places), key=lambda p: (-len(p[0]), p[0]))
         self._tokens = dict(self.paths)
-        self._pattern = re.compile(
-            "|".join(f"{re.escape(path)}(?![A-Za-z0-9_-])" for path, _ in self.paths)
-        )
+        alternatives = "|".join(re.escape(path) for path, _ in self.paths)
+        self._pattern = re.compile(f"{_BEFORE}(?:{alternatives}){_AFTER}") if self.paths else None
         self.changed: dict[str, int] = {}
 
     def markers(self) -> list[str]:
@@ -59,7 +74,7 @@ class Scrubber:
     def text(self, text: str) -> str:
         """Redacted text with host paths replaced by placeholders."""
         text = redact_text(text)
-        if not self.paths:
+        if self._pattern is None:
             return text
         return self._pattern.sub(lambda m: self._tokens[m.group(0)], text)
 

@@ -34,8 +34,8 @@ from matplotlib.figure import Figure
 
 from metaeval.protocols.buildfind.tables import TABLE_DOCS, TABLE_TITLES, column_doc, table_order
 from metaeval.records.durable import atomic_write
-from metaeval.report.html import shared_css
-from metaeval.report.markdown import markdown_table
+from metaeval.report.html import printable_output, shared_css
+from metaeval.report.markdown import markdown_table, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
 HTML_TEMPLATE = "templates/report.html.j2"
@@ -108,7 +108,7 @@ def _is_numeric(dtype: pl.DataType) -> bool:
 
 
 def _md_text(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> str:
@@ -137,7 +137,7 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
             out += [f"_No rows._ Columns: {columns}.", ""]
             continue
         rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
-        out += [markdown_table([_md_text(c) for c in df.columns], rows)]
+        out += [markdown_table(df.columns, rows)]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -152,7 +152,7 @@ def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
             if caption:
                 out += [f"**{caption}**", ""]
             rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
-            out += [markdown_table([_md_text(c) for c in df.columns], rows)]
+            out += [markdown_table(df.columns, rows)]
     return out
 
 
@@ -452,6 +452,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=printable_output,
     )
 
 
@@ -568,7 +569,7 @@ def write_report(
 ) -> list[Path]:
     """Write report.md and report.html into out_dir; returns both paths."""
     markdown, html = render_report(tables, meta)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)  # the directory the user named
     paths = [out_dir / "report.md", out_dir / "report.html"]
     atomic_write(paths[0], markdown.encode("utf-8"))
     atomic_write(paths[1], html.encode("utf-8"))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -217,6 +218,7 @@ def _parse_csv(data: bytes, where: str) -> pl.DataFrame:
     except Exception as exc:  # noqa: BLE001 - polars raises ComputeError, NoDataError, ...
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"malformed CSV: {first}", file=where) from exc
+    df = csv_unescaped(df)  # text cells written with a leading ' against CSV injection
     # CSV cannot tell an empty string from a missing value: text columns read '' (builder of
     # a control row), except `answer`, where empty means unanswered.
     text_columns = [c for c in df.columns if SCHEMA.get(c) == pl.Utf8 and c != "answer"]
@@ -228,8 +230,8 @@ def write_rows(df: pl.DataFrame, out_dir: Path, stem: str = "question_rows") -> 
     df = conform(df)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.parquet", out_dir / f"{stem}.csv"]
-    df.write_parquet(paths[0])
-    df.write_csv(paths[1])
+    write_parquet(df, paths[0], out_dir)
+    write_csv(df, paths[1], out_dir)
     return paths
 
 

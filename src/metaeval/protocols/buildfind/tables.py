@@ -376,17 +376,20 @@ def _check_name(name: str) -> None:
 
 
 def _csv_ready(df: pl.DataFrame) -> pl.DataFrame:
-    """Nested columns (lists, structs) become JSON text, which CSV can hold."""
+    """Nested columns (lists, structs) become JSON text, which CSV can hold; text cells are
+    escaped against CSV injection (`frame_files.csv_escaped`)."""
+    from metaeval.protocols.buildfind.frame_files import csv_escaped
+
     nested = [c for c, t in df.schema.items() if t.is_nested()]
-    if not nested:
-        return df
-    return df.with_columns(
-        pl.col(c).map_elements(
-            lambda v: json.dumps(v.to_list() if isinstance(v, pl.Series) else v, default=str),
-            return_dtype=pl.Utf8,
+    if nested:
+        df = df.with_columns(
+            pl.col(c).map_elements(
+                lambda v: json.dumps(v.to_list() if isinstance(v, pl.Series) else v, default=str),
+                return_dtype=pl.Utf8,
+            )
+            for c in nested
         )
-        for c in nested
-    )
+    return csv_escaped(df)
 
 
 def tables_readme(tables: dict[str, pl.DataFrame], warnings: list[str] | None = None) -> str:
@@ -445,17 +448,20 @@ def write_tables(
     """
     for name in tables:
         _check_name(name)
+    from metaeval.protocols.buildfind.frame_files import write_parquet
+
     folder = out_dir / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     for name in table_order(set(tables)):
         df = tables[name]
         csv_path, parquet_path = folder / f"{name}.csv", folder / f"{name}.parquet"
-        _csv_ready(df).write_csv(csv_path)
-        df.write_parquet(parquet_path)
+        # _csv_ready escapes text cells already (the release check writes tables through it)
+        atomic_write(csv_path, _csv_ready(df).write_csv().encode("utf-8"), root=out_dir, mkdir=True)
+        write_parquet(df, parquet_path, out_dir)
         paths += [csv_path, parquet_path]
     readme = folder / "README.md"
-    atomic_write(readme, tables_readme(tables, warnings).encode("utf-8"))
+    atomic_write(readme, tables_readme(tables, warnings).encode("utf-8"), root=out_dir, mkdir=True)
     paths.append(readme)
     return paths
 

@@ -20,6 +20,7 @@ import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.extract import rows_from_finds
+from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
 from metaeval.protocols.buildfind.runner import (
     BUILD_KEY,
@@ -64,7 +65,7 @@ def read_view_rows(path: Path) -> pl.DataFrame:
     if path.suffix == ".parquet":
         df = pl.read_parquet(path)
     elif path.suffix == ".csv":
-        df = pl.read_csv(path, schema_overrides=VIEW_SCHEMA)
+        df = csv_unescaped(pl.read_csv(path, schema_overrides=VIEW_SCHEMA))
     else:
         raise ConfigError("view rows file must be .parquet or .csv", file=str(path))
     return conform_view_rows(df, str(path))
@@ -74,8 +75,8 @@ def write_view_rows(df: pl.DataFrame, out_dir: Path) -> list[Path]:
     """Write the view rows as Parquet and CSV; returns both paths."""
     df = conform_view_rows(df)
     paths = [out_dir / f"{VIEW_ROWS}.parquet", out_dir / f"{VIEW_ROWS}.csv"]
-    df.write_parquet(paths[0])
-    df.write_csv(paths[1])
+    write_parquet(df, paths[0], out_dir)
+    write_csv(df, paths[1], out_dir)
     return paths
 
 

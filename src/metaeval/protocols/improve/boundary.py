@@ -94,6 +94,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.safe_text import printable
 
 REASON_CODES: tuple[str, ...] = (
     "empty_patch",
@@ -1288,7 +1289,8 @@ def check_patch_cli(
     except OSError as exc:
         raise ConfigError(f"cannot read patch: {exc}", file=str(patch_path)) from exc
     verdict = check_patch(raw.decode("utf-8", "surrogateescape"), boundary, worktree=worktree)
-    print(format_verdict(verdict), file=out or sys.stdout)
+    # the reasons quote the patch's file names: no escape sequence of theirs reaches a terminal
+    print(printable(format_verdict(verdict)), file=out or sys.stdout)
     return 0 if verdict.accepted else 1
 
 

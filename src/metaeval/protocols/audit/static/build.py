@@ -339,11 +339,16 @@ def _compose(ctx: TaskContext, marked: set[str]) -> list[Finding]:
             continue
         try:
             data = yaml.safe_load(f.text)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, RecursionError) as exc:
             if path in marked:
                 continue
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else 1
+            why = (
+                "it nests too deeply to be parsed"
+                if isinstance(exc, RecursionError)
+                else str(exc).splitlines()[0]
+            )
             findings.append(
                 make_finding(
                     ctx,
@@ -352,8 +357,7 @@ def _compose(ctx: TaskContext, marked: set[str]) -> list[Finding]:
                     finding_type="Bug",
                     title=f"{path} is not valid YAML",
                     description=(
-                        f"{path} does not parse ({str(exc).splitlines()[0]}), so the "
-                        "environment cannot be started."
+                        f"{path} does not parse ({why}), so the environment cannot be started."
                     ),
                     recommendation=f"Fix the YAML syntax of {path}.",
                     confidence=0.85,

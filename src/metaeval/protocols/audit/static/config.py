@@ -346,6 +346,35 @@ def _empty_instruction(ctx: TaskContext) -> list[Finding]:
     ]
 
 
+def _unreadable_instruction(ctx: TaskContext) -> list[Finding]:
+    """instruction.md present but not loaded as text (binary, not UTF-8, unreadable); a link
+    leaving the task has its own finding (links.py)."""
+    reasons = [
+        entry.split(": ", 1)[1]
+        for entry in ctx.task.skipped_files
+        if entry.startswith("instruction.md: ") and "outside the task" not in entry
+    ]
+    if not reasons:
+        return []
+    return [
+        make_finding(
+            ctx,
+            subcategory="INST-INFEASIBLE",
+            severity="Critical",
+            finding_type="Bug",
+            title="instruction.md is not readable text",
+            description=(
+                f"instruction.md could not be read as UTF-8 text ({reasons[0]}), so agents are "
+                "given no usable task description: the task cannot be solved as written and "
+                "its results measure nothing."
+            ),
+            recommendation="Write the task specification into instruction.md as UTF-8 text.",
+            confidence=0.9,
+            evidence=[Evidence(file="instruction.md")],
+        )
+    ]
+
+
 def check_task_config(ctx: TaskContext) -> list[Finding]:
     return (
         _config_error(ctx)
@@ -353,4 +382,5 @@ def check_task_config(ctx: TaskContext) -> list[Finding]:
         + _bad_values(ctx)
         + _missing_files(ctx)
         + _empty_instruction(ctx)
+        + _unreadable_instruction(ctx)
     )

@@ -35,6 +35,7 @@ from typing import IO
 from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.pact.client import PactClient
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.records.nofollow import open_file
 from metaeval.records.redact import LineRedactor, redact_text
 from metaeval.sandbox.bwrap import wrap_command
 from metaeval.sandbox.policy import SandboxSpec
@@ -161,10 +162,15 @@ def _fill(text: str, host: str, port: int) -> str:
     )
 
 
+def _append(log_path: Path) -> IO[bytes]:
+    """The log opened for appending, never through a link (it lives in the bundle)."""
+    return os.fdopen(open_file(Path(log_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
+
+
 def _pump_redacted(source: IO[bytes], log_path: Path) -> None:
     """Copy the server's output to the log line by line, secrets redacted, until EOF."""
     redactor = LineRedactor()
-    with open(log_path, "ab") as log_file:
+    with _append(log_path) as log_file:
         for line in iter(source.readline, b""):
             text = redactor.line(line.decode("utf-8", "replace"))
             log_file.write(text.encode())
@@ -206,7 +212,7 @@ def launch(
 
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_file:
+    with _append(log_path) as log_file:
         header = (
             f"# launch {profile.name}: argv={[redact_text(a) for a in argv]!r} "
             f"cwd={str(cwd) if cwd else None!r} sandboxed={sandboxed} "
@@ -217,7 +223,7 @@ def launch(
     try:
         process = spawn(argv, cwd=cwd, env=env)
     except OSError as exc:
-        with open(log_path, "ab") as log_file:
+        with _append(log_path) as log_file:
             log_file.write(f"# cannot start: {exc}\n".encode())
         raise LaunchError(
             f"{profile.name}: cannot start {argv[0]!r}: {exc}", log_path=log_path

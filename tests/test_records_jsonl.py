@@ -178,3 +178,31 @@ def test_records_are_valid_single_lines_even_with_newlines_in_values(tmp_path: P
     assert data.count(b"\n") == 1
     assert json.loads(data) == {"text": "line1\nline2\r\n\u2028end"}
     assert read_jsonl(path)[0] == [{"text": "line1\nline2\r\n\u2028end"}]
+
+
+def test_reading_refuses_links_and_fifos_and_survives_deep_lines(tmp_path):
+    """A shared run directory may hold a record file linked to a host file, a FIFO (which
+    would block a plain read) or a line nested past Python's recursion limit."""
+    import os
+
+    import pytest
+
+    from metaeval.errors import ConfigError
+    from metaeval.records.jsonl import iter_jsonl, read_jsonl
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"planted": "SECRET-MARKER"}\n')
+    link = tmp_path / "findings.jsonl"
+    link.symlink_to(secret)
+    with pytest.raises(ConfigError, match="findings.jsonl") as info:
+        list(iter_jsonl(link))
+    assert "SECRET-MARKER" not in str(info.value)
+    fifo = tmp_path / "cells.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="cells.jsonl"):
+        list(iter_jsonl(fifo))  # refused at once, never blocks
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"a": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n" + '{"b": 2}\n')
+    records, problems = read_jsonl(deep)
+    assert records == [{"a": 1}, {"b": 2}]
+    assert [(p.line, p.kind) for p in problems] == [(2, "corrupt")]

@@ -14,13 +14,14 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaeval.errors import with_filename
+from metaeval.errors import ConfigError, with_filename
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import fsync_dir
 from metaeval.records.nofollow import open_file
@@ -175,6 +176,8 @@ def _classify(raw: bytes, unterminated: bool) -> tuple[dict[str, Any] | None, st
         return None, "corrupt", f"invalid UTF-8 at byte {exc.start}"
     try:
         obj = json.loads(text)
+    except RecursionError:
+        return None, "corrupt", "JSON nested too deeply"
     except json.JSONDecodeError as exc:
         if (
             unterminated
@@ -193,25 +196,55 @@ def iter_jsonl(
 ) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL file, passing each skipped line to `on_problem`.
 
-    A missing file yields nothing. Blank lines are ignored silently.
+    A missing file yields nothing. Blank lines are ignored silently. The file is read line by
+    line (memory bounded by the longest line) and only if it is a regular file: a symlink,
+    FIFO or device under a record file's name is refused with a ConfigError naming it (a
+    shared run directory may point it anywhere, or hold a FIFO that would block).
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    unterminated = not data.endswith(b"\n")
-    for i, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        obj, kind, detail = _classify(raw, unterminated and i == len(lines))
-        if obj is not None:
-            yield obj
-        elif on_problem is not None:
-            on_problem(JsonlProblem(str(p), i, kind, detail, last=i == len(lines)))
+    except OSError as exc:  # ELOOP: a symlink; ENXIO: a FIFO without a writer
+        raise _unreadable(p) from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _unreadable(p)
+        os.set_blocking(fd, True)
+        number, previous = 0, None
+        for raw in handle:
+            if previous is not None:
+                yield from _record(p, number, previous, False, on_problem)
+            number, previous = number + 1, raw
+        if previous is not None:
+            yield from _record(p, number, previous, True, on_problem)
+
+
+def _record(
+    path: Path,
+    number: int,
+    raw: bytes,
+    last: bool,
+    on_problem: Callable[[JsonlProblem], None] | None,
+) -> Iterator[dict[str, Any]]:
+    unterminated = last and not raw.endswith(b"\n")
+    raw = raw.removesuffix(b"\n")
+    if not raw.strip():
+        return
+    obj, kind, detail = _classify(raw, unterminated)
+    if obj is not None:
+        yield obj
+    elif on_problem is not None:
+        on_problem(JsonlProblem(str(path), number, kind, detail, last=last))
+
+
+def _unreadable(path: Path) -> ConfigError:
+    return ConfigError(
+        "is a symbolic link or not a regular file; metaeval reads records only from regular "
+        "files of the run directory (a shared run may point links anywhere)",
+        file=str(path),
+    )
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[JsonlProblem]]:

@@ -230,7 +230,8 @@ def model_calls(run: Run, cell: dict[str, Any] | None) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         if isinstance(call, dict):
-            request = call.get("raw_request") if isinstance(call.get("raw_request"), dict) else {}
+            raw = call.get("raw_request")
+            request: dict[str, Any] = raw if isinstance(raw, dict) else {}
             messages = request.get("messages") or request.get("input") or []
             calls.append(
                 {

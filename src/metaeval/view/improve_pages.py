@@ -39,7 +39,8 @@ def baseline(run: Run) -> NodeEval:
 
 def nodes(run: Run, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     resolved = run.json_file("resolved_manifest.json") or {}
-    base = resolved.get("baseline") if isinstance(resolved.get("baseline"), dict) else {}
+    found = resolved.get("baseline")
+    base: dict[str, Any] = found if isinstance(found, dict) else {}
     plan = SimpleNamespace(
         baseline_id=str(base.get("id") or "baseline"), baseline_commit=base.get("base_commit")
     )

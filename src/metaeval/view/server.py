@@ -18,7 +18,6 @@ import socket
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

@@ -23,6 +23,7 @@ function sortBy(table, th, index) {
   for (const row of rows) body.appendChild(row);
 }
 function setup() {
+  document.documentElement.setAttribute("data-js", "on");  // the viewer's own script ran
   for (const table of document.querySelectorAll("table.sortable")) {
     const head = table.tHead && table.tHead.rows[0];
     if (!head) continue;

@@ -120,6 +120,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "buildfind", "run", str(ROOT / "examples" / "buildfind-reference.yaml"), "-o", str(bf)
     )
     assert done.returncode == 0, done.stderr
+    done = cli("buildfind", "release", str(bf), "-o", str(root / "releases" / "bf-release"))
+    assert done.returncode == 0, done.stderr
     finds = [json.loads(x) for x in (bf / "finds.jsonl").read_text().splitlines() if x.strip()]
     base = next(f for f in finds if f.get("slice") == "formal" and f["builder"] == "terse")
     events = [
@@ -340,7 +342,14 @@ def test_buildfind_grid_cell_transcript_and_build_files(viewer):
     assert "<th>question</th><th>answer</th><th>gold</th>" in transcript  # the answer
     build = re.search(r'href="(/run/[^"]+/build\?[^"]+)">transcript and files', html).group(1)
     build_html = viewer.page(build.replace("&amp;", "&"))
-    assert "Built repository" in build_html and (".py</li>" in build_html)
+    assert "Built repository" in build_html and "/router.py</li>" in build_html
+    # the release of the same run: same grid, read from records/ and data/
+    release = viewer.page(f"/run/{viewer.run_id('bf-release')}")
+    assert "(release)" in release and "labelled rows of question_rows.parquet" in release
+    grid = re.search(r'<table class="grid" id="grid">.*?</table>', html, re.S).group(0)
+    assert grid.replace(viewer.run_id("bf"), "X") == re.search(
+        r'<table class="grid" id="grid">.*?</table>', release, re.S
+    ).group(0).replace(viewer.run_id("bf-release"), "X")
 
 
 @pytest.mark.bwrap
@@ -436,3 +445,23 @@ def test_bad_arguments_exit_2_naming_the_path_or_port(tmp_path):
         assert done.returncode == 2 and "port" in done.stderr and str(v.port) in done.stderr
     finally:
         stop(v)
+
+
+@pytest.mark.bwrap
+def test_a_run_whose_manifest_names_another_folder_shows_no_file_of_it(viewer, runs, tmp_path):
+    """A run directory is input too: a manifest pointing the benchmark at a folder that holds
+    no task (here a secret in a folder named like the task) gets no file of it shown."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sales-revenue").mkdir(parents=True)
+    (elsewhere / "sales-revenue" / "notes.txt").write_text(SECRET + "\n")
+    copy = runs["root"] / "audit-moved"
+    shutil.copytree(runs["b"], copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["config"]["benchmark"] = str(elsewhere)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    rid = viewer.run_id("audit-moved")
+    html = viewer.page(f"/run/{rid}")
+    index = re.search(rf'href="/run/{rid}/finding/(\d+)">Checker mismatch', html).group(1)
+    detail = viewer.page(f"/run/{rid}/finding/{index}")
+    assert "is not a task folder (no task.toml or instruction.md)" in detail
+    assert SECRET not in detail

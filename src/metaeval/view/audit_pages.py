@@ -175,6 +175,10 @@ def task_dir(run: Run, task_id: str) -> tuple[Path | None, str]:
         return None, f"task id {task_id!r} does not name a folder inside the benchmark"
     if not folder.is_dir():
         return None, f"{folder} is not on this machine any more"
+    if not any((folder / name).is_file() for name in ("task.toml", "instruction.md")):
+        # a run directory is input too: its manifest must not turn the viewer into a reader
+        # of any folder on the machine
+        return None, f"{folder} is not a task folder (no task.toml or instruction.md)"
     return folder, ""
 
 

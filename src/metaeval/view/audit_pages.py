@@ -1,0 +1,281 @@
+"""What the audit pages show, read through the audit protocol's own readers (`summary`:
+final cells, valid findings, costs) over a read-only `RunRecords`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
+from metaeval.protocols.audit.scoring import ScoreReport
+from metaeval.protocols.audit.summary import (
+    STATIC_SOURCE,
+    cost_by_source,
+    cost_rows,
+    final_cells,
+    valid_findings,
+)
+from metaeval.records.run import is_final
+from metaeval.tasks.safe_files import is_inside, read_head
+from metaeval.view.runs import Run
+
+if TYPE_CHECKING:
+    from metaeval.records import RunDir
+
+PAGE_SIZE = 500
+MAX_TASK_FILE_BYTES = 2 << 20
+CONTEXT_LINES = 12
+SEVERITIES = tuple(SEVERITY_ORDER)
+TIERS = ("Confirmed", "Likely", "Possible", "Suppressed")
+
+
+@dataclass
+class AuditView:
+    """The run's final cells and valid findings, read once per page."""
+
+    run: Run
+    cells: dict[tuple[str, str], dict[str, Any]]
+    findings: list[Finding]
+
+
+def load(run: Run) -> AuditView:
+    # the audit readers take a RunDir; they only call read / latest_records, which the
+    # read-only RunRecords provides
+    reader = cast("RunDir", run.reader)
+    cells = final_cells(reader)
+    return AuditView(run, cells, valid_findings(reader, cells))
+
+
+def planned_cells(config: dict[str, Any]) -> int | None:
+    """How many (task, source) cells the run's config asks for (None when not recorded)."""
+    tasks = config.get("tasks")
+    if not isinstance(tasks, list):
+        return None
+    models = [] if config.get("static_only") else list(config.get("models") or [])
+    wanted = config.get("model_tasks")
+    per_model = len(tasks) if wanted is None else len([t for t in tasks if t in wanted])
+    return len(tasks) + per_model * len(models)
+
+
+def status(view: AuditView) -> str:
+    done = sum(1 for rec in view.cells.values() if is_final(rec))
+    planned = planned_cells(view.run.config)
+    if view.run.in_use():
+        return f"running ({done} of {planned if planned is not None else '?'} cells)"
+    if planned is not None and done < planned:
+        return f"resumable ({done} of {planned} cells done)"
+    return f"complete ({done} cells)"
+
+
+def score(run: Run) -> ScoreReport | None:
+    data = run.json_file("score.json")
+    if data is None:
+        return None
+    try:
+        return ScoreReport.model_validate(data)
+    except ValueError:
+        return None
+
+
+def headline(view: AuditView) -> dict[str, Any]:
+    reported = [f for f in view.findings if f.reported]
+    costs = cost_by_source(cost_rows(view.cells))
+    known = [v for v in costs.values() if v is not None]
+    report = score(view.run)
+    return {
+        "findings": len(reported),
+        "suppressed": len(view.findings) - len(reported),
+        "tasks": len({t for t, _ in view.cells}),
+        "tasks_flagged": len({f.task_id for f in reported}),
+        "by_severity": {s: n for s in SEVERITIES if (n := sum(f.severity == s for f in reported))},
+        "by_tier": dict(Counter(f.tier for f in reported)),
+        "by_subcategory": dict(Counter(f.subcategory for f in reported)),
+        "by_source": dict(Counter(f.source for f in reported)),
+        "models": sorted({s for _, s in view.cells if s != STATIC_SOURCE}),
+        "cost_usd": sum(known) if len(known) == len(costs) else None,
+        "failures": sorted(
+            f"{t} | {s}" for (t, s), r in view.cells.items() if r.get("audit_failure")
+        ),
+        "infra_errors": sum(1 for r in view.cells.values() if r.get("infra_error")),
+        "score": report,
+        "status": status(view),
+    }
+
+
+def short_headline(view: AuditView) -> str:
+    h = headline(view)
+    sev = ", ".join(f"{n} {s}" for s, n in h["by_severity"].items()) or "none"
+    text = f"{h['findings']} findings on {h['tasks']} tasks ({sev})"
+    if h["score"] is not None and h["score"].rows:
+        row = h["score"].rows[-1]
+        text += f"; {row.name}: recall {_pct(row.recall_a)}, precision {_pct(row.precision_a)}"
+    return text
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+FILTERS = ("severity", "tier", "subcategory", "task", "model", "q")
+
+
+def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
+    """The findings table: every valid finding (with its index, the id of its page), filtered
+    by the query's params, sorted by severity, one page of PAGE_SIZE."""
+    rows = []
+    for index, f in enumerate(view.findings):
+        if params.get("severity") and f.severity != params["severity"]:
+            continue
+        if params.get("tier") and f.tier != params["tier"]:
+            continue
+        if params.get("subcategory") and f.subcategory != params["subcategory"]:
+            continue
+        if params.get("task") and f.task_id != params["task"]:
+            continue
+        if params.get("model") and params["model"] not in f.sources:
+            continue
+        needle = params.get("q", "").lower()
+        if needle and needle not in f"{f.title} {f.description} {f.task_id}".lower():
+            continue
+        rows.append((index, f))
+    rows.sort(key=lambda r: (SEVERITY_ORDER[r[1].severity], -r[1].confidence, r[1].task_id))
+    try:
+        page = max(1, int(params.get("page", "1")))
+    except ValueError:
+        page = 1
+    pages = max(1, -(-len(rows) // PAGE_SIZE))
+    page = min(page, pages)
+    return {
+        "rows": rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+        "total": len(rows),
+        "page": page,
+        "pages": pages,
+        "choices": {
+            "severity": list(SEVERITIES),
+            "tier": list(TIERS),
+            "subcategory": sorted({f.subcategory for f in view.findings}),
+            "task": sorted({f.task_id for f in view.findings}),
+            "model": sorted({s for f in view.findings for s in f.sources}),
+        },
+        "params": {k: params.get(k, "") for k in FILTERS},
+    }
+
+
+def task_dir(run: Run, task_id: str) -> tuple[Path | None, str]:
+    """The task's folder in the benchmark the run recorded, or (None, why not)."""
+    bench = run.config.get("benchmark")
+    if not isinstance(bench, str) or not bench:
+        return None, "the run recorded no benchmark path"
+    root = Path(bench)
+    folder = root / task_id
+    if Path(task_id).is_absolute() or ".." in Path(task_id).parts or not is_inside(root, folder):
+        return None, f"task id {task_id!r} does not name a folder inside the benchmark"
+    if not folder.is_dir():
+        return None, f"{folder} is not on this machine any more"
+    if not any((folder / name).is_file() for name in ("task.toml", "instruction.md")):
+        # a run directory is input too: its manifest must not turn the viewer into a reader
+        # of any folder on the machine
+        return None, f"{folder} is not a task folder (no task.toml or instruction.md)"
+    return folder, ""
+
+
+def evidence_view(run: Run, finding: Finding) -> list[dict[str, Any]]:
+    """Each citation with the cited lines of the task's file (read with safe_files: a symlink
+    leading out of the task, a FIFO or an oversized file is refused and said so)."""
+    folder, why = task_dir(run, finding.task_id)
+    out = []
+    for ev in finding.evidence:
+        item: dict[str, Any] = {"ev": ev, "lines": [], "problem": "", "cut": False}
+        out.append(item)
+        if folder is None:
+            item["problem"] = why
+            continue
+        rel = Path(ev.file)
+        if rel.is_absolute() or ".." in rel.parts or not ev.file:
+            item["problem"] = "not a file of the task"
+            continue
+        path = folder / rel
+        if not path.exists() and not path.is_symlink():
+            item["problem"] = "not a file of the task (a log or a path the task does not have)"
+            continue
+        try:
+            data, longer = read_head(path, folder, max_bytes=MAX_TASK_FILE_BYTES)
+        except OSError as exc:
+            item["problem"] = f"not read: {exc}"
+            continue
+        lines = data.decode("utf-8", "replace").splitlines()
+        start, end = ev.line_start, ev.line_end or ev.line_start
+        lo, hi = 1, len(lines)
+        if start is not None and len(lines) > 2 * CONTEXT_LINES + 20:
+            lo = max(1, start - CONTEXT_LINES)
+            hi = min(len(lines), (end or start) + CONTEXT_LINES)
+        item["lines"] = [
+            (n, lines[n - 1], start is not None and start <= n <= (end or start))
+            for n in range(lo, hi + 1)
+        ]
+        item["cut"] = longer or lo > 1 or hi < len(lines)
+        item["total_lines"] = len(lines)
+    return out
+
+
+def model_calls(run: Run, cell: dict[str, Any] | None) -> dict[str, Any]:
+    """The cell's model calls (request messages when the provider recorded them, and the
+    reply) from its model_calls blob, and its raw outputs."""
+    if cell is None:
+        return {"calls": [], "problem": "no cell record", "raw": None}
+    text, problem = run.reader.blob(cell.get("model_calls_blob"))
+    calls = []
+    for line in (text or "").splitlines():
+        try:
+            call = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(call, dict):
+            raw = call.get("raw_request")
+            request: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            messages = request.get("messages") or request.get("input") or []
+            calls.append(
+                {
+                    "model": call.get("model"),
+                    "messages": messages if isinstance(messages, list) else [],
+                    "system": request.get("system"),
+                    "text": call.get("text") or "",
+                    "usage": call.get("usage") or {},
+                    "cost_usd": call.get("cost_usd"),
+                    "finish_reason": call.get("finish_reason"),
+                }
+            )
+    raw, raw_problem = run.reader.blob(cell.get("raw_outputs_blob"))
+    return {"calls": calls, "problem": problem, "raw": raw, "raw_problem": raw_problem}
+
+
+def execution_logs(run: Run, cell: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The oracle and null-agent logs of the task's static cell."""
+    execution = (cell or {}).get("execution") or {}
+    logs = []
+    for phase in ("oracle", "null_agent"):
+        data = execution.get(phase)
+        if not isinstance(data, dict):
+            continue
+        text, problem = run.reader.blob(data.get("log_blob"))
+        logs.append({"phase": phase, "data": data, "text": text, "problem": problem})
+    return logs
+
+
+def finding_page(view: AuditView, index: int) -> dict[str, Any] | None:
+    if not 0 <= index < len(view.findings):
+        return None
+    finding = view.findings[index]
+    static = view.cells.get((finding.task_id, STATIC_SOURCE))
+    own = view.cells.get((finding.task_id, finding.source))
+    return {
+        "index": index,
+        "f": finding,
+        "evidence": evidence_view(view.run, finding),
+        "calls": model_calls(view.run, own) if finding.source != STATIC_SOURCE else None,
+        "logs": execution_logs(view.run, static),
+        "cell": own,
+    }

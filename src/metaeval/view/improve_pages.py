@@ -1,0 +1,233 @@
+"""What the improve pages show, from the bundle through the protocol's own readers: the ledger
+(plain records, every layer), `bundle.lineage` (nodes with parents from the ledger's
+`parent_id`) and `report.trial_views` (decision, reason, scores, evidence, diff)."""
+
+from __future__ import annotations
+
+import html
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from markupsafe import Markup
+
+from metaeval.protocols.improve.bundle import lineage
+from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER_NAME, NodeEval
+from metaeval.protocols.improve.report import COLOURS, trial_views
+from metaeval.tasks.safe_files import read_head
+from metaeval.view.runs import Run
+
+MAX_TRACE_BYTES = 4 << 20
+NODE_W, NODE_H = 170, 92
+
+
+def ledger(run: Run) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in run.reader.read_all(LEDGER_NAME)
+        if isinstance(e.get("trial"), int) and isinstance(e.get("candidate_id"), str)
+    ]
+
+
+def baseline(run: Run) -> NodeEval:
+    data = run.json_file(BASELINE_EVAL) or {}
+    try:
+        return NodeEval(**data) if data else NodeEval(status="not evaluated yet")
+    except TypeError:
+        return NodeEval(status="unreadable", error=f"{BASELINE_EVAL} is not a baseline evaluation")
+
+
+def nodes(run: Run, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    resolved = run.json_file("resolved_manifest.json") or {}
+    found = resolved.get("baseline")
+    base: dict[str, Any] = found if isinstance(found, dict) else {}
+    plan = SimpleNamespace(
+        baseline_id=str(base.get("id") or "baseline"), baseline_commit=base.get("base_commit")
+    )
+    return lineage(plan, baseline(run), entries)  # type: ignore[arg-type]
+
+
+def budget(run: Run) -> int | None:
+    resolved = run.json_file("resolved_manifest.json") or {}
+    value = resolved.get("trial_budget")
+    return value if isinstance(value, int) else None
+
+
+def status(run: Run, entries: list[dict[str, Any]]) -> str:
+    planned = budget(run)
+    if run.in_use():
+        return f"running ({len(entries)} of {planned if planned is not None else '?'} trials)"
+    if planned is not None and len(entries) < planned:
+        return f"resumable ({len(entries)} of {planned} trials done)"
+    return f"complete ({len(entries)} trials)"
+
+
+def short_headline(run: Run) -> str:
+    summary = (run.json_file("lineage_summary.json") or {}).get("summary") or {}
+    final = summary.get("final") or {}
+    entries = ledger(run)
+    promoted = sum(1 for e in entries if e.get("decision") == "promoted")
+    text = f"{len(entries)} trials, {promoted} promoted"
+    if isinstance(final.get("optimize_score"), int | float):
+        text += f"; final {final.get('id')}: optimize {final['optimize_score']:.3f}"
+        if isinstance(final.get("gain_optimize"), int | float):
+            text += f" ({final['gain_optimize']:+.3f})"
+    return text
+
+
+def layout(items: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """A tree: x by generation (a node's depth below the baseline, from its parent), y by the
+    order of nodes within a generation. Edges are drawn from these positions, so a node sits
+    right of its own parent whatever order the trials ran in."""
+    depth: dict[str, int] = {}
+    by_id = {n["id"]: n for n in items}
+    for node in items:
+        seen, cur, d = set(), node, 0
+        while cur.get("parent") in by_id and cur["id"] not in seen:
+            seen.add(cur["id"])
+            cur, d = by_id[cur["parent"]], d + 1
+        depth[node["id"]] = d
+    rows: dict[int, int] = {}
+    pos = {}
+    for node in items:
+        d = depth[node["id"]]
+        pos[node["id"]] = (20 + d * (NODE_W + 50), 20 + rows.get(d, 0) * (NODE_H + 18))
+        rows[d] = rows.get(d, 0) + 1
+    return pos
+
+
+def lineage_svg(items: list[dict[str, Any]], link: str) -> Markup:
+    """Inline SVG: one box per node (id, decision, optimize score), an arrow from each
+    parent to its child; each trial box links to its page. All text escaped."""
+    pos = layout(items)
+    width = max((x for x, _ in pos.values()), default=0) + NODE_W + 30
+    height = max((y for _, y in pos.values()), default=0) + NODE_H + 30
+    parts = [
+        f'<svg class="lineage" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="lineage">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#666"/></marker></defs>',
+    ]
+    for node in items:
+        parent = node.get("parent")
+        if parent in pos:
+            (px, py), (x, y) = pos[parent], pos[node["id"]]
+            parts.append(
+                f'<line class="edge" data-parent="{html.escape(str(parent))}" '
+                f'data-child="{html.escape(node["id"])}" x1="{px + NODE_W}" y1="{py + NODE_H // 2}" '
+                f'x2="{x}" y2="{y + NODE_H // 2}" stroke="#666" stroke-width="2" '
+                'marker-end="url(#arrow)"/>'
+            )
+    for node in items:
+        x, y = pos[node["id"]]
+        decision = str(node.get("decision") or "n/a")
+        fill = COLOURS.get(decision, "#9d9d9d")
+        score = node.get("optimize_score")
+        held = node.get("held_out_score")
+        lines = [
+            html.escape(node["id"]),
+            html.escape(
+                decision + (f" ({node['failure_class']})" if node.get("failure_class") else "")
+            ),
+            "optimize "
+            + ("n/a" if score is None else f"{score:.3f}")
+            + " · held-out "
+            + ("n/a" if held is None else f"{held:.3f}"),
+        ]
+        box = (
+            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" '
+            'stroke="#333"/>'
+            f'<text x="{x + 10}" y="{y + 24}" class="node-id">{lines[0]}</text>'
+            f'<text x="{x + 10}" y="{y + 46}" class="node-text">{lines[1][:40]}</text>'
+            f'<text x="{x + 10}" y="{y + 68}" class="node-text">{lines[2]}</text>'
+        )
+        if node.get("decision") != "baseline":
+            trial = node["id"].rsplit("-", 1)[-1]
+            box = f'<a href="{html.escape(link)}{html.escape(trial)}">{box}</a>'
+        parts.append(box)
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def overview(run: Run) -> dict[str, Any]:
+    entries = ledger(run)
+    items = nodes(run, entries)
+    base = baseline(run)
+    summary = (run.json_file("lineage_summary.json") or {}).get("summary") or {}
+    return {
+        "entries": entries,
+        "nodes": items,
+        "trials": trial_views(run.path, entries, base),
+        "baseline": base,
+        "summary": summary,
+        "status": status(run, entries),
+        "svg": lineage_svg(items, f"/run/{run.id}/trial/"),
+    }
+
+
+def _text_file(run: Run, rel: str) -> tuple[str | None, str]:
+    path = run.path / rel
+    if not path.exists():
+        return None, "not written"
+    try:
+        data, longer = read_head(
+            path, run.path, max_bytes=MAX_TRACE_BYTES, follow_inside_links=False
+        )
+    except OSError as exc:
+        return None, f"not read: {exc}"
+    return data.decode("utf-8", "replace"), ("cut at 4 MiB" if longer else "")
+
+
+def trial_page(run: Run, number: int) -> dict[str, Any] | None:
+    entries = ledger(run)
+    entry = next((e for e in entries if e["trial"] == number), None)
+    if entry is None:
+        return None
+    view = next(v for v in trial_views(run.path, [entry], baseline(run)))
+    folder = f"trials/{number:03d}"
+    trace_text, trace_problem = _text_file(run, f"{folder}/optimizer_trace.jsonl")
+    trace = []
+    for line in (trace_text or "").splitlines():
+        try:
+            step = json.loads(line)
+        except json.JSONDecodeError:
+            step = {"unparsable line": line}
+        trace.append(step if isinstance(step, dict) else {"value": step})
+    evaluation = run.json_file(f"{folder}/artifacts/candidates/evaluation.json") or {}
+    base_eval = baseline(run)
+    tasks = []
+    for suite in ("optimize", "held_out"):
+        base_tasks = {
+            t.get("task_id"): t
+            for t in ((getattr(base_eval, suite) or {}).get("tasks") or [])
+            if isinstance(t, dict)
+        }
+        for task in (evaluation.get(suite) or {}).get("tasks") or []:
+            if isinstance(task, dict):
+                tasks.append(
+                    {"suite": suite, "t": task, "base": base_tasks.get(task.get("task_id"), {})}
+                )
+    return {
+        "entry": entry,
+        "view": view,
+        "selection": run.json_file(f"{folder}/selection_decision.json"),
+        "boundary": run.json_file(f"{folder}/artifacts/boundary_verdict.json"),
+        "output": run.json_file(f"{folder}/optimizer_output.json"),
+        "instruction": _text_file(run, f"{folder}/optimizer_instruction.md"),
+        "trace": trace,
+        "trace_problem": trace_problem,
+        "tasks": tasks,
+    }
+
+
+def scores(run: Run) -> dict[str, dict[str, Any]]:
+    """Per node id: decision and scores (for diffs)."""
+    return {
+        n["id"]: {
+            "decision": n.get("decision"),
+            "optimize": n.get("optimize_score"),
+            "held_out": n.get("held_out_score"),
+            "parent": n.get("parent"),
+        }
+        for n in nodes(run, ledger(run))
+    }

@@ -73,8 +73,15 @@ def make_finding(
     recommendation: str,
     confidence: float,
     evidence: list[Evidence],
+    unseen: str | None = None,
 ) -> Finding:
-    """A finding from the static protocol; the category follows from the subcategory."""
+    """A finding from the static protocol; the category follows from the subcategory.
+
+    `unseen` says what the check could not see (an image it could not inspect, a path the
+    image may hold): the finding is then `assumed` and its description ends with it; else it
+    is `self-contained` (provable from the task's files)."""
+    if unseen:
+        description = f"{description.rstrip()} Not seen: {unseen.rstrip('.')}."
     return Finding(
         task_id=ctx.task.task_id,
         category=SUBCATEGORIES[subcategory],
@@ -88,6 +95,7 @@ def make_finding(
         confidence=round(confidence, 2),
         source=STATIC_SOURCE,
         protocol="static",
+        evidence_tier="assumed" if unseen else "self-contained",
     )
 
 

@@ -308,6 +308,7 @@ def cap_approximate(finding: Finding) -> Finding:
         update={
             "severity": "Low",
             "finding_type": "Warning",
+            "evidence_tier": "assumed",
             "confidence": min(finding.confidence, APPROXIMATE_CONFIDENCE),
             "description": finding.description
             + " (Seen in an approximation of the task's Dockerfile environment (bubblewrap or "
@@ -343,12 +344,16 @@ def run_in_container(
         finding = _build_finding(task, image)
         if result.stand_in and _RUN_STEP_FAILED.search(image.log):
             # a RUN step ran on the stand-in, not on the real base image: what it lacked
-            # (pip, a package, a path) says nothing certain about the task
+            # (pip, a package, a path) says nothing about the task. An infrastructure skip.
             result.mismatch = (
                 f"environment mismatch (a local stand-in for {', '.join(result.stand_in)}): "
                 "a RUN step of the build failed"
             )
-            finding = cap_approximate(finding)
+            result.skipped = (
+                f"{engine.name}: not run: a RUN step failed on a local stand-in for "
+                f"{', '.join(result.stand_in)}, not on the real image"
+            )
+            return result
         result.findings.append(finding)
         return result
     assert image.image is not None

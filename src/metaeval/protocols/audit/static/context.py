@@ -437,6 +437,7 @@ TRANSITIVE: dict[str, tuple[str, ...]] = {
     "polars": (),
     "rich": ("pygments", "markdown-it-py"),
     "typer": ("click", "rich", "typing-extensions"),
+    "uv": (),  # a binary wheel without Requires-Dist
 }
 
 # Images that are known to ship Python packages beyond the standard library.

@@ -282,6 +282,14 @@ def similarity(a: str, b: str) -> float:
     return ratio
 
 
+_READ_IN_SUBSTITUTION = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)")
+
+
+def _substitutions(text: str) -> str:
+    """The text of every `$(...)` in a command: what a verifier reads inside a test."""
+    return " ".join(m.group(0)[2:-1] for m in _READ_IN_SUBSTITUTION.finditer(text))
+
+
 class _Collector:
     def __init__(self, ctx: TaskContext) -> None:
         self.ctx = ctx
@@ -331,10 +339,17 @@ class _Collector:
             for command in script.commands:
                 if "." not in command.text:
                     continue
-                # resolved words: `${1:-data.csv}` is data.csv, `2>/dev/null` is no file
-                for match in _FILE.finditer(_URL.sub(" ", command.resolved)):
-                    token = match.group(1)
-                    if self.keep(token):
+                # resolved words: `${1:-data.csv}` is data.csv, `2>/dev/null` is no file;
+                # then redirects inside `[ "$(tr -d ' ' < /app/x.txt)" = 6 ]`, which a
+                # shell verifier reads its answer with, as the redirect targets say them
+                redirects = " ".join(t for simple in command.simple for _, t in simple.redirects)
+                seen: set[str] = set()
+                for text in (command.resolved, redirects, _substitutions(command.text)):
+                    for match in _FILE.finditer(_URL.sub(" ", text)):
+                        token = match.group(1)
+                        if token in seen or not self.keep(token):
+                            continue
+                        seen.add(token)
                         base = token.rsplit("/", 1)[-1]
                         mentions.add(token, path, locate(lines, command.line, command.end, base))
         # Sort by (file order, line) so "first mention" is stable.

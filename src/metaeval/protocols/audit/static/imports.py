@@ -197,6 +197,9 @@ def pep723_dependencies(text: str) -> list[str]:
     return []
 
 
+_RUNS = re.compile(
+    r"\b(?:python3?|pytest|runpy|run_path|exec|import_module|spec_from_file_location)\b"
+)
 _TEST_MODULE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test|conftest)\.py$")
 
 
@@ -213,9 +216,17 @@ def _run_test_files(ctx: TaskContext) -> set[str]:
             run.add(f.path)
             continue
         name = f.path.rsplit("/", 1)[-1]
-        named = re.compile(rf"{re.escape(name)}|\b(?:import|from)\s+{re.escape(name[:-3])}\b")
-        if any(named.search(t.text) for t in tests if t.path != f.path):
-            run.add(f.path)
+        imported = re.compile(rf"\b(?:import|from)\s+{re.escape(name[:-3])}\b")
+        for other in tests:
+            if other.path == f.path or name[:-3] not in other.text:
+                continue
+            if not other.path.endswith(".py"):  # a tests/ script names it: it runs it
+                if name in other.text or imported.search(other.text):
+                    run.add(f.path)
+            elif imported.search(other.text) or any(
+                name in line and _RUNS.search(line) for line in other.text.splitlines()
+            ):
+                run.add(f.path)
     return run
 
 

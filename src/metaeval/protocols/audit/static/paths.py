@@ -265,7 +265,14 @@ def created_by(words: list[str], cwd: str | None = None) -> list[str]:
     made: list[str] = []
     if name == "mkdir" or (name == "install" and "-d" in words):
         made += absolute
-    elif name.startswith("python") and "venv" in words[1:3] and absolute or name in ("virtualenv", "uv") and absolute and (name == "virtualenv" or "venv" in args):
+    elif (
+        name.startswith("python")
+        and "venv" in words[1:3]
+        and absolute
+        or name in ("virtualenv", "uv")
+        and absolute
+        and (name == "virtualenv" or "venv" in args)
+    ):
         made.append(absolute[-1])
     elif name == "git" and args[:1] == ["init"]:
         target = absolute[-1] if absolute else cwd

@@ -1,0 +1,147 @@
+"""Issue 26: the static audit tells the truth on real task idioms.
+
+tests/fixtures/audit-truth/clean/ holds valid tasks written in the idioms that public
+benchmarks use and that the audit used to accuse (a module the instruction asks for, a
+tests/ .py file that is data, C extensions and ImportError fallbacks, distribution names
+that differ from import names, a solution-written module run with the verifier's installs,
+directories made earlier in the same script, the tests' own installs). Each must get
+nothing above Low through the path findings are recorded by (`static_cell`). Each has a
+defective twin in defective/ whose defect must still be found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metaeval.protocols.audit.findings import Evidence, Finding, apply_tier_rule
+from metaeval.protocols.audit.static_cell import static_cell
+from metaeval.records.blobs import BlobStore
+from metaeval.tasks.harbor import load_task
+
+BENCH = Path(__file__).parent / "fixtures" / "audit-truth"
+CLEAN = sorted(p.name for p in (BENCH / "clean").iterdir())
+ABOVE_LOW = ("Critical", "High", "Medium")
+
+
+def recorded(task_id: str, tmp_path: Path) -> list[Finding]:
+    """The findings a static-only run records for one task (no execution)."""
+    task = load_task(BENCH / task_id, bench_root=BENCH)
+    cell, findings = static_cell(
+        task,
+        {"task_id": task.task_id, "source": "static"},
+        hints=None,
+        execution_checks=False,
+        sandbox="auto",
+        blobs=BlobStore(tmp_path / "blobs"),
+    )
+    assert "check_errors" not in cell, cell
+    return [Finding.model_validate(f) for f in findings]
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_clean_task_gets_nothing_above_low(name: str, tmp_path: Path) -> None:
+    loud = [
+        (f.subcategory, f.severity, f.title)
+        for f in recorded(f"clean/{name}", tmp_path)
+        if f.severity in ABOVE_LOW
+    ]
+    assert loud == []
+
+
+def test_every_clean_task_has_a_defective_twin() -> None:
+    assert sorted(p.name for p in (BENCH / "defective").iterdir()) == CLEAN
+
+
+DEFECTS = {
+    # twin: (subcategory, severity, evidence tier, words of the title)
+    "asked-module": ("ENV-DEP", "Critical", "self-contained", "`pandas`"),
+    "tests-data-py": ("ENV-DEP", "Critical", "self-contained", "`numpy`"),
+    "extension-fallback": ("ENV-DEP", "Critical", "self-contained", "`ujson`"),
+    "dist-names": ("ENV-DEP", "Critical", "self-contained", "`scipy`"),
+    "solution-writes-module": ("ENV-DEP", "Medium", "self-contained", "`numpy`"),
+    "paths-dataflow": ("ENV-PATH", "High", "self-contained", "/data/reference"),
+    "tests-installs": ("ENV-DEP", "Critical", "self-contained", "`yaml`"),
+    "shell-verifier-name": ("EVAL-MISMATCH", "High", "self-contained", "vowels.txt"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEFECTS))
+def test_defective_twin_is_still_found(name: str, tmp_path: Path) -> None:
+    subcategory, severity, tier, words = DEFECTS[name]
+    found = [f for f in recorded(f"defective/{name}", tmp_path) if f.subcategory == subcategory]
+    assert [(f.severity, f.evidence_tier) for f in found] == [(severity, tier)], found
+    assert words in found[0].title
+    assert found[0].evidence_verified is True
+
+
+def test_clean_and_defective_shell_verifiers_differ_only_in_the_file_name(tmp_path) -> None:
+    clean = recorded("clean/shell-verifier-name", tmp_path)
+    assert [f for f in clean if f.subcategory == "EVAL-MISMATCH"] == []
+    [finding] = [
+        f
+        for f in recorded("defective/shell-verifier-name", tmp_path)
+        if f.subcategory == "EVAL-MISMATCH"
+    ]
+    assert "answer.txt" in finding.title and finding.evidence[1].file == "tests/test.sh"
+
+
+def test_a_prebuilt_image_makes_a_missing_module_an_assumed_low(tmp_path: Path) -> None:
+    task_dir = tmp_path / "bench" / "prebuilt"
+    src = BENCH / "defective" / "asked-module"
+    for path in src.rglob("*"):
+        if path.is_file() and "environment" not in path.parts:
+            target = task_dir / path.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text() + 'docker_image = "alexgshaw/fastcsv:20251031"\n')
+    task = load_task(task_dir, bench_root=tmp_path / "bench")
+    _, records = static_cell(
+        task,
+        {"task_id": task.task_id, "source": "static"},
+        hints=None,
+        execution_checks=False,
+        sandbox="auto",
+        blobs=BlobStore(tmp_path / "blobs"),
+    )
+    [finding] = [Finding.model_validate(f) for f in records if f["subcategory"] == "ENV-DEP"]
+    assert finding.evidence_tier == "assumed"
+    assert (finding.severity, finding.finding_type) == ("Low", "Warning")
+    assert finding.confidence <= 0.3
+    assert "the image `alexgshaw/fastcsv:20251031` could not be inspected" in finding.description
+    assert "`pandas` may come with it" in finding.description
+
+
+def make(tier: str | None, severity: str = "Critical", file: str = "tests/test.sh") -> Finding:
+    return Finding(
+        task_id="t",
+        category="ENV",
+        subcategory="ENV-DEP",
+        severity=severity,  # type: ignore[arg-type]
+        finding_type="Bug",
+        title="x",
+        description="d",
+        evidence=[Evidence(file=file)],
+        confidence=0.9,
+        source="static",
+        protocol="static",
+        evidence_tier=tier,  # type: ignore[arg-type]
+    )
+
+
+def test_the_tier_rule_caps_only_assumed_findings() -> None:
+    capped = apply_tier_rule(make("assumed"))
+    assert (capped.severity, capped.finding_type, capped.confidence) == ("Low", "Warning", 0.3)
+    for tier in ("executed", "self-contained"):
+        kept = apply_tier_rule(make(tier))
+        assert (kept.severity, kept.confidence) == ("Critical", 0.9)
+
+
+def test_records_without_a_tier_load_with_one_from_their_evidence() -> None:
+    old = make(None).model_dump(mode="json")
+    del old["evidence_tier"]
+    assert Finding.model_validate(old).evidence_tier == "self-contained"
+    old["evidence"] = [{"file": "./logs/oracle.log", "snippet": "boom"}]
+    assert Finding.model_validate(old).evidence_tier == "executed"

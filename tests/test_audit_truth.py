@@ -145,3 +145,127 @@ def test_records_without_a_tier_load_with_one_from_their_evidence() -> None:
     assert Finding.model_validate(old).evidence_tier == "self-contained"
     old["evidence"] = [{"file": "./logs/oracle.log", "snippet": "boom"}]
     assert Finding.model_validate(old).evidence_tier == "executed"
+
+
+# --------------------------------------------------------------------------- diagnoses
+# Oracle failures whose cause is in the log and the task's files: the specific finding,
+# with the failing oracle run folded in as evidence (real bubblewrap runs).
+
+TOML_NO_NET = (BENCH / "clean" / "asked-module" / "task.toml").read_text()
+
+CHECKER_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+if python3 /tests/check.py; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+def write_task(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in {"task.toml": TOML_NO_NET, "tests/test.sh": CHECKER_SH, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return root
+
+
+def oracle_findings(task_dir: Path) -> list[Finding]:
+    from metaeval.protocols.audit.execution_checks import run_execution_checks
+
+    task = load_task(task_dir, bench_root=task_dir.parent)
+    result = run_execution_checks(task, hints=None, timeout_s=60)
+    assert result.skipped is None and result.oracle.ran and not result.oracle.passed
+    return result.findings
+
+
+@pytest.fixture
+def sandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from metaeval.sandbox import bwrap as bwrap_mod
+    from metaeval.sandbox.bwrap import bwrap_available
+
+    monkeypatch.delenv(bwrap_mod.FORCE_FALLBACK_ENV, raising=False)
+    if not bwrap_available():
+        if os.environ.get("METAEVAL_REQUIRE_BWRAP") == "1":
+            pytest.fail("METAEVAL_REQUIRE_BWRAP=1 but bubblewrap cannot run on this machine")
+        pytest.skip("bubblewrap (bwrap) is not usable on this machine")
+
+
+@pytest.mark.bwrap
+def test_a_missing_fixture_is_env_path_not_gt_logic(sandboxed: None, tmp_path: Path) -> None:
+    task_dir = write_task(
+        tmp_path / "bench" / "sort-records",
+        {
+            "instruction.md": "Sort the numbers in /app/numbers.json and write them to "
+            "/app/sorted.json.\n",
+            "environment/numbers.json": "[3, 1, 2]\n",
+            "solution/solve.sh": '#!/bin/bash\npython3 -c "import json; json.dump(sorted('
+            "json.load(open('/app/numbers.json'))), open('/app/sorted.json', 'w'))\"\n",
+            "tests/check.py": "import json\n"
+            "expected = json.load(open('/tests/expected_sorted.json'))\n"
+            "assert json.load(open('/app/sorted.json')) == expected\n",
+        },
+    )
+    [finding] = oracle_findings(task_dir)
+    assert (finding.subcategory, finding.severity) == ("ENV-PATH", "High")
+    assert "/tests/expected_sorted.json" in finding.title
+    assert finding.evidence_tier == "executed"
+    assert "reference solution fails its own tests" in finding.description
+    assert "expected_sorted.json" in finding.evidence[0].snippet
+
+
+@pytest.mark.bwrap
+def test_a_solution_reading_another_input_is_inst_contradict(
+    sandboxed: None, tmp_path: Path
+) -> None:
+    task_dir = write_task(
+        tmp_path / "bench" / "sales-total",
+        {
+            "instruction.md": "Sum the `amount` column of /app/sales.csv and write the total "
+            "to /app/total.txt.\n",
+            "environment/sales.csv": "amount\n3\n4\n",
+            "solution/solve.sh": "#!/bin/bash\npython3 - <<'EOF'\nimport csv\n"
+            "rows = list(csv.DictReader(open('/app/sales_2023.csv')))\n"
+            "open('/app/total.txt', 'w').write(str(sum(int(r['amount']) for r in rows)))\nEOF\n",
+            "tests/check.py": "assert open('/app/total.txt').read().strip() == '7'\n",
+        },
+    )
+    [finding] = oracle_findings(task_dir)
+    assert (finding.subcategory, finding.severity) == ("INST-CONTRADICT", "High")
+    assert "`sales.csv`" in finding.title and "`sales_2023.csv`" in finding.title
+
+
+@pytest.mark.bwrap
+def test_tests_reading_another_output_is_eval_mismatch(sandboxed: None, tmp_path: Path) -> None:
+    task_dir = write_task(
+        tmp_path / "bench" / "grade-mean",
+        {
+            "instruction.md": "Write the mean of /app/grades.txt to /app/result.txt.\n",
+            "environment/grades.txt": "2\n4\n",
+            "solution/solve.sh": "#!/bin/bash\necho 3 > /app/result.txt\n",
+            "tests/check.py": "assert open('/app/output.txt').read().strip() == '3'\n",
+        },
+    )
+    findings = oracle_findings(task_dir)
+    assert [(f.subcategory, f.severity) for f in findings] == [("EVAL-MISMATCH", "High")]
+    assert "`output.txt`" in findings[0].title and "`result.txt`" in findings[0].title
+
+
+@pytest.mark.bwrap
+def test_an_oracle_failure_without_a_cause_stays_gt_logic(sandboxed: None, tmp_path) -> None:
+    task_dir = write_task(
+        tmp_path / "bench" / "median",
+        {
+            "instruction.md": "Write the median of /app/prices.txt to /app/median.txt.\n",
+            "environment/prices.txt": "8\n14\n20\n",
+            "solution/solve.sh": "#!/bin/bash\necho 8 > /app/median.txt\n",
+            "tests/check.py": "assert open('/app/median.txt').read().strip() == '14'\n",
+        },
+    )
+    [finding] = oracle_findings(task_dir)
+    assert finding.subcategory == "GT-LOGIC"

@@ -11,6 +11,10 @@ defective twin in defective/ whose defect must still be found.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -269,3 +273,94 @@ def test_an_oracle_failure_without_a_cause_stays_gt_logic(sandboxed: None, tmp_p
     )
     [finding] = oracle_findings(task_dir)
     assert finding.subcategory == "GT-LOGIC"
+
+
+# --------------------------------------------------------------------------- --min-tier
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    shutil.copytree(BENCH / "defective" / "asked-module", bench / "local")
+    shutil.copytree(BENCH / "defective" / "asked-module", bench / "prebuilt")
+    shutil.rmtree(bench / "prebuilt" / "environment")  # the prebuilt image instead
+    toml = bench / "prebuilt" / "task.toml"
+    toml.write_text(toml.read_text() + 'docker_image = "alexgshaw/fastcsv:20251031"\n')
+    gold = tmp_path / "gold.json"
+    gold.write_text(
+        json.dumps(
+            {
+                "tasks": {
+                    t: {
+                        "issues": [
+                            {
+                                "id": t,
+                                "category": "ENV-DEP",
+                                "description": "The tests import pandas, which nothing installs in the environment.",
+                            }
+                        ]
+                    }
+                    for t in ("local", "prebuilt")
+                }
+            }
+        )
+    )
+
+    every = cli(
+        "audit", "run", str(bench), "--static-only", "--no-execution", "-o", str(tmp_path / "all")
+    )
+    assert every.returncode == 0, every.stderr
+    assert "evidence: self-contained 1, assumed 1" in every.stdout
+    strong = cli(
+        "audit",
+        "run",
+        str(bench),
+        "--static-only",
+        "--no-execution",
+        "--min-tier",
+        "self-contained",
+        "-o",
+        str(tmp_path / "strong"),
+    )
+    assert strong.returncode == 0, strong.stderr
+    summary = json.loads((tmp_path / "strong" / "summary.json").read_text())
+    assert summary["findings_by_evidence"] == {"self-contained": 1}
+    assert summary["findings_below_min_tier"] == 1
+    report = (tmp_path / "strong" / "report.md").read_text()
+    assert "| local | ENV-DEP | Critical | Bug | self-contained |" in report
+    assert "prebuilt |" not in report.split("## Tasks")[0]
+
+    score = cli(
+        "audit",
+        "score",
+        str(tmp_path / "all"),
+        "--gold",
+        str(gold),
+        "--judge",
+        "category",
+        "--min-tier",
+        "self-contained",
+    )
+    assert score.returncode == 0, score.stderr
+    scored = json.loads((tmp_path / "all" / "score.json").read_text())
+    static_row = next(r for r in scored["rows"] if r["name"] == "static")
+    assert static_row["n_findings"] == 1
+
+    bad = cli(
+        "audit",
+        "score",
+        str(tmp_path / "all"),
+        "--gold",
+        str(gold),
+        "--judge",
+        "category",
+        "--min-tier",
+        "certain",
+    )
+    assert bad.returncode != 0 and "unknown evidence tier 'certain'" in bad.stderr + bad.stdout
+    assert "min_tier" in bad.stderr + bad.stdout

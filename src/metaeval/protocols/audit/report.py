@@ -242,6 +242,7 @@ def render_markdown(data: AuditReportData) -> str:
                     "Subcategory",
                     "Severity",
                     "Type",
+                    "Evidence",
                     "Confidence",
                     "Title",
                     "Sources",
@@ -253,6 +254,7 @@ def render_markdown(data: AuditReportData) -> str:
                         f.subcategory,
                         f.severity,
                         f.finding_type,
+                        f.evidence_tier or "-",
                         f"{f.confidence:.2f} ({f.tier})",
                         _one_line(f.title),
                         ", ".join(f.sources),
@@ -293,7 +295,8 @@ def render_markdown(data: AuditReportData) -> str:
         for f in task_findings:
             out.append(
                 f"#### [{f.severity}] {_one_line(f.title)}\n\n"
-                f"{f.subcategory} · {f.finding_type} · confidence {f.confidence:.2f} "
+                f"{f.subcategory} · {f.finding_type} · evidence {f.evidence_tier} · "
+                f"confidence {f.confidence:.2f} "
                 f"({f.tier}) · sources: {', '.join(f.sources)} · evidence verified: "
                 f"{verified_text(f)}\n"
             )

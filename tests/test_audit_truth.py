@@ -68,6 +68,7 @@ DEFECTS = {
     "paths-dataflow": ("ENV-PATH", "High", "self-contained", "/data/reference"),
     "tests-installs": ("ENV-DEP", "Critical", "self-contained", "`yaml`"),
     "shell-verifier-name": ("EVAL-MISMATCH", "High", "self-contained", "vowels.txt"),
+    "tests-own-files": ("EVAL-MISMATCH", "High", "self-contained", "report.json"),
 }
 
 

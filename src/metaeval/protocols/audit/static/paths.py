@@ -394,6 +394,11 @@ def check_absolute_paths(ctx: TaskContext) -> list[Finding]:
                 ),
                 confidence=confidence,
                 evidence=dedupe_evidence(evidence_line(ctx, u.file, u.line) for u in group),
+                unseen=(
+                    f"the image `{unknown_base}` could not be inspected; it may hold `{root}`"
+                    if unknown_base
+                    else None
+                ),
             )
         )
     return findings

@@ -343,17 +343,18 @@ def run_in_container(
         result.skipped = f"{engine.name}: the environment does not build"
         finding = _build_finding(task, image)
         if result.stand_in and _RUN_STEP_FAILED.search(image.log):
-            # a RUN step ran on the stand-in, not on the real base image: what it lacked
-            # (pip, a package, a path) says nothing about the task. An infrastructure skip.
-            result.mismatch = (
-                f"environment mismatch (a local stand-in for {', '.join(result.stand_in)}): "
-                "a RUN step of the build failed"
-            )
-            result.skipped = (
-                f"{engine.name}: not run: a RUN step failed on a local stand-in for "
-                f"{', '.join(result.stand_in)}, not on the real image"
-            )
-            return result
+            # a RUN step ran on the stand-in, not on the real base image
+            where = f"a local stand-in for {', '.join(result.stand_in)}"
+            result.mismatch = f"environment mismatch ({where}): a RUN step of the build failed"
+            lacking = _missing_dependency(image.log)
+            if lacking is not None:
+                # the stand-in lacks a tool the real image has (pip): an infrastructure skip
+                result.skipped = (
+                    f"{engine.name}: not run: the build needs `{lacking}`, which {where} "
+                    "lacks (the real image is not available here)"
+                )
+                return result
+            finding = cap_approximate(finding)  # anything else is an unconfirmed suspicion
         result.findings.append(finding)
         return result
     assert image.image is not None

@@ -241,10 +241,13 @@ def test_a_run_step_failing_on_a_stand_in_is_no_accusation(engine, tmp_path: Pat
     dockerfile = task / "environment" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "RUN pip install --no-cache-dir pandas==2.2.2\n")
     result = run(task)
-    assert result.skipped == "podman: the environment does not build"
+    # an infrastructure skip that names the stand-in, not a finding (issue 26)
+    assert result.skipped == (
+        "podman: not run: the build needs `pip`, which a local stand-in for python:3.11-slim "
+        "lacks (the real image is not available here)"
+    )
     assert "pip: not found" in result.build_log
-    [finding] = result.findings
-    assert finding.severity == "Low" and finding.confidence <= 0.3
+    assert result.findings == []
     assert result.mismatch and "stand-in for python:3.11-slim" in result.mismatch
 
 

@@ -246,7 +246,7 @@ def test_markdown_report() -> None:
     md = render_markdown(sample_data(sample_score()))
     assert md.startswith("# Benchmark audit: benchmarks/demo")
     assert (
-        "| Task | Subcategory | Severity | Type | Confidence | Title | Sources | Evidence verified |"
+        "| Task | Subcategory | Severity | Type | Evidence | Confidence | Title | Sources | Evidence verified |"
         in md
     )
     rows = [line for line in md.splitlines() if line.startswith("| t") and "(Confirmed)" in line]

@@ -17,6 +17,16 @@ from metaeval.cli_options import (
 )
 from metaeval.console import make_console
 
+MinTier = Annotated[
+    str | None,
+    typer.Option(
+        "--min-tier",
+        help="Count only findings with evidence this strong: executed, self-contained "
+        "(also executed), assumed (all), or any.",
+        show_default=False,
+    ),
+]
+
 audit_app = typer.Typer(
     help="Audit an agent benchmark for defects (BenchGuard).", no_args_is_help=True
 )
@@ -79,11 +89,13 @@ def run_cmd(
         ),
     ] = "auto",
     allow_host_env: AllowHostEnv = None,
+    min_tier: MinTier = None,
 ) -> None:
     """Audit every task of BENCH_DIR; re-running resumes."""
     from metaeval.cli_options import apply_model_options
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
+    from metaeval.protocols.audit.findings import parse_evidence_tier
     from metaeval.protocols.audit.runner import AuditRun, AuditSettings, default_concurrency
 
     models = [] if static_only else list(model or ["local/smollm2"])
@@ -113,6 +125,7 @@ def run_cmd(
             new_layer=new_layer,
             sandbox=sandbox,
             host_env=host_env,
+            min_tier=parse_evidence_tier(min_tier),
         )
     ).run()
     if summary["skipped_completed"]:
@@ -123,6 +136,13 @@ def run_cmd(
         f"{summary['findings_suppressed']} below 0.3 suppressed); "
         f"audit failures {len(summary['audit_failures'])}, infra errors {summary['infra_errors']}"
     )
+    evidence = summary.get("findings_by_evidence") or {}
+    if evidence:
+        shown = ", ".join(
+            f"{k} {evidence[k]}" for k in ("executed", "self-contained", "assumed") if k in evidence
+        )
+        below = summary.get("findings_below_min_tier")
+        out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
 
 
@@ -211,14 +231,16 @@ def score_cmd(
     model_base_url: ModelBaseUrl = None,
     model_timeout: ModelTimeout = None,
     max_connections: MaxConnections = None,
+    min_tier: MinTier = None,
 ) -> None:
     """Score findings against known issues: recall, flagged-task precision, per category."""
     from metaeval.cli_options import apply_model_options
+    from metaeval.protocols.audit.findings import parse_evidence_tier
     from metaeval.protocols.audit.render import score_run
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
 
-    report = score_run(run_dir, gold, judge)
+    report = score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
     out.print(report.to_markdown(), markup=False, highlight=False, soft_wrap=True)
     if judge == "category":
         out.print(

@@ -72,6 +72,8 @@ def merge_check_findings(static: list[Finding], execution: list[Finding]) -> lis
         if SEVERITY_ORDER[found.severity] < SEVERITY_ORDER[target.severity]:
             target.severity = found.severity
         target.confidence = max(target.confidence, found.confidence)
+        if found.evidence_tier == "executed":  # a faithful run confirmed it
+            target.evidence_tier = "executed"
         target.finding_type = (
             "Bug" if "Bug" in (target.finding_type, found.finding_type) else target.finding_type
         )

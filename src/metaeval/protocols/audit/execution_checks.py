@@ -308,6 +308,7 @@ def cap_approximate(finding: Finding) -> Finding:
         update={
             "severity": "Low",
             "finding_type": "Warning",
+            "evidence_tier": "assumed",
             "confidence": min(finding.confidence, APPROXIMATE_CONFIDENCE),
             "description": finding.description
             + " (Seen in an approximation of the task's Dockerfile environment (bubblewrap or "
@@ -342,13 +343,18 @@ def run_in_container(
         result.skipped = f"{engine.name}: the environment does not build"
         finding = _build_finding(task, image)
         if result.stand_in and _RUN_STEP_FAILED.search(image.log):
-            # a RUN step ran on the stand-in, not on the real base image: what it lacked
-            # (pip, a package, a path) says nothing certain about the task
-            result.mismatch = (
-                f"environment mismatch (a local stand-in for {', '.join(result.stand_in)}): "
-                "a RUN step of the build failed"
-            )
-            finding = cap_approximate(finding)
+            # a RUN step ran on the stand-in, not on the real base image
+            where = f"a local stand-in for {', '.join(result.stand_in)}"
+            result.mismatch = f"environment mismatch ({where}): a RUN step of the build failed"
+            lacking = _missing_dependency(image.log)
+            if lacking is not None:
+                # the stand-in lacks a tool the real image has (pip): an infrastructure skip
+                result.skipped = (
+                    f"{engine.name}: not run: the build needs `{lacking}`, which {where} "
+                    "lacks (the real image is not available here)"
+                )
+                return result
+            finding = cap_approximate(finding)  # anything else is an unconfirmed suspicion
         result.findings.append(finding)
         return result
     assert image.image is not None
@@ -571,6 +577,20 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 "solution and tests, and ship the file with the task."
             ),
         )
+    diagnosed = diagnose_missing_file(task, log)
+    if diagnosed is not None:
+        subcategory, title, description, recommendation = diagnosed
+        return finding(
+            category=subcategory.split("-", 1)[0],
+            subcategory=subcategory,
+            severity="High",
+            title=title,
+            description=(
+                f"{description} This is why the reference solution fails its own tests: the "
+                f"oracle run ended with {got} instead of 1 (its log is cited)."
+            ),
+            recommendation=recommendation,
+        )
     return finding(
         category="GT",
         subcategory="GT-LOGIC",
@@ -646,6 +666,86 @@ def _missing_dependency(log: str) -> str | None:
         match = pattern.search(log)
         if match:
             return match.group(1)
+    return None
+
+
+_INSTRUCTION_FILE = re.compile(r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w-][\w.-]*\.([A-Za-z0-9]{1,8}))\b")
+
+
+def _missing_paths(log: str) -> list[str]:
+    """Absolute paths the log says do not exist, in order, once each."""
+    found: list[str] = []
+    for pattern in (_MISSING_PATH, _MISSING_PATH_SHELL):
+        found += [m.group(1) for m in pattern.finditer(log)]
+    return list(dict.fromkeys(p.rstrip(".,;") for p in found))
+
+
+def diagnose_missing_file(task: LoadedTask, log: str) -> tuple[str, str, str, str] | None:
+    """The cause of an oracle failure that its log shows as a missing file, from the task's
+    own files: (subcategory, title, description, recommendation), or None.
+
+    - a path under /tests or /solution that the task does not ship: a missing fixture
+      (ENV-PATH);
+    - a file the solution reads but the instruction never names, while the instruction names
+      another file of the same kind: the instruction and the solution disagree on the input
+      (INST-CONTRADICT);
+    - a file the tests read but the instruction never names, while the instruction names
+      another file of the same kind as the output: the tests check another file than the
+      specification asks for (EVAL-MISMATCH).
+    """
+    texts = {f.path: f.text for f in task.files}
+    instruction = texts.get("instruction.md", "")
+    named = {
+        m.group(1).rsplit("/", 1)[-1]: m.group(2).lower()
+        for m in _INSTRUCTION_FILE.finditer(instruction)
+    }
+    for path in _missing_paths(log):
+        for mount in ("/tests/", "/solution/"):
+            if (
+                path.startswith(mount)
+                and path[1:] not in texts
+                and not (task.root / path[1:]).exists()
+            ):
+                return (
+                    "ENV-PATH",
+                    f"The task does not ship `{path}`, which its run reads",
+                    f"The oracle run failed because `{path}` does not exist: the task's "
+                    f"{mount.strip('/')}/ directory does not contain `{path[len(mount) :]}`, so "
+                    "the fixture is missing from the task.",
+                    f"Add `{path[1:]}` to the task (or stop reading it).",
+                )
+        base = path.rsplit("/", 1)[-1]
+        if "." not in base or base in named:
+            continue
+        ext = base.rsplit(".", 1)[-1].lower()
+        others = [n for n, e in named.items() if e == ext and n != base]
+        if not others:
+            continue
+        solution = "\n".join(t for p, t in texts.items() if p.startswith("solution/"))
+        tests = "\n".join(t for p, t in texts.items() if p.startswith("tests/"))
+        shipped = {p.rsplit("/", 1)[-1] for p in texts if p.startswith("environment/")}
+        in_solution, in_tests = base in solution, base in tests
+        if in_solution and not in_tests:  # the instructed input the environment ships first
+            others.sort(key=lambda n: n not in shipped)
+            return (
+                "INST-CONTRADICT",
+                f"The instruction names `{others[0]}` but the solution reads `{base}`",
+                f"The reference solution reads `{path}`, which does not exist in the run; the "
+                f"instruction never mentions `{base}` and names `{others[0]}` instead. The "
+                "instruction and the solution disagree on the input file.",
+                f"Make the instruction and the solution name the same file (`{others[0]}` or "
+                f"`{base}`), and ship it.",
+            )
+        if in_tests and not in_solution:  # the instructed output the solution writes first
+            others.sort(key=lambda n: n not in solution)
+            return (
+                "EVAL-MISMATCH",
+                f"The tests read `{base}` but the instruction asks for `{others[0]}`",
+                f"The tests read `{path}`, which does not exist after the reference solution "
+                f"ran; the instruction never mentions `{base}` and asks for `{others[0]}`. An "
+                "agent that writes the file it was asked for fails the tests.",
+                f"Have the tests read `{others[0]}` (or change the instruction to `{base}`).",
+            )
     return None
 
 

@@ -63,6 +63,12 @@ SEVERITY_ORDER: dict[str, int] = {"Critical": 0, "High": 1, "Medium": 2, "Low": 
 FindingType = Literal["Bug", "Warning"]
 Protocol = Literal["definition", "execution", "static"]
 Tier = Literal["Confirmed", "Likely", "Possible", "Suppressed"]
+# How a finding knows (issue 26): seen in a faithful run of the task's own environment,
+# provable from the task's files alone, or dependent on what the image or the outside world
+# holds. Strongest first.
+EvidenceTier = Literal["executed", "self-contained", "assumed"]
+EVIDENCE_TIERS: tuple[str, ...] = ("executed", "self-contained", "assumed")
+ASSUMED_CONFIDENCE = 0.3
 
 REPORT_THRESHOLD = 0.3
 
@@ -105,6 +111,9 @@ class Finding(BaseModel):
     evidence_verified: bool | None = None  # None until checked against the loaded files
     evidence_problems: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)  # all sources after an ensemble merge
+    # None only while validating: records written before tiers existed get one from their
+    # evidence (a cited execution log: executed; task files: self-contained).
+    evidence_tier: EvidenceTier | None = None
 
     @field_validator("subcategory")
     @classmethod
@@ -123,13 +132,57 @@ class Finding(BaseModel):
             )
         if not self.sources:
             self.sources = [self.source]
+        if self.evidence_tier is None:
+            executed = any(normalize_logs(e.file).startswith("logs/") for e in self.evidence)
+            self.evidence_tier = "executed" if executed else "self-contained"
         return self
 
     @property
     def tier(self) -> Tier:
         return confidence_tier(self.confidence)
 
+    def at_least(self, tier: str | None) -> bool:
+        """True when the finding's evidence tier is `tier` or stronger (None: any)."""
+        if tier is None:
+            return True
+        return EVIDENCE_TIERS.index(self.evidence_tier or "assumed") <= EVIDENCE_TIERS.index(tier)
+
     @property
     def reported(self) -> bool:
         """Findings below the 0.3 threshold stay in the records but not in the report."""
         return self.confidence >= REPORT_THRESHOLD
+
+
+def normalize_logs(path: str) -> str:
+    """A cited path without a leading "./" or "/" (enough to tell an execution log)."""
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
+def apply_tier_rule(finding: Finding) -> Finding:
+    """The one rule of evidence tiers: an `assumed` finding is at most Low, a Warning, with
+    confidence at most 0.3 (its description says what could not be seen); Critical and High
+    need `executed` or `self-contained` evidence."""
+    if finding.evidence_tier != "assumed":
+        return finding
+    return finding.model_copy(
+        update={
+            "severity": "Low",
+            "finding_type": "Warning",
+            "confidence": min(finding.confidence, ASSUMED_CONFIDENCE),
+        }
+    )
+
+
+def parse_evidence_tier(value: str | None) -> str | None:
+    """A `--min-tier` value checked against the known tiers (None: no filter)."""
+    if value is None or value == "any":
+        return None
+    if value not in EVIDENCE_TIERS:
+        from metaeval.errors import ConfigError
+
+        raise ConfigError(
+            f"unknown evidence tier '{value}' ({', '.join(EVIDENCE_TIERS)}, any)", field="min_tier"
+        )
+    return value

@@ -145,14 +145,16 @@ def rerender(run_dir: Path) -> list[Path]:
     """Re-render the reports of an audit run from its records."""
     run = _open_existing(run_dir)
     try:
-        return write_reports(run)
+        min_tier = run.manifest.get("config", {}).get("min_evidence_tier")
+        return write_reports(run, records=read_records(run, min_tier))
     finally:
         run.close()
 
 
-def score_groups(run: RunDir) -> dict[str, list[Any]]:
-    """Rows to score: each source alone, then the ensemble rules over model sources."""
-    reported = [f for f in valid_findings(run) if f.reported]
+def score_groups(run: RunDir, min_tier: str | None = None) -> dict[str, list[Any]]:
+    """Rows to score: each source alone, then the ensemble rules over model sources; with
+    `min_tier`, only findings whose evidence is that strong."""
+    reported = [f for f in valid_findings(run) if f.reported and f.at_least(min_tier)]
     groups: dict[str, list[Any]] = {}
     for source in sorted({f.source for f in reported} | {s for _, s in final_cells(run)}):
         groups[source] = [f for f in reported if f.source == source]
@@ -164,7 +166,9 @@ def score_groups(run: RunDir) -> dict[str, list[Any]]:
     return groups
 
 
-def score_run(run_dir: Path, gold_path: Path, judge_model: str) -> ScoreReport:
+def score_run(
+    run_dir: Path, gold_path: Path, judge_model: str, min_tier: str | None = None
+) -> ScoreReport:
     """Judge findings against the gold file, write score.json/score.md, refresh the reports."""
     gold = load_gold(gold_path)
     if judge_model == CATEGORY_JUDGE:
@@ -175,12 +179,12 @@ def score_run(run_dir: Path, gold_path: Path, judge_model: str) -> ScoreReport:
     try:
         costs: dict[str, float | None] = {STATIC_SOURCE: 0.0}  # checks make no model calls
         costs.update(cost_by_source(cost_rows(final_cells(run))))
-        report = score(score_groups(run), gold, judge, costs=costs)
+        report = score(score_groups(run, min_tier), gold, judge, costs=costs)
         payload = report.model_dump(mode="json")
         payload["judge_prompt_sha256"] = _sha(JUDGE_PROMPT_TEMPLATE)
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))
         atomic_write(run.path / "score.md", report.to_markdown().encode("utf-8"))
-        write_reports(run, report)
+        write_reports(run, report, read_records(run, min_tier))
         return report
     finally:
         run.close()

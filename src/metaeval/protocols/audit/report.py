@@ -234,6 +234,7 @@ def render_markdown(data: AuditReportData) -> str:
                     "Subcategory",
                     "Severity",
                     "Type",
+                    "Evidence",
                     "Confidence",
                     "Title",
                     "Sources",
@@ -245,6 +246,7 @@ def render_markdown(data: AuditReportData) -> str:
                         f.subcategory,
                         f.severity,
                         f.finding_type,
+                        f.evidence_tier or "-",
                         f"{f.confidence:.2f} ({f.tier})",
                         " ".join(f.title.split()),
                         ", ".join(f.sources),
@@ -285,7 +287,8 @@ def render_markdown(data: AuditReportData) -> str:
         out.append(f"### {_one_line(task_id)}\n")
         for f in task_findings:
             meta = (
-                f"{f.subcategory} · {f.finding_type} · confidence {f.confidence:.2f} "
+                f"{f.subcategory} · {f.finding_type} · evidence {f.evidence_tier} · "
+                f"confidence {f.confidence:.2f} "
                 f"({f.tier}) · sources: {', '.join(f.sources)} · evidence verified: "
                 f"{verified_text(f)}"
             )

@@ -76,6 +76,9 @@ class AuditSettings:
     # Task ids the models audit (None: every task); static and execution checks still run on
     # every task. The demo uses it to keep the slow local-model step to a few tasks.
     model_tasks: list[str] | None = None
+    # `--min-tier`: the summary and reports show only findings with evidence this strong
+    # (all findings are recorded either way).
+    min_tier: str | None = None
 
     def protocol_name(self) -> AuditProtocol:
         return "execution" if self.tier == "execution" else "definition"
@@ -185,6 +188,7 @@ class AuditRun:
             **({"host_env": list(s.host_env)} if s.host_env else {}),
             "concurrency": s.concurrency,
             **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
+            **({"min_evidence_tier": s.min_tier} if s.min_tier else {}),
         }
 
     def _agent_runs(self) -> dict[str, Any]:
@@ -292,7 +296,7 @@ class AuditRun:
                 lanes=lanes,
             )
             executor.run(jobs, record)
-            records = read_records(run)  # once, for the summary and the reports
+            records = read_records(run, self.settings.min_tier)  # once, for summary and reports
             summary = summarize_run(run, self, records)
             summary["skipped_completed"] = len(done)
             summary["ran"] = len(jobs)

@@ -16,7 +16,7 @@ from typing import Any
 from metaeval.protocols.audit.dedupe import merge_check_findings
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.findings import Finding
+from metaeval.protocols.audit.findings import Finding, apply_tier_rule
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.audit.static_pool import Cell
 from metaeval.records.blobs import BlobStore
@@ -43,7 +43,9 @@ def static_cell(
         findings = merge_check_findings(findings, result.findings)  # one per defect
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)
-    verified = [verify_evidence(f, task, extra_files=extra) for f in findings]
+    # The one place static and execution findings pass before they are recorded: the
+    # evidence-tier rule (an `assumed` finding is at most Low, confidence <= 0.3).
+    verified = [verify_evidence(apply_tier_rule(f), task, extra_files=extra) for f in findings]
     cell = {
         **base,
         "status": "ok",

@@ -45,13 +45,18 @@ class AuditRecords:
     """The run's records read once, for the summary and the reports of one command."""
 
     cells: dict[tuple[str, str], dict[str, Any]]  # latest record per (task_id, source)
-    findings: list[Finding]  # valid findings (see `valid_findings`)
+    findings: list[Finding]  # valid findings (see `valid_findings`) at or above `min_tier`
+    min_tier: str | None = None  # `--min-tier`: weaker evidence is left out of the views
+    below_tier: int = 0  # valid findings left out by `min_tier`
 
 
-def read_records(run: RunDir) -> AuditRecords:
-    """Read the cell records and the valid findings of `run` once."""
+def read_records(run: RunDir, min_tier: str | None = None) -> AuditRecords:
+    """Read the cell records and the valid findings of `run` once; with `min_tier`, only
+    findings whose evidence tier is that strong (executed > self-contained > assumed)."""
     cells = final_cells(run)
-    return AuditRecords(cells, valid_findings(run, cells))
+    findings = valid_findings(run, cells)
+    kept = [f for f in findings if f.at_least(min_tier)]
+    return AuditRecords(cells, kept, min_tier, len(findings) - len(kept))
 
 
 def model_sources(findings: list[Finding], cells: dict[tuple[str, str], dict]) -> list[str]:
@@ -118,6 +123,12 @@ def summarize_run(
         "findings_by_source": dict(Counter(f.source for f in reported)),
         "findings_by_subcategory": dict(Counter(f.subcategory for f in reported)),
         "findings_by_tier": dict(Counter(f.tier for f in reported)),
+        "findings_by_evidence": dict(Counter(f.evidence_tier for f in reported)),
+        **(
+            {"min_evidence_tier": records.min_tier, "findings_below_min_tier": records.below_tier}
+            if records.min_tier
+            else {}
+        ),
         "evidence_unverified": sum(1 for f in reported if f.evidence_verified is False),
         "ensemble": {name: len(items) for name, items in views.items()},
         "input_tokens": sum(r["input_tokens"] for r in costs),

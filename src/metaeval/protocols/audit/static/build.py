@@ -161,7 +161,7 @@ def environment_listing(ctx: TaskContext) -> list[str]:
 
 
 def _matches(source: str, listing: list[str]) -> bool:
-    source = posixpath.normpath(source.lstrip("./") or ".") if source not in (".", "./") else "."
+    source = posixpath.normpath(source).lstrip("/")  # "./.env" is ".env", not "env"
     if source in (".", ""):
         return True
     if any(ch in source for ch in "*?["):

@@ -36,6 +36,7 @@ from metaeval.protocols.audit.findings import (
     FindingType,
     Severity,
 )
+from metaeval.protocols.audit.static.distributions import installed_imports, installed_requires
 from metaeval.protocols.audit.static.dockerfile import DockerInfo
 from metaeval.protocols.audit.static.parse_cache import shared_dockerfile, shared_script
 from metaeval.protocols.audit.static.shell import (
@@ -73,8 +74,15 @@ def make_finding(
     recommendation: str,
     confidence: float,
     evidence: list[Evidence],
+    unseen: str | None = None,
 ) -> Finding:
-    """A finding from the static protocol; the category follows from the subcategory."""
+    """A finding from the static protocol; the category follows from the subcategory.
+
+    `unseen` says what the check could not see (an image it could not inspect, a path the
+    image may hold): the finding is then `assumed` and its description ends with it; else it
+    is `self-contained` (provable from the task's files)."""
+    if unseen:
+        description = f"{description.rstrip()} Not seen: {unseen.rstrip('.')}."
     return Finding(
         task_id=ctx.task.task_id,
         category=SUBCATEGORIES[subcategory],
@@ -88,6 +96,7 @@ def make_finding(
         confidence=round(confidence, 2),
         source=STATIC_SOURCE,
         protocol="static",
+        evidence_tier="assumed" if unseen else "self-contained",
     )
 
 
@@ -155,6 +164,7 @@ class PySource:
     tree: ast.Module
     line_offset: int  # file line = AST line + line_offset
     text: str = ""
+    writes: str = ""  # a heredoc written out to this path (`cat > /app/mod.py <<EOF`), not run
 
     def file_line(self, node: ast.AST) -> int:
         return getattr(node, "lineno", 1) + self.line_offset
@@ -427,6 +437,7 @@ TRANSITIVE: dict[str, tuple[str, ...]] = {
     "polars": (),
     "rich": ("pygments", "markdown-it-py"),
     "typer": ("click", "rich", "typing-extensions"),
+    "uv": (),  # a binary wheel without Requires-Dist
 }
 
 # Images that are known to ship Python packages beyond the standard library.
@@ -452,12 +463,32 @@ def normalize_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def import_names(dist: str, depth: int = 0) -> set[str]:
-    """Lower-cased import names a distribution (and what it always pulls in) provides."""
+# Distributions the table names as what others pull in: known to it as well.
+_TABLE_LEAVES = frozenset(normalize_dist(d) for deps in TRANSITIVE.values() for d in deps)
+
+
+def dist_is_resolved(dist: str) -> bool:
+    """True when what `dist` provides and pulls in is known (installed metadata or the table)."""
     dist = normalize_dist(dist)
-    names = {n.lower() for n in DIST_TO_IMPORTS.get(dist, ())}
+    return (
+        installed_requires(dist) is not None
+        or dist in TRANSITIVE
+        or dist in DIST_TO_IMPORTS
+        or dist in _TABLE_LEAVES
+    )
+
+
+def import_names(dist: str, depth: int = 0) -> set[str]:
+    """Lower-cased import names a distribution (and what it always pulls in) provides:
+    from installed metadata (`distributions.installed`), the table, and its spelling
+    (`rcsb-api` -> `rcsbapi`, `mailman3` -> `mailman`)."""
+    dist = normalize_dist(dist)
+    names = {n.lower() for n in DIST_TO_IMPORTS.get(dist, ())} | set(installed_imports(dist))
     base = dist.replace("-", "_")
     names.add(base)
+    names.add(base.replace("_", ""))
+    if re.search(r"[a-z]\d+$", base):  # a major version in the name: mailman3, jinja2-like
+        names.add(re.sub(r"\d+$", "", base))
     for prefix in ("python_", "py"):
         if base.startswith(prefix) and len(base) > len(prefix) + 1:
             names.add(base[len(prefix) :])
@@ -467,12 +498,16 @@ def import_names(dist: str, depth: int = 0) -> set[str]:
     if "-" in dist:
         names.add(dist.split("-", 1)[0])
     if depth < 3:
-        for dep in TRANSITIVE.get(dist, ()):
+        required = installed_requires(dist)
+        for dep in TRANSITIVE.get(dist, ()) if required is None else required:
             names |= import_names(dep, depth + 1)
     return names
 
 
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_VCS = re.compile(
+    r"^(?:git|hg|svn|bzr)\+\S+?/([A-Za-z0-9][A-Za-z0-9._-]*?)(?:\.git)?(?:@[^/#]*)?/?$"
+)
 _EGG = re.compile(r"#egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 _WHEEL = re.compile(r"(?:^|/)([A-Za-z0-9][A-Za-z0-9_.]*?)-\d[^/]*\.(?:whl|tar\.gz|zip)$")
 
@@ -488,10 +523,12 @@ def requirement_name(spec: str) -> str | None:
     wheel = _WHEEL.search(spec)
     if wheel:
         return wheel.group(1)
+    if " @ " in spec:  # `name @ git+https://...`: the name is given
+        spec = spec.split(" @ ", 1)[0]
+    elif _VCS.match(spec):  # `git+https://host/owner/MobileSAM.git@v1`: the repository's name
+        return _VCS.match(spec).group(1)  # type: ignore[union-attr]
     if "://" in spec or spec.startswith((".", "/", "~", "$")) or spec.endswith((".whl", ".zip")):
         return None
-    if " @ " in spec:
-        spec = spec.split(" @ ", 1)[0]
     match = _REQ_NAME.match(spec)
     return match.group(1) if match else None
 
@@ -704,6 +741,8 @@ def find_installs_in(commands: list[list[str]]) -> list[InstallCommand]:
                 match = re.match(r"^(?:python3?|py3)-([A-Za-z0-9._-]+?)(?:=.*)?$", word)
                 if match:
                     packages.append(match.group(1))
+                elif re.fullmatch(r"[a-z][a-z0-9-]*[a-z]\d", word.split("=", 1)[0]):
+                    packages.append(word.split("=", 1)[0][:-1])  # Debian's mailman3: `mailman`
             found.append(InstallCommand("apt", packages, [], False, False))
     return found
 
@@ -835,7 +874,12 @@ class TaskContext:
                 if tree is not None:
                     sources.append(
                         PySource(
-                            path, role, tree, heredoc.first_body_line - 1, "\n".join(heredoc.body)
+                            path,
+                            role,
+                            tree,
+                            heredoc.first_body_line - 1,
+                            "\n".join(heredoc.body),
+                            heredoc.target,
                         )
                     )
         return sources
@@ -930,6 +974,12 @@ class TaskContext:
                 if image.split(":", 1)[0].endswith(key):
                     dists += packages
         return set(dists), apt_imports
+
+    @cached_property
+    def unresolved_environment_dists(self) -> list[str]:
+        """Distributions the environment installs whose dependencies are not known here."""
+        dists, _ = self.environment_packages
+        return sorted(d for d in dists if not dist_is_resolved(d))
 
     @cached_property
     def environment_imports(self) -> set[str]:

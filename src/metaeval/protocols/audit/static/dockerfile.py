@@ -102,6 +102,13 @@ def _build_error(keyword: str, command) -> str | None:
     return None
 
 
+def _unquote(word: str) -> str:
+    """A word of a shell-form COPY/ADD/WORKDIR without its quotes (`"src/"` is `src/`)."""
+    if len(word) >= 2 and word[0] == word[-1] and word[0] in "\"'":
+        return word[1:-1]
+    return word
+
+
 def _flag(flags: tuple[str, ...], name: str) -> str | None:
     for flag in flags:
         if flag.startswith(f"--{name}="):
@@ -131,6 +138,8 @@ def parse_dockerfile(path: str, text: str) -> DockerInfo:
             info.error = problem
             info.error_line = command.start_line
         values = [expand_vars(v, info.env_vars) for v in command.value]
+        if keyword in ("COPY", "ADD", "WORKDIR", "VOLUME") and not command.json:
+            values = [_unquote(v) for v in values]  # Docker's word processing drops quotes
         if keyword == "FROM":
             info.stage_count += 1
             image = values[0] if values else ""

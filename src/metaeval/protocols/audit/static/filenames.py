@@ -282,6 +282,19 @@ def similarity(a: str, b: str) -> float:
     return ratio
 
 
+# Words that look like file names but are not files the task works with: a traceback's
+# frames (`File "/usr/lib/.../base.py", line 283`), Python modules in import statements
+# (`from django.db import models`).
+_NOT_FILES = re.compile(r'File "[^"\n]+", line \d+|\b(?:from|import)\s+[\w.]+')
+_PATCHED = re.compile(r"^(?:'?diff --git a/\S+ b/|\+\+\+ b/)(\S+)", re.M)
+_READ_IN_SUBSTITUTION = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)")
+
+
+def _substitutions(text: str) -> str:
+    """The text of every `$(...)` in a command: what a verifier reads inside a test."""
+    return " ".join(m.group(0)[2:-1] for m in _READ_IN_SUBSTITUTION.finditer(text))
+
+
 class _Collector:
     def __init__(self, ctx: TaskContext) -> None:
         self.ctx = ctx
@@ -300,7 +313,7 @@ class _Collector:
         for offset, line in enumerate(lines):
             if "." not in line:
                 continue
-            clean = _URL.sub(lambda m: " " * len(m.group(0)), line)
+            clean = _NOT_FILES.sub(lambda m: " " * len(m.group(0)), _URL.sub(" ", line))
             for match in _FILE.finditer(clean):
                 if self.keep(match.group(1)):
                     mentions.add(match.group(1), path, first + offset)
@@ -331,12 +344,39 @@ class _Collector:
             for command in script.commands:
                 if "." not in command.text:
                     continue
-                # resolved words: `${1:-data.csv}` is data.csv, `2>/dev/null` is no file
-                for match in _FILE.finditer(_URL.sub(" ", command.resolved)):
-                    token = match.group(1)
-                    if self.keep(token):
+                # resolved words: `${1:-data.csv}` is data.csv, `2>/dev/null` is no file;
+                # then redirects inside `[ "$(tr -d ' ' < /app/x.txt)" = 6 ]`, which a
+                # shell verifier reads its answer with, as the redirect targets say them
+                redirects = " ".join(t for simple in command.simple for _, t in simple.redirects)
+                seen: set[str] = set()
+                for text in (command.resolved, redirects, _substitutions(command.text)):
+                    for match in _FILE.finditer(_NOT_FILES.sub(" ", _URL.sub(" ", text))):
+                        token = match.group(1)
+                        if token in seen or not self.keep(token):
+                            continue
+                        seen.add(token)
                         base = token.rsplit("/", 1)[-1]
                         mentions.add(token, path, locate(lines, command.line, command.end, base))
+        # What the role's own scripts write (`cat > parser.py <<EOF`, `> out.log`) is
+        # theirs, not a file they read from the agent.
+        written = {
+            target.rsplit("/", 1)[-1]
+            for path, script in ctx.shell_scripts.items()
+            if ctx.files[path].role == role
+            for target in [d.target for d in script.heredocs]
+            + [t for c in script.commands for sc in c.simple for op, t in sc.redirects if ">" in op]
+            if target
+        }
+        for path, script in ctx.shell_scripts.items():  # restored or patched by the tests
+            if ctx.files[path].role != role:
+                continue
+            for command in script.commands:
+                for sc in command.simple:
+                    if sc.words[:1] == ["git"] and sc.words[1:2] in (["checkout"], ["restore"]):
+                        written |= {w.rsplit("/", 1)[-1] for w in sc.words[2:] if "." in w}
+            written |= {m.rsplit("/", 1)[-1] for m in _PATCHED.findall(ctx.files[path].text)}
+        for name in written & set(mentions.where):
+            del mentions.where[name]
         # Sort by (file order, line) so "first mention" is stable.
         order = {p: i for i, p in enumerate(ctx.files)}
         for name in mentions.where:

@@ -58,6 +58,33 @@ _PY_NAME = re.compile(r"(?<![\w.-])([A-Za-z_]\w*)\.py\b")
 _NAMED_MODULE = re.compile(
     r"(?:module|package)\s+`?([A-Za-z_]\w*)`?|`([A-Za-z_]\w*)`\s+(?:module|package)", re.I
 )
+# What the instruction asks the agent to build, create or install is the agent's to provide:
+# "a python package called `x`", "install x system-wide", "build x from source", a code
+# sample that imports it, a package directory it names (`/workspace/mathops/`).
+_ASKED_MODULE = (
+    re.compile(
+        r"(?:package|module|library|extension|binding|wrapper|crate|tool)s?\s+"
+        r"(?:called|named|titled)\s+[`'\"]?([A-Za-z_][\w.-]*)",
+        re.I,
+    ),
+    re.compile(
+        r"\b(?:install|build|compile|create|implement|write|package|develop|make)(?:s|es|ed|ing)?"
+        r"\s+(?:(?:the|a|an|your|its|own|new|python|rust|c|c\+\+|cython|local)\s+){0,3}"
+        r"(?:(?:package|module|library|extension|wheel|tool)\s+)?`([A-Za-z_][\w.-]*)`",
+        re.I,
+    ),
+    re.compile(
+        r"\b(?:install|build|compile)(?:s|ed|ing)?\s+[`'\"]?([A-Za-z_][\w.-]*)[`'\"]?\s+"
+        r"(?:from\s+(?:source|scratch|the\s+\S+)|system-wide|globally|in\s+editable|as\s+a)",
+        re.I,
+    ),
+    re.compile(r"^\s*(?:>>>\s*)?(?:import|from)\s+([A-Za-z_]\w*)", re.M),
+    re.compile(r"[`'\"](?:/[\w.-]+)*/([A-Za-z_]\w*)/?[`'\"]"),
+)
+_EXTENSION = re.compile(
+    r"\b(?:Extension|Pybind11Extension|CppExtension|CUDAExtension|RustExtension)\(\s*"
+    r"(?:name\s*=\s*)?[\"']([\w.]+)[\"']|\bcythonize\(\s*\[?\s*[\"']([\w./]+?)\.pyx"
+)
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
@@ -101,8 +128,8 @@ def _imports(source: PySource) -> list[ImportSite]:
             elif isinstance(stmt, (ast.Try, ast.TryStar)):
                 protected = guarded or any(_guards_import(h) for h in stmt.handlers)
                 visit(stmt.body, protected)
-                for handler in stmt.handlers:
-                    visit(handler.body, guarded)
+                for handler in stmt.handlers:  # `except ImportError: import y`: a fallback
+                    visit(handler.body, guarded or _guards_import(handler))
                 visit(stmt.orelse, guarded)
                 visit(stmt.finalbody, guarded)
             elif isinstance(stmt, ast.If):
@@ -170,20 +197,69 @@ def pep723_dependencies(text: str) -> list[str]:
     return []
 
 
+_RUNS = re.compile(
+    r"\b(?:python3?|pytest|runpy|run_path|exec|import_module|spec_from_file_location)\b"
+)
+_TEST_MODULE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test|conftest)\.py$")
+
+
+def _run_test_files(ctx: TaskContext) -> set[str]:
+    """The .py files under tests/ that something imports or runs: pytest's own modules
+    (test_*.py, *_test.py, conftest.py) and files a tests/ script or module names. The rest
+    (an expected `solution.py` compared as text) is data: its imports are never executed."""
+    tests = ctx.role_files("tests")
+    run: set[str] = set()
+    for f in tests:
+        if not f.path.endswith(".py"):
+            continue
+        if _TEST_MODULE.search(f.path):
+            run.add(f.path)
+            continue
+        name = f.path.rsplit("/", 1)[-1]
+        imported = re.compile(rf"\b(?:import|from)\s+{re.escape(name[:-3])}\b")
+        for other in tests:
+            if other.path == f.path or name[:-3] not in other.text:
+                continue
+            if not other.path.endswith(".py"):  # a tests/ script names it: it runs it
+                if name in other.text or imported.search(other.text):
+                    run.add(f.path)
+            elif imported.search(other.text) or any(
+                name in line and _RUNS.search(line) for line in other.text.splitlines()
+            ):
+                run.add(f.path)
+    return run
+
+
+def instructed_modules(text: str) -> set[str]:
+    """Lower-cased module names the instruction asks the agent to provide (see _ASKED_MODULE)."""
+    names: set[str] = set()
+    for match in _NAMED_MODULE.finditer(text):
+        names.add((match.group(1) or match.group(2)).lower())
+    for pattern in _ASKED_MODULE:
+        for match in pattern.finditer(text):
+            name = match.group(1).rstrip(".-").lower()
+            names |= {name, name.replace("-", "_"), name.split(".", 1)[0]}
+    return names
+
+
 def local_modules(ctx: TaskContext) -> set[str]:
     """Lower-cased names importable because the task itself provides (or asks for) them."""
     names: set[str] = set()
     for path in list(ctx.files) + [skipped_path(s) for s in ctx.task.skipped_files]:
         parts = path.split("/")
-        if parts[-1].endswith((".py", ".pyi", ".so", ".pyd")):
+        if parts[-1].endswith((".py", ".pyi", ".so", ".pyd", ".pyx")):
             names.add(parts[-1].split(".", 1)[0].lower())
             names |= {p.lower() for p in parts[:-1]}
     for f in ctx.task.files:
         if ".py" in f.text:
             names |= {m.lower() for m in _PY_NAME.findall(f.text)}
     if ctx.instruction is not None:
-        for match in _NAMED_MODULE.finditer(ctx.instruction.text):
-            names.add((match.group(1) or match.group(2)).lower())
+        names |= instructed_modules(ctx.instruction.text)
+    for f in ctx.task.files:  # C extensions built at run time: `Extension("pkg.fast", ...)`
+        if "Extension" in f.text or "cythonize" in f.text:
+            for match in _EXTENSION.finditer(f.text):
+                parts = (match.group(1) or match.group(2)).lower().replace("/", ".").split(".")
+                names |= {parts[0], parts[-1]}
     for source in ctx.docker.copy_sources:
         base = source.rstrip("/").rsplit("/", 1)[-1]
         if base and base not in (".", "*"):
@@ -192,12 +268,19 @@ def local_modules(ctx: TaskContext) -> set[str]:
 
 
 def check_imports(ctx: TaskContext) -> list[Finding]:
-    sources = [s for s in ctx.python_sources if s.role in ("tests", "solution")]
+    run = _run_test_files(ctx)
+    sources = [
+        s
+        for s in ctx.python_sources
+        if s.role == "solution" or not s.file.endswith(".py") or s.file in run
+    ]
     if not sources:
         return []
     local = local_modules(ctx)
     env = ctx.environment_imports
     by_role = {"tests": ctx.role_imports("tests"), "solution": ctx.role_imports("solution")}
+    env = env | {n.replace("_", "") for n in env}
+    role = {k: v | {n.replace("_", "") for n in v} for k, v in by_role.items()}
     missing: dict[str, list[ImportSite]] = {}
     for source in sources:
         inline = set()  # PEP 723: `# /// script` dependencies, installed by `uv run`
@@ -208,34 +291,40 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
             low = top.lower()
             if top in STDLIB or low in local or low in ALWAYS_IMPORTABLE:
                 continue
-            if low in env or low in by_role[site.role] or low in inline:
+            squashed = low.replace("_", "")  # `mobile_sam` from the MobileSAM repository
+            # A module the solution only writes out runs when the verifier imports it,
+            # with what tests/ installs.
+            phases = (role["tests"], role["solution"]) if source.writes else (role[site.role],)
+            if any(low in names or squashed in names for names in (env, *phases, inline)):
                 continue
             missing.setdefault(top, []).append(site)
     if not missing:
         return []
 
     tests_local_install = any(i.local for _, _, i in ctx.script_installs("tests"))
+    unseen_image: str | None = None  # what this check could not look into, if anything
     if not ctx.has_environment:
         runtime = "The task defines no environment (no Dockerfile, requirements or docker_image), so it runs on the plain host Python"
         base_confidence, sure = 0.7, True
     elif not ctx.docker.present and ctx.docker_image:
-        runtime = (
-            f"The task runs in the prebuilt image `{ctx.docker_image}`, whose packages this "
-            "check cannot see (not confirmed by a container run)"
-        )
+        runtime = f"The task runs in the prebuilt image `{ctx.docker_image}`"
+        unseen_image = f"the image `{ctx.docker_image}` could not be inspected"
         base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
     elif ctx.environment_is_opaque:
         runtime = (
             "The Dockerfile installs a project or requirements file whose package list is not "
-            "visible here (a local install, `uv sync`, an unloaded requirements file), which "
-            "may include it"
+            "visible here (a local install, `uv sync`, an unloaded requirements file)"
         )
+        unseen_image = "the package list of what the Dockerfile installs could not be read"
         base_confidence, sure = 0.45, False
     elif ctx.unknown_base_image:
-        runtime = (
-            f"The Dockerfile builds on `{ctx.unknown_base_image}`, which may ship it "
-            "(not confirmed by a container run)"
-        )
+        runtime = f"The Dockerfile builds on `{ctx.unknown_base_image}`"
+        unseen_image = f"the base image `{ctx.unknown_base_image}` could not be inspected"
+        base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
+    elif ctx.unresolved_environment_dists:
+        shown = ", ".join(f"`{d}`" for d in ctx.unresolved_environment_dists[:3])
+        runtime = f"The environment installs {shown}, whose dependencies are not known here"
+        unseen_image = f"the dependencies of {shown} could not be read; one may provide it"
         base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
     else:
         runtime = "Neither the environment (Dockerfile, requirements) nor the phase's own scripts install it"
@@ -246,8 +335,13 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
         in_tests = any(s.role == "tests" for s in sites)
         only_solution_installs = in_tests and module.lower() in by_role["solution"]
         confidence = base_confidence
+        unseen = f"{unseen_image}; `{module}` may come with it" if unseen_image else None
         if in_tests and tests_local_install:
             confidence = min(confidence, 0.45)
+            unseen = unseen or (
+                "tests/ installs a local package whose contents could not be read; "
+                f"it may provide `{module}`"
+            )
         if only_solution_installs and sure:
             confidence = 0.75
         files = list(dict.fromkeys(s.file for s in sites))
@@ -297,6 +391,7 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
                 ),
                 confidence=confidence,
                 evidence=dedupe_evidence(evidence_line(ctx, s.file, s.line) for s in sites),
+                unseen=unseen,
             )
         )
     return findings

@@ -158,6 +158,7 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
             if _SHELL_CALLS.match(name):
                 for arg in args:
                     commands |= {id(n) for n in ast.walk(arg)}
+                created |= {_normal(p) for p in _python_command_creates(node)}
             if last in ("makedirs", "mkdir"):
                 target = node.args[0] if node.args else node.func
                 if isinstance(node.func, ast.Attribute) and last == "mkdir" and not node.args:
@@ -199,6 +200,24 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
     return uses, created
 
 
+def _python_command_creates(call: ast.Call) -> list[str]:
+    """Paths a `subprocess.run(["mkdir", "/server"])` / `os.system("mkdir -p /x")` creates."""
+    if not call.args:
+        return []
+    first = call.args[0]
+    if isinstance(first, (ast.List, ast.Tuple)):
+        words = [
+            e.value for e in first.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        return created_by(words) if len(words) == len(first.elts) else []
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        made: list[str] = []
+        for part in re.split(r"&&|;|\|\|", first.value):
+            made += created_by(part.split())
+        return made
+    return []
+
+
 def _shell_uses(simple: SimpleCommand) -> tuple[list[str], set[str]]:
     """Absolute paths one simple command names (resolved words and redirect targets), and
     the directories it creates. Pattern and program arguments (`sed 's/a/b/'`, `grep`,
@@ -228,10 +247,40 @@ def _shell_uses(simple: SimpleCommand) -> tuple[list[str], set[str]]:
             value = value.split("=", 1)[1]
         if value.startswith("/") and " " not in value:
             found.append(value)
-            if name == "mkdir" or (name == "install" and "-d" in words):
-                created.add(_normal(value))
+    created |= {_normal(p) for p in created_by(words, simple.cwd)}
     found += [p for _, p in simple.redirects if p.startswith("/") and "$" not in p]
     return found, created
+
+
+def created_by(words: list[str], cwd: str | None = None) -> list[str]:
+    """Directories one command creates, with their parents: `mkdir /jail`, `python3 -m venv
+    /opt/py310`, `git init /repo` (and its .git; a bare `git init` makes the working
+    directory's), `git clone URL /dst`. (A file a command writes, `cp x /srv/y`, still
+    needs its directory, so it is not counted.)"""
+    if not words:
+        return []
+    name = words[0].rsplit("/", 1)[-1]
+    args = [w for w in words[1:] if not w.startswith("-")]
+    absolute = [a for a in args if a.startswith("/") and "$" not in a]
+    made: list[str] = []
+    if name == "mkdir" or (name == "install" and "-d" in words):
+        made += absolute
+    elif (
+        name.startswith("python")
+        and "venv" in words[1:3]
+        and absolute
+        or name in ("virtualenv", "uv")
+        and absolute
+        and (name == "virtualenv" or "venv" in args)
+    ):
+        made.append(absolute[-1])
+    elif name == "git" and args[:1] == ["init"]:
+        target = absolute[-1] if absolute else cwd
+        if target:
+            made += [target, posixpath.join(target, ".git")]
+    elif name == "git" and args[:1] == ["clone"] and len(args) >= 3 and args[-1] in absolute:
+        made.append(args[-1])
+    return made
 
 
 def check_absolute_paths(ctx: TaskContext) -> list[Finding]:
@@ -345,6 +394,11 @@ def check_absolute_paths(ctx: TaskContext) -> list[Finding]:
                 ),
                 confidence=confidence,
                 evidence=dedupe_evidence(evidence_line(ctx, u.file, u.line) for u in group),
+                unseen=(
+                    f"the image `{unknown_base}` could not be inspected; it may hold `{root}`"
+                    if unknown_base
+                    else None
+                ),
             )
         )
     return findings

@@ -147,7 +147,11 @@ def test_phase_timeouts_and_network_are_read_per_phase() -> None:
     assert (limits.verifier.timeout_s, limits.verifier.network) == (600.0, True)
     overridden = trial_limits(config, agent_timeout_s=5, verifier_timeout_s=7)
     assert (overridden.agent.timeout_s, overridden.verifier.timeout_s) == (5.0, 7.0)
-    assert trial_limits({}).agent.network and trial_limits({}).verifier.network  # public
+    # Silent about the network: none (Harbor's default would be public), marked undeclared.
+    silent = trial_limits({"environment": {"memory_mb": 512}})
+    assert not silent.agent.network and not silent.verifier.network
+    assert not silent.agent.network_declared and not silent.verifier.network_declared
+    assert limits.verifier.network_declared and limits.agent.network_declared
 
 
 # --------------------------------------------------------------------------- memory
@@ -262,6 +266,40 @@ def test_audit_bwrap_gives_the_network_to_the_verifier_only(
     assert seen(result.oracle.log, "solve-interfaces") == "lo"
     assert set(seen(result.oracle.log, "verifier-interfaces").split(",")) == host
     assert set(seen(result.null_agent.log, "verifier-interfaces").split(",")) == host
+
+
+CONNECT = r"""#!/bin/bash
+python3 - <<'PY'
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    print("{name}-connect=ok")
+except OSError as exc:
+    print("{name}-connect=refused", type(exc).__name__)
+PY
+"""
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [("", "refused"), ('\n[environment]\nnetwork_mode = "public"\n', "ok")],
+)
+def test_a_task_silent_about_the_network_cannot_reach_a_host_loopback_server(
+    sandboxed: None, tmp_path: Path, toml: str, expected: str
+) -> None:
+    """No network unless task.toml asks: a server on the host's 127.0.0.1 is out of reach of
+    both phases; a task that asks for public network shares the host's network, loopback
+    services included (what the README's security table says)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        test = CONNECT.format(port=port, name="verifier") + "echo 1 > /logs/verifier/reward.txt\n"
+        solve = CONNECT.format(port=port, name="solve")
+        result = audit(write_task(tmp_path / "net", toml, test=test, solve=solve))
+    assert seen(result.oracle.log, "solve-connect").startswith(expected)
+    assert seen(result.oracle.log, "verifier-connect").startswith(expected)
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,12 @@
 Memory and CPUs come from `[environment]` (`memory_mb`, or the deprecated size string
 `memory = "2G"` as Harbor maps it; `cpus`), the working directory from `[environment]
 workdir`, and each phase's time limit and network from its own table: `[agent]` for the
-solve phase, `[verifier]` for the tests (network resolved by `toml_schema.network_setting`,
-Harbor's default being public network). Invalid values fall back to the defaults here (the
-audit's static checks report them); nothing exceeds the caps in `toml_schema`.
+solve phase, `[verifier]` for the tests (network resolved by `toml_schema.network_setting`).
+Unlike Harbor, whose default is public network, a phase of a task that says nothing about the
+network gets none: network access is granted only by an explicit `network_mode = "public"` /
+`"allowlist"` (or the deprecated `allow_internet = true`). Invalid values fall back to the
+defaults here (the audit's static checks report them); nothing exceeds the caps in
+`toml_schema`.
 
 Environment variables come from three tables of names to strings: `[environment.env]` (the
 container's own, so every phase run in the room: the oracle's or null agent's solve step and
@@ -59,10 +62,12 @@ _MB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 @dataclass(frozen=True)
 class PhaseLimits:
-    """One phase's time limit and network access."""
+    """One phase's time limit and network access (`network_declared`: False when task.toml
+    says nothing about the phase's network, so `network` is metaeval's default, none)."""
 
     timeout_s: float
     network: bool
+    network_declared: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,17 +122,21 @@ def trial_limits(
         memory_mb=memory_mb(config),
         cpus=_cpus(env.get("cpus")),
         workdir=workdir if isinstance(workdir, str) and workdir.startswith("/") else None,
-        agent=PhaseLimits(
-            timeout_s=_override(agent_timeout_s) or timeout_s(config, "agent"),
-            network=network_setting(config, "agent") is not False,
-        ),
-        verifier=PhaseLimits(
-            timeout_s=_override(verifier_timeout_s) or timeout_s(config, "verifier"),
-            network=network_setting(config, "verifier") is not False,
-        ),
+        agent=_phase(config, "agent", agent_timeout_s),
+        verifier=_phase(config, "verifier", verifier_timeout_s),
         solution_env=phase_env(config, "solution", host_env, environ),
         verifier_env=phase_env(config, "verifier", host_env, environ),
         environment_env=phase_env(config, "environment", host_env, environ),
+    )
+
+
+def _phase(config: dict[str, Any], name: Phase, override: float | None) -> PhaseLimits:
+    """A phase's limits: network only when task.toml grants it (none when it is silent)."""
+    network = network_setting(config, name)
+    return PhaseLimits(
+        timeout_s=_override(override) or timeout_s(config, name),
+        network=network is True,
+        network_declared=network is not None,
     )
 
 

@@ -12,7 +12,13 @@ argv built here, from a `SandboxSpec`:
   absent unless the spec binds them. The Python installations a command needs are bound
   read-only at their own paths (only their prefixes, never the directory around them).
 - **Writes.** Only the spec's writable mounts and a private, empty `/tmp`.
-- **Network.** None (a private network namespace with no interfaces) unless the spec asks.
+- **Network.** None (a private network namespace with only its own loopback) unless the spec
+  asks, and then the host's own network namespace, shared: the host's loopback services and
+  whatever the host can reach (its LAN, a cloud metadata address) included. A network-less
+  sandbox may still be joined to named harness services: `services` maps a loopback port
+  inside to a host Unix socket (the model gateway), `published` a host Unix socket to a
+  loopback port inside (a server the harness calls); `gateway/relay.py` does the copying
+  inside, so no TCP port is opened on the host.
 - **Identity.** A fresh user namespace with uid/gid 1000 (`sandbox`) and no capabilities,
   where bubblewrap can make one; otherwise the host uid (reported by `unprivileged_uid`).
 - **Processes.** Private PID, IPC and UTS namespaces; the sandbox dies with its parent and
@@ -76,6 +82,8 @@ SANDBOX_USER = "sandbox"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV_ALLOWLIST = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 """Host variables passed on when set; everything else comes from the spec."""
+RELAY_SCRIPT = Path(__file__).resolve().parents[1] / "gateway" / "relay.py"
+"""Joins a network-less sandbox's loopback ports to host Unix sockets (see `SandboxSpec`)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,8 @@ class SandboxSpec:
     python_prefixes: Sequence[str] = ()
     dirs: Sequence[str] = ()
     hidden: Sequence[str] = ()
+    services: Sequence[tuple[int, str]] = ()  # (port inside, host Unix socket), dir bound ro
+    published: Sequence[tuple[str, int]] = ()  # (host Unix socket, port inside), dir bound rw
 
 
 def bwrap_binary() -> str | None:
@@ -179,7 +189,7 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         if prefix not in bound and not _under_system_dirs(prefix):
             argv += ["--ro-bind", prefix, prefix]
             bound.add(prefix)
-    for mount in spec.mounts:
+    for mount in [*spec.mounts, *_relay_mounts(spec)]:
         argv += ["--bind" if mount.writable else "--ro-bind", mount.host, mount.target()]
     for directory in spec.dirs:
         argv += ["--dir", directory]
@@ -193,6 +203,31 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--chdir", spec.chdir]
     argv.append("--")
     return argv
+
+
+def _relay_mounts(spec: SandboxSpec) -> list[Mount]:
+    """What the relay of `spec` needs: its script, its interpreter, the sockets' directories."""
+    if not (spec.services or spec.published):
+        return []
+    mounts = [Mount(str(RELAY_SCRIPT.parent))]
+    base = os.path.realpath(sys.base_prefix)
+    if not _under_system_dirs(base):
+        mounts.append(Mount(base))
+    mounts += [Mount(os.path.dirname(path)) for _, path in spec.services]
+    mounts += [Mount(os.path.dirname(path), writable=True) for path, _ in spec.published]
+    return mounts
+
+
+def relay_argv(spec: SandboxSpec) -> list[str]:
+    """The prefix that runs a command behind the relay of `spec` (empty when it has none)."""
+    if not (spec.services or spec.published):
+        return []
+    argv = [os.path.realpath(sys.executable), "-I", str(RELAY_SCRIPT)]
+    for port, path in spec.services:
+        argv += [str(port), path]
+    for path, port in spec.published:
+        argv += ["--publish", path, str(port)]
+    return [*argv, "--"]
 
 
 def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:

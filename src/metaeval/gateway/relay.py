@@ -118,14 +118,18 @@ def main(argv: list[str]) -> int:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
-        threading.Thread(target=serve_connections, args=(listener, to_unix(socket_path)), daemon=True).start()
+        threading.Thread(
+            target=serve_connections, args=(listener, to_unix(socket_path)), daemon=True
+        ).start()
     for socket_path, port in published:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(socket_path)
         listener.listen(64)
-        threading.Thread(target=serve_connections, args=(listener, to_port(port)), daemon=True).start()
+        threading.Thread(
+            target=serve_connections, args=(listener, to_port(port)), daemon=True
+        ).start()
     try:
         child = subprocess.Popen(command)
     except OSError as exc:

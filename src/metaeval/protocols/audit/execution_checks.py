@@ -552,7 +552,7 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
                 ),
                 recommendation=(
                     "Ship the data the solution or tests download inside the task (tests/ or "
-                    "environment/), or request it explicitly with network_mode = \"public\" "
+                    'environment/), or request it explicitly with network_mode = "public" '
                     "in task.toml if it is really needed."
                 ),
             )

@@ -47,10 +47,10 @@ from metaeval.errors import ConfigError, MetaevalError
 from metaeval.gateway.relay import serve_connections, to_port
 from metaeval.models.base import Model
 from metaeval.models.types import ModelRequest, ModelResult
-from metaeval.records.redact import redact_text
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.pact.launcher import RunningSystem, launch
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.records.redact import redact_text
 
 LOCAL_PREFIX = "local/"
 LOCAL_API_KEY = "sk-local-no-key"  # llama.cpp's server ignores it; OpenAI clients want one

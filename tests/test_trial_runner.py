@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,8 @@ from metaeval.sandbox.container import find_engine, image_exists
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.harbor import Hints, load_task
 from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.trial import ORACLE, TrialResult, run_trial
 from test_improve_evaluate import ScriptedClient
 
 # What a phase prints: its address-space limit (KiB, `ulimit -v`), its cgroup memory limit
@@ -171,6 +175,85 @@ def test_audit_bwrap_trial_sees_the_declared_memory(
     assert seen(result.oracle.log, "solve-as-kb") == str(kib)
     assert seen(result.oracle.log, "verifier-as-kb") == str(kib)
     assert seen(result.null_agent.log, "verifier-as-kb") == str(kib)
+
+
+# --------------------------------------------------------------------------- storage
+
+FILL = "\n[environment]\nstorage_mb = 16\n"
+REWARD = "echo 1 > /logs/verifier/reward.txt\n"
+
+
+def oracle_trial(task: Path, tmp_path: Path) -> TrialResult:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    config = tomllib.loads((task / "task.toml").read_text())
+    return run_trial(
+        task, BwrapBackend(), limits=trial_limits(config), scratch=scratch, solve=ORACLE
+    )
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize(
+    ("solve", "reason"),
+    [
+        # one big file in the tmpfs /tmp: the kernel stops it at the size, the phase fails
+        ("dd if=/dev/zero of=/tmp/fill bs=1M count=64", "wrote more than 16 MiB to /tmp"),
+        (
+            "for i in $(seq 10); do head -c 10485760 /dev/zero > /dev/shm/f$i; done",
+            "wrote more than 64 MiB to /dev/shm",
+        ),
+        # one big file in /app (a host directory): RLIMIT_FSIZE stops it at the cap
+        ("dd if=/dev/zero of=/app/fill bs=1M count=64", "wrote more than 16 MiB to /app"),
+        # many files in /app: the harness measures and kills the phase well before its end
+        (
+            "for i in $(seq 40); do head -c 1048576 /dev/zero > /app/f$i; sleep 0.05; done; "
+            "sleep 20",
+            "wrote more than 16 MiB to /app",
+        ),
+    ],
+)
+def test_a_phase_writing_past_storage_mb_fails_with_the_reason(
+    sandboxed: None, tmp_path: Path, solve: str, reason: str
+) -> None:
+    probe = "df -k /tmp /dev/shm | tail -n 2; touch /dev/planted 2>&1 | tail -1\n"
+    task = write_task(tmp_path / "fill", FILL, test="#!/bin/bash\n" + REWARD, solve=probe + solve)
+    before = shutil.disk_usage(tmp_path).used
+    result = oracle_trial(task, tmp_path)
+    assert result.solve is not None and not result.solve.ok
+    assert result.solve.limit_exceeded is not None
+    assert result.solve.limit_exceeded.startswith(reason), result.solve.limit_exceeded
+    assert f"[{reason}" in result.log  # the trial log's status line names it
+    assert result.solve.duration_s < 15  # the 20 s sleep was cut off
+    # The sandbox saw a 16 MiB /tmp and a 64 MiB /dev/shm, and could not write to /dev.
+    sizes = re.findall(r"^tmpfs\s+(\d+)\s", result.solve.stdout, re.MULTILINE)
+    assert sizes == ["16384", "65536"], result.solve.stdout
+    assert "Read-only file system" in result.solve.stdout + result.solve.stderr
+    # The host is unaffected: the tmpfs was the sandbox's own, /app holds at most the cap
+    # plus what was written between two measurements.
+    app = tmp_path / "scratch" / "app"
+    written = sum(p.stat().st_size for p in app.rglob("*") if p.is_file()) if app.exists() else 0
+    assert written <= 20 * 1024 * 1024
+    assert shutil.disk_usage(tmp_path).used - before < 64 * 1024 * 1024
+    # A tmpfs is the phase's own: the tests get a fresh one and score. What the agent left in
+    # /app stays over the cap for the tests too: no reward.
+    assert result.passed == (not reason.endswith("/app"))
+
+
+@pytest.mark.bwrap
+def test_tests_writing_past_storage_mb_give_no_reward(sandboxed: None, tmp_path: Path) -> None:
+    fill = "#!/bin/bash\n" + REWARD + "dd if=/dev/zero of=/tmp/fill bs=1M count=64\n"
+    task = write_task(tmp_path / "fill", FILL, test=fill, solve="true")
+    result = oracle_trial(task, tmp_path)
+    assert result.reward is None and not result.passed
+    assert result.reward_error == "the tests wrote more than 16 MiB to /tmp (it is full)"
+    assert "reward: none (the tests wrote more than 16 MiB to /tmp" in result.log
+
+
+def test_storage_mb_is_read_as_harbor_reads_it() -> None:
+    assert trial_limits({}).storage_mb == 2048  # the documented default
+    assert trial_limits({"environment": {"storage_mb": 512}}).storage_mb == 512
+    assert trial_limits({"environment": {"storage": "1G"}}).storage_mb == 1024
+    assert trial_limits({"environment": {"storage_mb": -1}}).storage_mb == 2048
 
 
 def test_audit_container_trial_sees_the_declared_memory_and_cpus(podman, tmp_path: Path) -> None:

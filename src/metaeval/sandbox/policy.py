@@ -11,7 +11,11 @@ argv built here, from a `SandboxSpec`:
   `/root`, `/etc/shadow`, `/etc/ssh`, `/srv`, `/opt`, `/work` and every other host path are
   absent unless the spec binds them. The Python installations a command needs are bound
   read-only at their own paths (only their prefixes, never the directory around them).
-- **Writes.** Only the spec's writable mounts and a private, empty `/tmp`.
+- **Writes.** Only the spec's writable mounts, a private, empty `/tmp` and `/dev/shm`. Both
+  are memory-backed tmpfs of a fixed size (`tmp_mb`, default `DEFAULT_TMP_MB`; `/dev/shm`
+  `SHM_MB`, Docker's default), so a sandbox cannot fill half the host's RAM through them; the
+  rest of `/dev` is read-only. (bubblewrap before 0.8 has no `--size`: there the two are
+  unbounded, and `tmpfs_size_supported()` says so.)
 - **Network.** None (a private network namespace with only its own loopback) unless the spec
   asks, and then the host's own network namespace, shared: the host's loopback services and
   whatever the host can reach (its LAN, a cloud metadata address) included. A network-less
@@ -76,6 +80,11 @@ ETC_ALLOWLIST = (
 )
 """Entries of the host's /etc a sandbox sees (only those that exist); nothing with secrets."""
 
+DEFAULT_TMP_MB = 1024
+"""Size of a sandbox's /tmp unless its spec says otherwise (task phases: storage_mb)."""
+SHM_MB = 64
+"""Size of a sandbox's /dev/shm (Docker's default)."""
+
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 SANDBOX_USER = "sandbox"
@@ -118,6 +127,7 @@ class SandboxSpec:
     python_prefixes: Sequence[str] = ()
     dirs: Sequence[str] = ()
     hidden: Sequence[str] = ()
+    tmp_mb: int = DEFAULT_TMP_MB
     services: Sequence[tuple[int, str]] = ()  # (port inside, host Unix socket), dir bound ro
     published: Sequence[tuple[str, int]] = ()  # (host Unix socket, port inside), dir bound rw
 
@@ -172,6 +182,26 @@ def _userns_works(binary: str) -> bool:
     return done.returncode == 0
 
 
+@functools.cache
+def _size_option(binary: str) -> bool:
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, timeout=15, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
+
+
+def tmpfs_size_supported() -> bool:
+    """True when bwrap here can size a tmpfs (`--size`, bubblewrap 0.8 and later)."""
+    binary = bwrap_binary()
+    return binary is not None and _size_option(binary)
+
+
+def _tmpfs(path: str, megabytes: int, sized: bool) -> list[str]:
+    size = ["--size", str(int(megabytes) * 1024 * 1024)] if sized else []
+    return [*size, "--tmpfs", path]
+
+
 def unprivileged_uid() -> bool:
     """True when sandboxes run as the unprivileged `sandbox` user in a user namespace."""
     binary = bwrap_binary()
@@ -183,7 +213,9 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     binary = bwrap_binary() or "bwrap"
     argv = [binary, *_namespace_args(spec.network, _userns_works(binary))]
     argv += _system_args()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    sized = _size_option(binary)
+    argv += ["--proc", "/proc", "--dev", "/dev", *_tmpfs("/dev/shm", SHM_MB, sized)]
+    argv += ["--remount-ro", "/dev", *_tmpfs("/tmp", spec.tmp_mb, sized)]
     bound: set[str] = set()
     for prefix in spec.python_prefixes:
         if prefix not in bound and not _under_system_dirs(prefix):

@@ -24,6 +24,7 @@ from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.container import find_engine, image_exists
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.sandbox.policy import network_isolation
 from metaeval.tasks.harbor import Hints, load_task
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
@@ -345,10 +346,11 @@ def test_audit_bwrap_gives_the_network_to_the_verifier_only(
 ) -> None:
     host = {name for _, name in socket.if_nameindex()}
     assert host - {"lo"}, "the host has no interface besides lo: nothing to observe"
+    networked = {"lo", "tap0"} if network_isolation() == "own" else host
     result = audit(write_task(tmp_path / "net", VERIFIER_ONLY))
     assert seen(result.oracle.log, "solve-interfaces") == "lo"
-    assert set(seen(result.oracle.log, "verifier-interfaces").split(",")) == host
-    assert set(seen(result.null_agent.log, "verifier-interfaces").split(",")) == host
+    assert set(seen(result.oracle.log, "verifier-interfaces").split(",")) == networked
+    assert set(seen(result.null_agent.log, "verifier-interfaces").split(",")) == networked
 
 
 CONNECT = r"""#!/bin/bash
@@ -364,16 +366,16 @@ PY
 
 
 @pytest.mark.bwrap
-@pytest.mark.parametrize(
-    ("toml", "expected"),
-    [("", "refused"), ('\n[environment]\nnetwork_mode = "public"\n', "ok")],
-)
+@pytest.mark.parametrize("toml", ["", '\n[environment]\nnetwork_mode = "public"\n'])
 def test_a_task_silent_about_the_network_cannot_reach_a_host_loopback_server(
-    sandboxed: None, tmp_path: Path, toml: str, expected: str
+    sandboxed: None, tmp_path: Path, toml: str
 ) -> None:
     """No network unless task.toml asks: a server on the host's 127.0.0.1 is out of reach of
-    both phases; a task that asks for public network shares the host's network, loopback
-    services included (what the README's security table says)."""
+    both phases. A task that asks for public network gets a network of its own (slirp4netns,
+    as root), which does not reach the host's loopback either; only where that is not
+    available does it share the host's network, loopback services included (what the
+    README's security table says)."""
+    expected = "ok" if toml and network_isolation() == "host" else "refused"
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(8)
@@ -383,6 +385,45 @@ def test_a_task_silent_about_the_network_cannot_reach_a_host_loopback_server(
         result = audit(write_task(tmp_path / "net", toml, test=test, solve=solve))
     assert seen(result.oracle.log, "solve-connect").startswith(expected)
     assert seen(result.oracle.log, "verifier-connect").startswith(expected)
+
+
+HOSTILE_NET = r"""#!/bin/bash
+ip -4 route get 169.254.169.254 2>&1 | head -1 | sed 's/^/{name}-metadata=/'
+ip -4 route get 192.168.1.1 2>&1 | head -1 | sed 's/^/{name}-lan=/'
+ip -6 route get fd00:ec2::254 2>&1 | head -1 | sed 's/^/{name}-metadata6=/'
+echo "{name}-default=$(ip -4 route show default)"
+python3 - <<'PY'
+import socket
+try:
+    socket.create_connection(("10.0.2.2", {port}), timeout=3).close()
+    print("{name}-hostloop=ok")
+except OSError as exc:
+    print("{name}-hostloop=refused", type(exc).__name__)
+PY
+"""
+
+
+@pytest.mark.bwrap
+def test_a_networked_phase_gets_a_network_of_its_own(sandboxed: None, tmp_path: Path) -> None:
+    """With slirp4netns (as root): a default route out through tap0, but the host's loopback
+    (slirp's 10.0.2.2 alias), the cloud metadata address, the LAN and all of IPv6 are
+    refused inside the namespace, before any packet leaves (checked with `ip route get`:
+    the test sends nothing to a non-loopback address)."""
+    if network_isolation() != "own":
+        pytest.skip("no network of its own here (needs root and slirp4netns, nsenter, ip)")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        test = HOSTILE_NET.format(port=port, name="verifier") + REWARD
+        toml = '\n[environment]\nnetwork_mode = "public"\n'
+        result = audit(write_task(tmp_path / "net", toml, test=test, solve="true"))
+    log = result.oracle.log
+    assert seen(log, "verifier-default").startswith("default via 10.0.2.2 dev tap0")
+    assert seen(log, "verifier-metadata") == "RTNETLINK answers: Permission denied"
+    assert seen(log, "verifier-lan") == "RTNETLINK answers: Permission denied"
+    assert seen(log, "verifier-metadata6") == "RTNETLINK answers: Network is unreachable"
+    assert seen(log, "verifier-hostloop").startswith("refused")
 
 
 @pytest.mark.parametrize(
@@ -408,7 +449,8 @@ def test_improve_verifier_gets_its_network_and_the_agent_never_does(
     client = ScriptedClient([CommandAction(command=probe), SubmitAction(answer="")])
     outcome = improve(task, client, tmp_path)
     assert client.requests[1].observation.stdout == "['lo']\n"
-    assert "eth0" in seen(outcome.test_log, "verifier-interfaces").split(",")
+    interface = "tap0" if network_isolation() == "own" else "eth0"
+    assert interface in seen(outcome.test_log, "verifier-interfaces").split(",")
 
 
 # --------------------------------------------------------------------------- the reward

@@ -17,8 +17,12 @@ argv built here, from a `SandboxSpec`:
   rest of `/dev` is read-only. (bubblewrap before 0.8 has no `--size`: there the two are
   unbounded, and `tmpfs_size_supported()` says so.)
 - **Network.** None (a private network namespace with only its own loopback) unless the spec
-  asks, and then the host's own network namespace, shared: the host's loopback services and
-  whatever the host can reach (its LAN, a cloud metadata address) included. A network-less
+  asks. Then, where slirp4netns, nsenter and ip are installed and metaeval runs as root, a
+  network namespace of its own with user-mode NAT to the outside (`netns.py`): not the host's loopback, not private,
+  link-local (cloud metadata) or reserved IPv4 ranges, not the host's own addresses, no
+  IPv6. Without them, the host's network namespace, shared: the host's loopback services and
+  whatever the host can reach (its LAN, a cloud metadata address) included;
+  `network_isolation()` says which applies. A network-less
   sandbox may still be joined to named harness services: `services` maps a loopback port
   inside to a host Unix socket (the model gateway), `published` a host Unix socket to a
   loopback port inside (a server the harness calls); `gateway/relay.py` does the copying
@@ -92,6 +96,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV_ALLOWLIST = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 """Host variables passed on when set; everything else comes from the spec."""
 RELAY_SCRIPT = Path(__file__).resolve().parents[1] / "gateway" / "relay.py"
+NETNS_SCRIPT = Path(__file__).resolve().with_name("netns.py")
+NETNS_RESOLV_CONF = Path(__file__).resolve().parent / "etc" / "resolv.conf"
+NETWORK_TOOLS = ("slirp4netns", "nsenter", "ip")
 """Joins a network-less sandbox's loopback ports to host Unix sockets (see `SandboxSpec`)."""
 
 
@@ -202,6 +209,26 @@ def _tmpfs(path: str, megabytes: int, sized: bool) -> list[str]:
     return [*size, "--tmpfs", path]
 
 
+@functools.cache
+def _network_tools() -> tuple[str, ...] | None:
+    """slirp4netns, nsenter and ip, when a sandbox can get a network of its own here: they
+    are installed and metaeval runs as root (without root, slirp4netns cannot join the
+    network namespace bwrap makes under its nested user namespace: not supported yet)."""
+    from shutil import which
+
+    if os.geteuid() != 0:
+        return None
+    found = [which(n) or which(n, path="/usr/sbin:/sbin") for n in NETWORK_TOOLS]
+    return tuple(t for t in found if t) if all(found) else None
+
+
+def network_isolation() -> str:
+    """How a sandbox given the network gets it: "own" (slirp4netns: a namespace of its own,
+    without the host's loopback, private or link-local ranges; as root with the tools
+    installed) or "host" (the host's, shared)."""
+    return "own" if _network_tools() is not None else "host"
+
+
 def unprivileged_uid() -> bool:
     """True when sandboxes run as the unprivileged `sandbox` user in a user namespace."""
     binary = bwrap_binary()
@@ -211,8 +238,15 @@ def unprivileged_uid() -> bool:
 def bwrap_argv(spec: SandboxSpec) -> list[str]:
     """The bwrap prefix enforcing `spec`; append the command argv (it follows `--`)."""
     binary = bwrap_binary() or "bwrap"
-    argv = [binary, *_namespace_args(spec.network, _userns_works(binary))]
+    tools = _network_tools() if spec.network else None
+    prefix: list[str] = []
+    if tools is not None:  # its own network namespace, set up by netns.py around bwrap
+        prefix = [os.path.realpath(sys.executable), "-I", str(NETNS_SCRIPT), *tools, "--"]
+    shared = spec.network and tools is None
+    argv = [*prefix, binary, *_namespace_args(shared, _userns_works(binary))]
     argv += _system_args()
+    if tools is not None:
+        argv += ["--ro-bind", str(NETNS_RESOLV_CONF), "/etc/resolv.conf"]
     sized = _size_option(binary)
     argv += ["--proc", "/proc", "--dev", "/dev", *_tmpfs("/dev/shm", SHM_MB, sized)]
     argv += ["--remount-ro", "/dev", *_tmpfs("/tmp", spec.tmp_mb, sized)]

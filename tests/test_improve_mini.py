@@ -560,7 +560,7 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
     assert not service.endpoint_down()
     env["PYTHONPATH"] = f"{mini_repo}:{SRC_DIR}"
     # In its network-less sandbox, reaching the harness's server through the model socket.
-    sandbox = target_sandbox(mini_repo, service.services())
+    sandbox = target_sandbox(mini_repo, services=service.services())
     server = launch(
         profile_for(mini_repo), log_path=tmp_path / "mini.log", extra_env=env, sandbox=sandbox
     )

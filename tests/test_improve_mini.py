@@ -336,25 +336,33 @@ def test_target_model_env_per_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         TargetModelSettings(model="openai/gpt-4o", max_tokens=100), "openai", tmp_path
     )
     try:
-        assert hosted.env() == {
+        env = hosted.env()
+        token = env.pop("METAEVAL_TARGET_API_KEY")  # the gateway socket's own token
+        assert token.startswith("mgw-") and "k" * 24 not in token
+        assert env == {
             "METAEVAL_TARGET_MODEL": "openai/gpt-4o",
             "METAEVAL_TARGET_MAX_TOKENS": "100",
             "METAEVAL_TARGET_BASE_URL": "http://127.0.0.1:8787/v1",
-            "METAEVAL_TARGET_API_KEY": "sk-metaeval-gateway",
         }
         [(port, socket_path)] = hosted.services()
         assert port == 8787 and Path(socket_path).is_socket()
     finally:
         hosted.stop()
     assert not Path(socket_path).exists()
-    for model, variables in [
-        ("openai/gpt-4o", {"OPENAI_BASE_URL": "http://127.0.0.1:8787/v1"}),
-        ("anthropic/claude-x", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8787"}),
+    for model, prefix, url in [
+        ("openai/gpt-4o", "OPENAI", "http://127.0.0.1:8787/v1"),
+        ("anthropic/claude-x", "ANTHROPIC", "http://127.0.0.1:8787"),
     ]:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted-" + "a" * 24)
         own_hosted = TargetModelService(TargetModelSettings(model=model), "metaeval", tmp_path)
         try:
-            assert own_hosted.env() == {"METAEVAL_TARGET_MODEL": model, **variables}
+            env = own_hosted.env()
+            assert env[f"{prefix}_API_KEY"].startswith("mgw-")  # never the planted key
+            assert env == {
+                "METAEVAL_TARGET_MODEL": model,
+                f"{prefix}_BASE_URL": url,
+                f"{prefix}_API_KEY": env[f"{prefix}_API_KEY"],
+            }
         finally:
             own_hosted.stop()
     remote = TargetModelSettings(
@@ -369,7 +377,7 @@ def test_target_model_env_per_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     env = service.env()
     service.stop()
     assert env["METAEVAL_TARGET_BASE_URL"] == "http://127.0.0.1:8787/v1"
-    assert env["METAEVAL_TARGET_API_KEY"] == "sk-metaeval-gateway"
+    assert env["METAEVAL_TARGET_API_KEY"].startswith("mgw-")
     # Nothing listens on port 9: the harness sees the endpoint as down.
     assert TargetModelService(remote, "openai", tmp_path).endpoint_down(timeout_s=2)
     with pytest.raises(ConfigError, match="GGUF model file not found"):

@@ -198,8 +198,10 @@ def test_a_hosted_model_target_never_gets_the_key_and_no_form_of_it_is_published
         assert len(printed) == len(forms(key)) and all("[REDACTED]" in p for p in printed)
     # The target saw no credential and could not reach the provider itself.
     env_names = re.findall(r"SNOOP-ENV baseline (\[.*\])", text)[0]
-    assert "OPENAI_API_KEY" not in env_names and "METAEVAL_TARGET_API_KEY" not in env_names
     assert "OPENAI_BASE_URL" in env_names  # the gateway's loopback address inside
+    # OPENAI_API_KEY holds the gateway socket's token (redacted too), never the planted key
+    # (checked in every form below, across all files).
+    assert "'OPENAI_API_KEY'" in env_names and "mgw-" not in text
     assert "SNOOP-PROVIDER unreachable" in text and "SNOOP-PROVIDER reachable" not in text
     assert "network=none" in text
     assert (bundle / "model_server" / "gateway.jsonl").is_file()

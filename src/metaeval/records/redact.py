@@ -10,7 +10,8 @@ Three nets, applied to every string (dict keys included):
   with the one before and the ones after that also carry some of its bits);
 * well-known credential shapes: PEM private-key blocks, ``sk-...`` / ``sk-ant-...`` API
   keys, ``Bearer <token>``,
-  GitHub/Hugging Face tokens, AWS access key ids, and ``SOME_API_KEY=value``
+  GitHub/Hugging Face tokens, metaeval gateway tokens (``mgw-...``), AWS access key ids, and
+  ``SOME_API_KEY=value``
   assignments (as printed by ``env`` or found in ``.env`` files);
 * whole values under dict keys that name a credential (``api_key``, ``Authorization``,
   ``x-api-key``, ``password``, ``client_secret``, ``access_token``, ...).
@@ -51,6 +52,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # GitHub and Hugging Face tokens, AWS access key ids.
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),
+    # metaeval gateway tokens (`gateway.access.new_token`): each opens a gateway that holds a key.
+    (re.compile(r"\bmgw-[A-Za-z0-9_-]{20,}"), REDACTED),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     # NAME_KEY=value assignments (env dumps, .env files, shell history).
     (
@@ -72,6 +75,7 @@ _GUARDS: list[tuple[str, ...]] = [
     ("bearer",),  # tested against the lower-cased text (the pattern ignores case)
     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ("hf_",),
+    ("mgw-",),
     ("AKIA", "ASIA"),
     ("KEY=", "TOKEN=", "SECRET=", "PASSWORD=", "PASSWD="),
 ]

@@ -239,11 +239,11 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     """The bwrap prefix enforcing `spec`; append the command argv (it follows `--`)."""
     binary = bwrap_binary() or "bwrap"
     tools = _network_tools() if spec.network else None
-    prefix: list[str] = []
+    netns: list[str] = []
     if tools is not None:  # its own network namespace, set up by netns.py around bwrap
-        prefix = [os.path.realpath(sys.executable), "-I", str(NETNS_SCRIPT), *tools, "--"]
+        netns = [os.path.realpath(sys.executable), "-I", str(NETNS_SCRIPT), *tools, "--"]
     shared = spec.network and tools is None
-    argv = [*prefix, binary, *_namespace_args(shared, _userns_works(binary))]
+    argv = [*netns, binary, *_namespace_args(shared, _userns_works(binary))]
     argv += _system_args()
     if tools is not None:
         argv += ["--ro-bind", str(NETNS_RESOLV_CONF), "/etc/resolv.conf"]

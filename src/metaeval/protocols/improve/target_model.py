@@ -5,7 +5,8 @@ never change it. It reaches the target's PACT server as environment variables:
 
 - `METAEVAL_TARGET_MODEL`: the metaeval model name from the manifest (`none`: no model);
 - `METAEVAL_TARGET_BASE_URL`, `METAEVAL_TARGET_API_KEY`: an OpenAI-compatible endpoint, set
-  for targets whose profile says `model_api: openai` (the key is a placeholder: see below);
+  for targets whose profile says `model_api: openai` (the key is the gateway's token for this
+  run's socket, or a placeholder: see below);
 - `METAEVAL_TARGET_MAX_TOKENS`, `METAEVAL_TARGET_TEMPERATURE`: optional sampling settings.
 
 The target never receives a credential, and its sandbox has no network (`loop.target_sandbox`):
@@ -16,8 +17,9 @@ only its own loopback, where port `MODEL_PORT` leads to a Unix socket of the har
   names with `base_url` and `api_key_env`: the metaeval gateway (`metaeval.gateway`), run by
   the harness with the user's key, serving OpenAI Chat Completions (and the Anthropic API). A
   `model_api: metaeval` target keeps its model name and finds the gateway through
-  `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL` (another provider's model is asked for as
-  `openai/NAME`). The gateway's exchanges are recorded, redacted, in `gateway.jsonl`; its
+  `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, with the socket's token as `OPENAI_API_KEY` /
+  `ANTHROPIC_API_KEY` (another provider's model is asked for as `openai/NAME`). The token
+  opens only this run's socket, which exists while the run does. The gateway's exchanges are recorded, redacted, in `gateway.jsonl`; its
   error messages reach the target redacted too;
 - a `local/` model for an `openai` target: llama-cpp-python's server, started by the harness
   on 127.0.0.1 once per run, joined to the socket by a bridge;
@@ -113,7 +115,6 @@ IN_PROCESS_PROVIDERS = ("local", "replay", "scripted")
 """Providers a `model_api: metaeval` target runs itself: no key, no network."""
 MODEL_PORT = 8787
 """The loopback port, inside a target's sandbox, that leads to the harness's model socket."""
-GATEWAY_API_KEY = "sk-metaeval-gateway"  # a placeholder: the real key stays with the harness
 MODEL_URL = f"http://127.0.0.1:{MODEL_PORT}"
 
 
@@ -154,6 +155,7 @@ class TargetModelService:
         self._gateway: Any = None
         self._bridge: socket.socket | None = None
         self._socket: Path | None = None
+        self._token: str | None = None  # the gateway socket's own token, not a provider key
         self._lock = threading.Lock()
 
     @property
@@ -208,18 +210,17 @@ class TargetModelService:
             self._start()
         elif self.needs_gateway():
             self._start_gateway()
+        token = self._token or LOCAL_API_KEY
         if self._endpoint_target():
             env["METAEVAL_TARGET_BASE_URL"] = f"{MODEL_URL}/v1"
-            env["METAEVAL_TARGET_API_KEY"] = (
-                LOCAL_API_KEY if self.needs_server() else GATEWAY_API_KEY
-            )
+            env["METAEVAL_TARGET_API_KEY"] = token
         elif self.needs_gateway():
             if self.provider == "anthropic":
-                env["ANTHROPIC_BASE_URL"] = MODEL_URL
+                env.update(ANTHROPIC_BASE_URL=MODEL_URL, ANTHROPIC_API_KEY=token)
             else:
                 if self.provider != "openai":  # asked for by name over Chat Completions
                     env["METAEVAL_TARGET_MODEL"] = f"openai/{self.model}"
-                env["OPENAI_BASE_URL"] = f"{MODEL_URL}/v1"
+                env.update(OPENAI_BASE_URL=f"{MODEL_URL}/v1", OPENAI_API_KEY=token)
         return env
 
     def services(self) -> tuple[tuple[int, str], ...]:
@@ -301,11 +302,13 @@ class TargetModelService:
                     model = get_model(self.model)
             except MetaevalError as exc:
                 raise ConfigError(f"target model {self.model}: {exc}", field="sum.model") from exc
-            # Only the Unix socket is opened (never `start()`, which also listens on TCP
-            # loopback, where a task sharing the host's network could spend the key).
-            gateway = Gateway(_RedactedErrors(model), record_path=self.log_dir / "gateway.jsonl")
+            # Only the Unix socket is opened, with a token of its own (the target's "API key":
+            # it spends the user's key, but only through this run's socket); no TCP listener.
+            gateway = Gateway(
+                _RedactedErrors(model), port=None, record_path=self.log_dir / "gateway.jsonl"
+            )
             self._socket = self._socket_path()
-            gateway.open_socket("target", self._socket)
+            _, self._token = gateway.open_socket("target", self._socket)
             self._gateway = gateway
 
     def _close_socket(self) -> None:
@@ -327,4 +330,5 @@ class TargetModelService:
             if self._gateway is not None:
                 self._gateway.stop()
                 self._gateway = None
+                self._token = None
             self._close_socket()

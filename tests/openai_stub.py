@@ -25,6 +25,7 @@ class OpenAIStub:
         self.reply = reply
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # of each chat request, as received
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -101,6 +102,7 @@ class OpenAIStub:
                     return
                 with stub._lock:
                     stub.requests.append(body)
+                    stub.headers.append(dict(self.headers.items()))
                 self._send(200, stub._completion(body))
 
         return Handler

@@ -22,6 +22,7 @@ from metaeval.protocols.audit.execution_checks import (
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.harbor_root import build_harbor_root_argv, run_harbor_phase
+from metaeval.sandbox.policy import NETNS_SCRIPT, network_isolation
 from metaeval.tasks.harbor import Hints, load_hints, load_task
 from metaeval.tasks.reward import read_reward
 
@@ -248,7 +249,8 @@ def test_harbor_root_argv_shape(tmp_path: Path) -> None:
     triples = list(zip(argv, argv[1:], argv[2:], strict=False))
     assert ("--ro-bind", "/", "/") not in triples and ("--bind", "/", "/") not in triples
     networked = build_harbor_root_argv(app_dir=tmp_path, logs_dir=tmp_path, network=True)
-    assert "--share-net" in networked
+    own = network_isolation() == "own"  # slirp4netns around bwrap, else the host's network
+    assert ("--share-net" in networked) != own and (str(NETNS_SCRIPT) in networked) == own
 
 
 def test_without_bwrap_everything_is_skipped(

@@ -29,7 +29,7 @@ from metaeval.protocols.improve import init_target as init_module
 from metaeval.protocols.improve.config import TargetModelSettings, resolve_manifest
 from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.init_target import MINI_VERSION, init_target
-from metaeval.protocols.improve.loop import SRC_DIR
+from metaeval.protocols.improve.loop import SRC_DIR, target_sandbox
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.pact.protocol import ActRequest, Observation, ResetRequest
@@ -326,15 +326,45 @@ def test_shim_maps_model_settings_to_litellm(mini_repo: Path):
 
 
 def test_target_model_env_per_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """No key ever reaches a target: a hosted model or a keyed endpoint is behind the
+    harness's gateway, on the loopback port its sandbox joins to the gateway's socket."""
     own = TargetModelService(TargetModelSettings(model="local/smollm2"), "metaeval", tmp_path)
     assert own.env() == {"METAEVAL_TARGET_MODEL": "local/smollm2"} and not own.needs_server()
+    assert own.services() == ()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-" + "k" * 24)
     hosted = TargetModelService(
         TargetModelSettings(model="openai/gpt-4o", max_tokens=100), "openai", tmp_path
     )
-    assert hosted.env() == {
-        "METAEVAL_TARGET_MODEL": "openai/gpt-4o",
-        "METAEVAL_TARGET_MAX_TOKENS": "100",
-    }
+    try:
+        env = hosted.env()
+        token = env.pop("METAEVAL_TARGET_API_KEY")  # the gateway socket's own token
+        assert token.startswith("mgw-") and "k" * 24 not in token
+        assert env == {
+            "METAEVAL_TARGET_MODEL": "openai/gpt-4o",
+            "METAEVAL_TARGET_MAX_TOKENS": "100",
+            "METAEVAL_TARGET_BASE_URL": "http://127.0.0.1:8787/v1",
+        }
+        [(port, socket_path)] = hosted.services()
+        assert port == 8787 and Path(socket_path).is_socket()
+    finally:
+        hosted.stop()
+    assert not Path(socket_path).exists()
+    for model, prefix, url in [
+        ("openai/gpt-4o", "OPENAI", "http://127.0.0.1:8787/v1"),
+        ("anthropic/claude-x", "ANTHROPIC", "http://127.0.0.1:8787"),
+    ]:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted-" + "a" * 24)
+        own_hosted = TargetModelService(TargetModelSettings(model=model), "metaeval", tmp_path)
+        try:
+            env = own_hosted.env()
+            assert env[f"{prefix}_API_KEY"].startswith("mgw-")  # never the planted key
+            assert env == {
+                "METAEVAL_TARGET_MODEL": model,
+                f"{prefix}_BASE_URL": url,
+                f"{prefix}_API_KEY": env[f"{prefix}_API_KEY"],
+            }
+        finally:
+            own_hosted.stop()
     remote = TargetModelSettings(
         model="openai/qwen", base_url="http://127.0.0.1:9/v1", api_key_env="METAEVAL_TEST_KEY"
     )
@@ -343,9 +373,11 @@ def test_target_model_env_per_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         TargetModelService(remote, "openai", tmp_path).env()
     assert info.value.field == "sum.api_key_env"
     monkeypatch.setenv("METAEVAL_TEST_KEY", "sk-secret")
-    env = TargetModelService(remote, "openai", tmp_path).env()
-    assert env["METAEVAL_TARGET_BASE_URL"] == "http://127.0.0.1:9/v1"
-    assert env["METAEVAL_TARGET_API_KEY"] == "sk-secret"
+    service = TargetModelService(remote, "openai", tmp_path)
+    env = service.env()
+    service.stop()
+    assert env["METAEVAL_TARGET_BASE_URL"] == "http://127.0.0.1:8787/v1"
+    assert env["METAEVAL_TARGET_API_KEY"].startswith("mgw-")
     # Nothing listens on port 9: the harness sees the endpoint as down.
     assert TargetModelService(remote, "openai", tmp_path).endpoint_down(timeout_s=2)
     with pytest.raises(ConfigError, match="GGUF model file not found"):
@@ -532,10 +564,14 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
     settings = TargetModelSettings(model="local/smollm2", temperature=0.0, max_tokens=128)
     service = TargetModelService(settings, "openai", tmp_path / "model")
     env = service.env()
-    assert env["METAEVAL_TARGET_BASE_URL"].startswith("http://127.0.0.1:")
+    assert env["METAEVAL_TARGET_BASE_URL"] == "http://127.0.0.1:8787/v1"
     assert not service.endpoint_down()
     env["PYTHONPATH"] = f"{mini_repo}:{SRC_DIR}"
-    server = launch(profile_for(mini_repo), log_path=tmp_path / "mini.log", extra_env=env)
+    # In its network-less sandbox, reaching the harness's server through the model socket.
+    sandbox = target_sandbox(mini_repo, services=service.services())
+    server = launch(
+        profile_for(mini_repo), log_path=tmp_path / "mini.log", extra_env=env, sandbox=sandbox
+    )
     try:
         suite = write_suite(tmp_path).parent / "suite"
         result = evaluate_suite(

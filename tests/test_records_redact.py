@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 import pytest
 
 from metaeval.records import REDACTED, RunDir, is_secret_field, redact, redact_argv, redact_text
+from metaeval.records.redact import redact_bytes
 
 SECRET = "supersecretvalue123"
 
@@ -200,3 +202,30 @@ def test_api_key_shape_needs_a_boundary_before_sk(text: str, expected: str) -> N
     assert redact_text(text) == expected
     filler = "task-00001 checks the output file.\n" * 500  # many "sk-" that are not keys
     assert redact_text(filler + text) == filler + expected
+
+
+def encodings(value: str) -> dict[str, str]:
+    """Every common encoding of `value` a hostile process could print to dodge the redactor:
+    base64 at each alignment (a prefix of 0, 1 or 2 bytes), standard and URL-safe, hex lower
+    and upper, reversed."""
+    data = value.encode()
+    forms = {"reversed": value[::-1], "hex": data.hex(), "HEX": data.hex().upper()}
+    for pad in (b"", b"x", b"xy"):
+        forms[f"b64+{len(pad)}"] = base64.b64encode(pad + data).decode()
+        forms[f"urlsafe+{len(pad)}"] = base64.urlsafe_b64encode(pad + data).decode()
+        forms[f"b64+{len(pad)}+tail"] = base64.b64encode(pad + data + b"!tail").decode()
+    return forms
+
+
+def test_encoded_forms_of_a_secret_value_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = "sk-planted-" + "Zq9" * 10
+    monkeypatch.setenv("PLANTED_API_KEY", planted)
+    for name, form in encodings(planted).items():
+        for text in (form, f"log: {form} end", f"{{'v': '{form}'}}\n"):
+            out = redact_text(text)
+            assert form not in out and REDACTED in out, (name, out)
+            assert redact({"note": text})["note"] == out
+        assert form.encode() not in redact_bytes(f"x {form} y".encode()), name
+    # Unrelated base64 and hex around it are kept.
+    other = base64.b64encode(b"an ordinary payload of bytes").decode()
+    assert redact_text(other) == other and redact_text("deadbeef") == "deadbeef"

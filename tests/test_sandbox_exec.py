@@ -21,6 +21,7 @@ import pytest
 from metaeval.sandbox import Workspace, build_bwrap_argv, bwrap_available, run_process
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox import process as process_mod
+from metaeval.sandbox.policy import network_isolation
 
 REQUIRE_ENV = "METAEVAL_REQUIRE_BWRAP"
 PY = os.path.realpath(sys.executable)  # the base interpreter: the sandbox shows no venv
@@ -147,7 +148,8 @@ def test_build_bwrap_argv_shape(tmp_path: Path) -> None:
     assert "--tmpfs /tmp" in joined and "--proc /proc" in joined and "--dev /dev" in joined
     assert joined.index("--tmpfs /tmp") < joined.index(f"--ro-bind {ws}")
     writable = build_bwrap_argv(tmp_path, writable=True, network=True, extra_ro_binds=["/opt"])
-    assert f"--bind {ws} {ws}" in " ".join(writable) and "--share-net" in writable
+    assert f"--bind {ws} {ws}" in " ".join(writable)
+    assert ("--share-net" in writable) == (network_isolation() == "host")
     assert "--ro-bind /opt /opt" in " ".join(writable)
 
 
@@ -206,7 +208,11 @@ def test_network_is_unreachable_unless_enabled(
     assert blocked.sandboxed and blocked.returncode not in (0, None)
     assert "pong" not in blocked.stdout and accepted[0] == 0
     allowed = ws.exec([PY, "-c", probe], network=True, timeout_s=20)
-    assert allowed.ok, allowed.stderr
+    if network_isolation() == "own":  # a network of its own: still not the host's loopback
+        assert allowed.returncode not in (0, None) and "ConnectionRefused" in allowed.stderr
+        assert accepted[0] == 0
+        return
+    assert allowed.ok, allowed.stderr  # the host's network, shared
     assert allowed.stdout.strip() == "pong" and accepted[0] == 1
 
 

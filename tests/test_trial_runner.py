@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,11 @@ from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.container import find_engine, image_exists
 from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.sandbox.policy import network_isolation
 from metaeval.tasks.harbor import Hints, load_task
 from metaeval.tasks.limits import trial_limits
+from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.trial import ORACLE, TrialResult, run_trial
 from test_improve_evaluate import ScriptedClient
 
 # What a phase prints: its address-space limit (KiB, `ulimit -v`), its cgroup memory limit
@@ -147,7 +152,11 @@ def test_phase_timeouts_and_network_are_read_per_phase() -> None:
     assert (limits.verifier.timeout_s, limits.verifier.network) == (600.0, True)
     overridden = trial_limits(config, agent_timeout_s=5, verifier_timeout_s=7)
     assert (overridden.agent.timeout_s, overridden.verifier.timeout_s) == (5.0, 7.0)
-    assert trial_limits({}).agent.network and trial_limits({}).verifier.network  # public
+    # Silent about the network: none (Harbor's default would be public), marked undeclared.
+    silent = trial_limits({"environment": {"memory_mb": 512}})
+    assert not silent.agent.network and not silent.verifier.network
+    assert not silent.agent.network_declared and not silent.verifier.network_declared
+    assert limits.verifier.network_declared and limits.agent.network_declared
 
 
 # --------------------------------------------------------------------------- memory
@@ -167,6 +176,85 @@ def test_audit_bwrap_trial_sees_the_declared_memory(
     assert seen(result.oracle.log, "solve-as-kb") == str(kib)
     assert seen(result.oracle.log, "verifier-as-kb") == str(kib)
     assert seen(result.null_agent.log, "verifier-as-kb") == str(kib)
+
+
+# --------------------------------------------------------------------------- storage
+
+FILL = "\n[environment]\nstorage_mb = 16\n"
+REWARD = "echo 1 > /logs/verifier/reward.txt\n"
+
+
+def oracle_trial(task: Path, tmp_path: Path) -> TrialResult:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    config = tomllib.loads((task / "task.toml").read_text())
+    return run_trial(
+        task, BwrapBackend(), limits=trial_limits(config), scratch=scratch, solve=ORACLE
+    )
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize(
+    ("solve", "reason"),
+    [
+        # one big file in the tmpfs /tmp: the kernel stops it at the size, the phase fails
+        ("dd if=/dev/zero of=/tmp/fill bs=1M count=64", "wrote more than 16 MiB to /tmp"),
+        (
+            "for i in $(seq 10); do head -c 10485760 /dev/zero > /dev/shm/f$i; done",
+            "wrote more than 64 MiB to /dev/shm",
+        ),
+        # one big file in /app (a host directory): RLIMIT_FSIZE stops it at the cap
+        ("dd if=/dev/zero of=/app/fill bs=1M count=64", "wrote more than 16 MiB to /app"),
+        # many files in /app: the harness measures and kills the phase well before its end
+        (
+            "for i in $(seq 40); do head -c 1048576 /dev/zero > /app/f$i; sleep 0.05; done; "
+            "sleep 20",
+            "wrote more than 16 MiB to /app",
+        ),
+    ],
+)
+def test_a_phase_writing_past_storage_mb_fails_with_the_reason(
+    sandboxed: None, tmp_path: Path, solve: str, reason: str
+) -> None:
+    probe = "df -k /tmp /dev/shm | tail -n 2; touch /dev/planted 2>&1 | tail -1\n"
+    task = write_task(tmp_path / "fill", FILL, test="#!/bin/bash\n" + REWARD, solve=probe + solve)
+    before = shutil.disk_usage(tmp_path).used
+    result = oracle_trial(task, tmp_path)
+    assert result.solve is not None and not result.solve.ok
+    assert result.solve.limit_exceeded is not None
+    assert result.solve.limit_exceeded.startswith(reason), result.solve.limit_exceeded
+    assert f"[{reason}" in result.log  # the trial log's status line names it
+    assert result.solve.duration_s < 15  # the 20 s sleep was cut off
+    # The sandbox saw a 16 MiB /tmp and a 64 MiB /dev/shm, and could not write to /dev.
+    sizes = re.findall(r"^tmpfs\s+(\d+)\s", result.solve.stdout, re.MULTILINE)
+    assert sizes == ["16384", "65536"], result.solve.stdout
+    assert "Read-only file system" in result.solve.stdout + result.solve.stderr
+    # The host is unaffected: the tmpfs was the sandbox's own, /app holds at most the cap
+    # plus what was written between two measurements.
+    app = tmp_path / "scratch" / "app"
+    written = sum(p.stat().st_size for p in app.rglob("*") if p.is_file()) if app.exists() else 0
+    assert written <= 20 * 1024 * 1024
+    assert shutil.disk_usage(tmp_path).used - before < 64 * 1024 * 1024
+    # A tmpfs is the phase's own: the tests get a fresh one and score. What the agent left in
+    # /app stays over the cap for the tests too: no reward.
+    assert result.passed == (not reason.endswith("/app"))
+
+
+@pytest.mark.bwrap
+def test_tests_writing_past_storage_mb_give_no_reward(sandboxed: None, tmp_path: Path) -> None:
+    fill = "#!/bin/bash\n" + REWARD + "dd if=/dev/zero of=/tmp/fill bs=1M count=64\n"
+    task = write_task(tmp_path / "fill", FILL, test=fill, solve="true")
+    result = oracle_trial(task, tmp_path)
+    assert result.reward is None and not result.passed
+    assert result.reward_error == "the tests wrote more than 16 MiB to /tmp (it is full)"
+    assert "reward: none (the tests wrote more than 16 MiB to /tmp" in result.log
+
+
+def test_storage_mb_is_read_as_harbor_reads_it() -> None:
+    assert trial_limits({}).storage_mb == 2048  # the documented default
+    assert trial_limits({"environment": {"storage_mb": 512}}).storage_mb == 512
+    assert trial_limits({"environment": {"storage": "1G"}}).storage_mb == 1024
+    assert trial_limits({"environment": {"storage_mb": -1}}).storage_mb == 2048
 
 
 def test_audit_container_trial_sees_the_declared_memory_and_cpus(podman, tmp_path: Path) -> None:
@@ -258,10 +346,84 @@ def test_audit_bwrap_gives_the_network_to_the_verifier_only(
 ) -> None:
     host = {name for _, name in socket.if_nameindex()}
     assert host - {"lo"}, "the host has no interface besides lo: nothing to observe"
+    networked = {"lo", "tap0"} if network_isolation() == "own" else host
     result = audit(write_task(tmp_path / "net", VERIFIER_ONLY))
     assert seen(result.oracle.log, "solve-interfaces") == "lo"
-    assert set(seen(result.oracle.log, "verifier-interfaces").split(",")) == host
-    assert set(seen(result.null_agent.log, "verifier-interfaces").split(",")) == host
+    assert set(seen(result.oracle.log, "verifier-interfaces").split(",")) == networked
+    assert set(seen(result.null_agent.log, "verifier-interfaces").split(",")) == networked
+
+
+CONNECT = r"""#!/bin/bash
+python3 - <<'PY'
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    print("{name}-connect=ok")
+except OSError as exc:
+    print("{name}-connect=refused", type(exc).__name__)
+PY
+"""
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("toml", ["", '\n[environment]\nnetwork_mode = "public"\n'])
+def test_a_task_silent_about_the_network_cannot_reach_a_host_loopback_server(
+    sandboxed: None, tmp_path: Path, toml: str
+) -> None:
+    """No network unless task.toml asks: a server on the host's 127.0.0.1 is out of reach of
+    both phases. A task that asks for public network gets a network of its own (slirp4netns,
+    as root), which does not reach the host's loopback either; only where that is not
+    available does it share the host's network, loopback services included (what the
+    README's security table says)."""
+    expected = "ok" if toml and network_isolation() == "host" else "refused"
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        test = CONNECT.format(port=port, name="verifier") + "echo 1 > /logs/verifier/reward.txt\n"
+        solve = CONNECT.format(port=port, name="solve")
+        result = audit(write_task(tmp_path / "net", toml, test=test, solve=solve))
+    assert seen(result.oracle.log, "solve-connect").startswith(expected)
+    assert seen(result.oracle.log, "verifier-connect").startswith(expected)
+
+
+HOSTILE_NET = r"""#!/bin/bash
+ip -4 route get 169.254.169.254 2>&1 | head -1 | sed 's/^/{name}-metadata=/'
+ip -4 route get 192.168.1.1 2>&1 | head -1 | sed 's/^/{name}-lan=/'
+ip -6 route get fd00:ec2::254 2>&1 | head -1 | sed 's/^/{name}-metadata6=/'
+echo "{name}-default=$(ip -4 route show default)"
+python3 - <<'PY'
+import socket
+try:
+    socket.create_connection(("10.0.2.2", {port}), timeout=3).close()
+    print("{name}-hostloop=ok")
+except OSError as exc:
+    print("{name}-hostloop=refused", type(exc).__name__)
+PY
+"""
+
+
+@pytest.mark.bwrap
+def test_a_networked_phase_gets_a_network_of_its_own(sandboxed: None, tmp_path: Path) -> None:
+    """With slirp4netns (as root): a default route out through tap0, but the host's loopback
+    (slirp's 10.0.2.2 alias), the cloud metadata address, the LAN and all of IPv6 are
+    refused inside the namespace, before any packet leaves (checked with `ip route get`:
+    the test sends nothing to a non-loopback address)."""
+    if network_isolation() != "own":
+        pytest.skip("no network of its own here (needs root and slirp4netns, nsenter, ip)")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        test = HOSTILE_NET.format(port=port, name="verifier") + REWARD
+        toml = '\n[environment]\nnetwork_mode = "public"\n'
+        result = audit(write_task(tmp_path / "net", toml, test=test, solve="true"))
+    log = result.oracle.log
+    assert seen(log, "verifier-default").startswith("default via 10.0.2.2 dev tap0")
+    assert seen(log, "verifier-metadata") == "RTNETLINK answers: Permission denied"
+    assert seen(log, "verifier-lan") == "RTNETLINK answers: Permission denied"
+    assert seen(log, "verifier-metadata6") == "RTNETLINK answers: Network is unreachable"
+    assert seen(log, "verifier-hostloop").startswith("refused")
 
 
 @pytest.mark.parametrize(
@@ -287,7 +449,8 @@ def test_improve_verifier_gets_its_network_and_the_agent_never_does(
     client = ScriptedClient([CommandAction(command=probe), SubmitAction(answer="")])
     outcome = improve(task, client, tmp_path)
     assert client.requests[1].observation.stdout == "['lo']\n"
-    assert "eth0" in seen(outcome.test_log, "verifier-interfaces").split(",")
+    interface = "tap0" if network_isolation() == "own" else "eth0"
+    assert interface in seen(outcome.test_log, "verifier-interfaces").split(",")
 
 
 # --------------------------------------------------------------------------- the reward

@@ -200,6 +200,7 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
         )
     )
     checks.append(("bubblewrap", usable, detail))
+    checks.append(_network_check())
     git = shutil.which("git")
     git_version = (
         subprocess.run([git, "--version"], capture_output=True, text=True).stdout.strip()
@@ -224,6 +225,18 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
 
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
+
+
+def _network_check() -> tuple[str, bool, str]:
+    """Whether a sandbox given the network gets a namespace of its own or the host's."""
+    from metaeval.sandbox.policy import network_isolation, tmpfs_size_supported
+
+    sized = "" if tmpfs_size_supported() else "; /tmp and /dev/shm unbounded (bwrap < 0.8)"
+    if network_isolation() == "own":
+        return ("sandbox network (optional)", True, "a namespace of its own (slirp4netns)" + sized)
+    why = "not root" if os.geteuid() != 0 else "apt-get install slirp4netns iproute2"
+    detail = f"shares the host's network, its loopback included ({why})" + sized
+    return ("sandbox network (optional)", False, detail)
 
 
 def _cgroup_check() -> tuple[str, bool, str]:

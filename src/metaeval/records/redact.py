@@ -4,10 +4,14 @@ Three nets, applied to every string (dict keys included):
 
 * values of environment variables whose NAME contains KEY, TOKEN, SECRET or
   PASSWORD/PASSWD (case-insensitive, values of at least 6 characters), wherever
-  they occur as substrings;
+  they occur as substrings, and so do their common encodings: reversed, hex (lower and
+  upper case), and base64 (standard and URL-safe) at each of the three alignments the value
+  can have inside a longer encoded text (the characters that depend on the value alone,
+  with the one before and the ones after that also carry some of its bits);
 * well-known credential shapes: PEM private-key blocks, ``sk-...`` / ``sk-ant-...`` API
   keys, ``Bearer <token>``,
-  GitHub/Hugging Face tokens, AWS access key ids, and ``SOME_API_KEY=value``
+  GitHub/Hugging Face tokens, metaeval gateway tokens (``mgw-...``), AWS access key ids, and
+  ``SOME_API_KEY=value``
   assignments (as printed by ``env`` or found in ``.env`` files);
 * whole values under dict keys that name a credential (``api_key``, ``Authorization``,
   ``x-api-key``, ``password``, ``client_secret``, ``access_token``, ...).
@@ -18,6 +22,7 @@ os.environ changes, so secrets set after import are covered.
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import re
@@ -47,6 +52,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # GitHub and Hugging Face tokens, AWS access key ids.
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),
+    # metaeval gateway tokens (`gateway.access.new_token`): each opens a gateway that holds a key.
+    (re.compile(r"\bmgw-[A-Za-z0-9_-]{20,}"), REDACTED),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     # NAME_KEY=value assignments (env dumps, .env files, shell history).
     (
@@ -68,6 +75,7 @@ _GUARDS: list[tuple[str, ...]] = [
     ("bearer",),  # tested against the lower-cased text (the pattern ignores case)
     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ("hf_",),
+    ("mgw-",),
     ("AKIA", "ASIA"),
     ("KEY=", "TOKEN=", "SECRET=", "PASSWORD=", "PASSWD="),
 ]
@@ -125,6 +133,37 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(values, key=lambda v: (-len(v), v))
 
 
+def encoded_forms(value: str) -> list[str]:
+    """The literal forms of `value` searched for besides itself: reversed, hex lower and
+    upper, and the base64 core (standard and URL-safe) at each alignment: the characters of
+    base64(k filler bytes + value) that no byte outside the value changes, k = 0, 1, 2."""
+    data = value.encode()
+    forms = [value[::-1], data.hex(), data.hex().upper()]
+    for k in range(3):
+        encoded = base64.b64encode(b"\0" * k + data).decode()
+        core = encoded[-(-8 * k // 6) : (8 * (k + len(data))) // 6]
+        forms += [core, core.translate(_URLSAFE)]
+    return list(dict.fromkeys(f for f in forms if f != value))
+
+
+_URLSAFE = str.maketrans("+/", "-_")
+_B64_CHAR = "[A-Za-z0-9+/_-]"
+
+
+def _value_pattern(value: str) -> str:
+    """The regex of one secret value and its encoded forms (a base64 core with the partial
+    characters around it)."""
+    parts = [re.escape(value)]
+    data = value.encode()
+    plain = {value[::-1], data.hex(), data.hex().upper()}
+    for form in encoded_forms(value):
+        if form in plain:
+            parts.append(re.escape(form))
+        else:
+            parts.append(f"{_B64_CHAR}?{re.escape(form)}{_B64_CHAR}?=*")
+    return "|".join(parts)
+
+
 def _environ_fingerprint() -> object:
     """A cheap value that changes whenever os.environ does (a C-level copy of its data)."""
     data = getattr(os.environ, "_data", None)
@@ -137,8 +176,9 @@ def _env_pattern() -> re.Pattern[str] | None:
     fingerprint = _environ_fingerprint()
     if fingerprint != _env_cache[0]:
         values = secret_env_values()
-        pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
-        _env_cache = (fingerprint, pattern, tuple(values))
+        pattern = re.compile("|".join(_value_pattern(v) for v in values)) if values else None
+        literals = [form for v in values for form in (v, *encoded_forms(v))]
+        _env_cache = (fingerprint, pattern, tuple(literals))
     return _env_cache[1]
 
 

@@ -20,6 +20,7 @@ from metaeval.sandbox.policy import (
     SandboxSpec,
     bwrap_argv,
     bwrap_binary,
+    relay_argv,
     sandbox_environment,
 )
 
@@ -171,9 +172,12 @@ def wrap_command(spec: SandboxSpec, argv: list[str]) -> tuple[list[str], dict[st
 
     With a usable bwrap the argv gets the policy's prefix; without one (or with
     METAEVAL_NO_BWRAP set) the command runs as a plain subprocess, warned once, but its
-    environment is still the policy's, so no host variable leaks either way.
+    environment is still the policy's, so no host variable leaks either way. A spec with
+    `services` or `published` runs the command behind the relay (in the fallback too, where
+    its ports are the host's).
     """
     env = sandbox_environment(spec)
+    relay = relay_argv(spec)
     if use_bwrap():
-        return [*bwrap_argv(spec), *argv], env, True
-    return list(argv), env, False
+        return [*bwrap_argv(spec), *relay, *argv], env, True
+    return [*relay, *argv], env, False

@@ -7,7 +7,8 @@ command line whose root is a fresh tmpfs holding only:
 
 - the sandbox policy's allowlisted system root (`policy.py`: `/usr`, `/bin`, `/lib*`,
   `/sbin`, a few `/etc` entries, a generated passwd), run as the unprivileged `sandbox` user;
-- a private `/proc`, a minimal `/dev`, an empty `/tmp`;
+- a private `/proc`, a minimal read-only `/dev`, an empty `/tmp` and `/dev/shm` of a fixed
+  size (`metaeval.sandbox.storage`: a phase's /tmp is its task's `storage_mb`);
 - the running Python installation, read-only at its own path, so that `python3` works even
   when it lives outside /usr (pyenv, a venv); first on PATH is a *stdlib-only* `python3`
   (a cached venv of the base interpreter without pip or site-packages, see `bare_python`),
@@ -47,6 +48,7 @@ from metaeval.sandbox.bwrap import (
 )
 from metaeval.sandbox.policy import (
     DEFAULT_PATH,
+    DEFAULT_TMP_MB,
     SYSTEM_DIRS,
     Mount,
     SandboxSpec,
@@ -55,7 +57,8 @@ from metaeval.sandbox.policy import (
 )
 from metaeval.sandbox.process import ExecResult, run_process
 from metaeval.sandbox.stdin_env import shell_with_env
-from metaeval.tasks.limits import DEFAULT_MEMORY_MB
+from metaeval.sandbox.storage import tmp_size_mb, tmpfs_reason, tree_watch, with_tmpfs_check
+from metaeval.tasks.limits import DEFAULT_MEMORY_MB, DEFAULT_STORAGE_MB
 from metaeval.tasks.safe_files import copy_tree, remove_tree
 from metaeval.tasks.toml_schema import MAX_MEMORY_MB
 
@@ -167,6 +170,7 @@ def build_harbor_root_argv(
     network: bool = False,
     extra_ro_binds: Sequence[tuple[Path, str]] = (),
     extra_rw_binds: Sequence[tuple[Path, str]] = (),
+    tmp_mb: int = DEFAULT_TMP_MB,
 ) -> list[str]:
     """The bwrap prefix for a container-like root; append the command argv.
 
@@ -175,7 +179,8 @@ def build_harbor_root_argv(
     /solution. `extra_ro_binds` adds (host path, sandbox path) pairs read-only,
     `extra_rw_binds` writable (an agent CLI's private home, its gateway socket). All
     namespaces are unshared (network too unless `network`), the sandbox dies with its
-    parent and runs in a new session. The result ends with `--`.
+    parent and runs in a new session. /tmp is a tmpfs of `tmp_mb` MiB. The result ends
+    with `--`.
     """
     mounts = [Mount(_real(app_dir), APP_DIR, writable=True)]
     if tests_dir is not None:
@@ -192,6 +197,7 @@ def build_harbor_root_argv(
         chdir=APP_DIR,
         python_prefixes=prefixes,
         dirs=(AGENT_LOGS_DIR,),
+        tmp_mb=tmp_mb,
     )
     return bwrap_argv(spec)
 
@@ -214,6 +220,7 @@ def run_harbor_phase(
     memory_cgroup_mb: int | None = None,
     cpus: int | None = None,
     task_env: Mapping[str, str] | None = None,
+    storage_mb: int = DEFAULT_STORAGE_MB,
 ) -> ExecResult:
     """Run `script` with bash in the container-like root of one Harbor task.
 
@@ -224,6 +231,8 @@ def run_harbor_phase(
     CPUs. `env` is added to bwrap's own environment (metaeval's choices only); `task_env`,
     the task's variables for this phase, reaches the script alone, through its stdin
     (`metaeval.sandbox.stdin_env`), never bwrap's environment or command line.
+    `storage_mb` caps what the phase writes to /tmp, /app and /logs/verifier
+    (`metaeval.sandbox.storage`); past it the phase fails with `limit_exceeded`.
     Returns a failed ExecResult (returncode None, explanation in stderr) when bubblewrap
     cannot be used.
     """
@@ -247,13 +256,15 @@ def run_harbor_phase(
             tests_dir=staged["tests"],
             solution_dir=staged["solution"],
             network=network,
+            tmp_mb=tmp_size_mb(storage_mb),
         )
         shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
         explicit = {"PATH": sandbox_path(), "PWD": APP_DIR, "TEST_DIR": TESTS_DIR}
         explicit.update(env or {})
         command, stdin = shell_with_env(shell, script, task_env)
+        writable = {Path(work): APP_DIR, Path(logs): VERIFIER_LOGS_DIR}
         result = run_process(
-            [*prefix, *command],
+            [*prefix, *with_tmpfs_check(command)],
             stdin=stdin,
             cwd=Path(work),
             env=sandbox_env(explicit, home="/tmp"),
@@ -262,9 +273,14 @@ def run_harbor_phase(
             sandboxed=True,
             memory_cgroup_mb=memory_cgroup_mb,
             cpus=cpus,
+            file_size_mb=storage_mb,
+            watch=tree_watch(writable, storage_mb),
         )
     finally:
         remove_tree(staging)
+    full = tmpfs_reason(result.returncode, tmp_size_mb(storage_mb))
+    if full is not None and result.limit_exceeded is None:
+        result = result.model_copy(update={"limit_exceeded": full})
     if notes:
         left = "".join(f"metaeval: left out of the sandbox: {note}\n" for note in notes)
         result = result.model_copy(update={"stderr": left + result.stderr})

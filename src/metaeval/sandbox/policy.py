@@ -11,8 +11,22 @@ argv built here, from a `SandboxSpec`:
   `/root`, `/etc/shadow`, `/etc/ssh`, `/srv`, `/opt`, `/work` and every other host path are
   absent unless the spec binds them. The Python installations a command needs are bound
   read-only at their own paths (only their prefixes, never the directory around them).
-- **Writes.** Only the spec's writable mounts and a private, empty `/tmp`.
-- **Network.** None (a private network namespace with no interfaces) unless the spec asks.
+- **Writes.** Only the spec's writable mounts, a private, empty `/tmp` and `/dev/shm`. Both
+  are memory-backed tmpfs of a fixed size (`tmp_mb`, default `DEFAULT_TMP_MB`; `/dev/shm`
+  `SHM_MB`, Docker's default), so a sandbox cannot fill half the host's RAM through them; the
+  rest of `/dev` is read-only. (bubblewrap before 0.8 has no `--size`: there the two are
+  unbounded, and `tmpfs_size_supported()` says so.)
+- **Network.** None (a private network namespace with only its own loopback) unless the spec
+  asks. Then, where slirp4netns, nsenter and ip are installed and metaeval runs as root, a
+  network namespace of its own with user-mode NAT to the outside (`netns.py`): not the host's loopback, not private,
+  link-local (cloud metadata) or reserved IPv4 ranges, not the host's own addresses, no
+  IPv6. Without them, the host's network namespace, shared: the host's loopback services and
+  whatever the host can reach (its LAN, a cloud metadata address) included;
+  `network_isolation()` says which applies. A network-less
+  sandbox may still be joined to named harness services: `services` maps a loopback port
+  inside to a host Unix socket (the model gateway), `published` a host Unix socket to a
+  loopback port inside (a server the harness calls); `gateway/relay.py` does the copying
+  inside, so no TCP port is opened on the host.
 - **Identity.** A fresh user namespace with uid/gid 1000 (`sandbox`) and no capabilities,
   where bubblewrap can make one; otherwise the host uid (reported by `unprivileged_uid`).
 - **Processes.** Private PID, IPC and UTS namespaces; the sandbox dies with its parent and
@@ -70,12 +84,22 @@ ETC_ALLOWLIST = (
 )
 """Entries of the host's /etc a sandbox sees (only those that exist); nothing with secrets."""
 
+DEFAULT_TMP_MB = 1024
+"""Size of a sandbox's /tmp unless its spec says otherwise (task phases: storage_mb)."""
+SHM_MB = 64
+"""Size of a sandbox's /dev/shm (Docker's default)."""
+
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 SANDBOX_USER = "sandbox"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV_ALLOWLIST = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 """Host variables passed on when set; everything else comes from the spec."""
+RELAY_SCRIPT = Path(__file__).resolve().parents[1] / "gateway" / "relay.py"
+NETNS_SCRIPT = Path(__file__).resolve().with_name("netns.py")
+NETNS_RESOLV_CONF = Path(__file__).resolve().parent / "etc" / "resolv.conf"
+NETWORK_TOOLS = ("slirp4netns", "nsenter", "ip")
+"""Joins a network-less sandbox's loopback ports to host Unix sockets (see `SandboxSpec`)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +134,9 @@ class SandboxSpec:
     python_prefixes: Sequence[str] = ()
     dirs: Sequence[str] = ()
     hidden: Sequence[str] = ()
+    tmp_mb: int = DEFAULT_TMP_MB
+    services: Sequence[tuple[int, str]] = ()  # (port inside, host Unix socket), dir bound ro
+    published: Sequence[tuple[str, int]] = ()  # (host Unix socket, port inside), dir bound rw
 
 
 def bwrap_binary() -> str | None:
@@ -162,6 +189,46 @@ def _userns_works(binary: str) -> bool:
     return done.returncode == 0
 
 
+@functools.cache
+def _size_option(binary: str) -> bool:
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, timeout=15, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
+
+
+def tmpfs_size_supported() -> bool:
+    """True when bwrap here can size a tmpfs (`--size`, bubblewrap 0.8 and later)."""
+    binary = bwrap_binary()
+    return binary is not None and _size_option(binary)
+
+
+def _tmpfs(path: str, megabytes: int, sized: bool) -> list[str]:
+    size = ["--size", str(int(megabytes) * 1024 * 1024)] if sized else []
+    return [*size, "--tmpfs", path]
+
+
+@functools.cache
+def _network_tools() -> tuple[str, ...] | None:
+    """slirp4netns, nsenter and ip, when a sandbox can get a network of its own here: they
+    are installed and metaeval runs as root (without root, slirp4netns cannot join the
+    network namespace bwrap makes under its nested user namespace: not supported yet)."""
+    from shutil import which
+
+    if os.geteuid() != 0:
+        return None
+    found = [which(n) or which(n, path="/usr/sbin:/sbin") for n in NETWORK_TOOLS]
+    return tuple(t for t in found if t) if all(found) else None
+
+
+def network_isolation() -> str:
+    """How a sandbox given the network gets it: "own" (slirp4netns: a namespace of its own,
+    without the host's loopback, private or link-local ranges; as root with the tools
+    installed) or "host" (the host's, shared)."""
+    return "own" if _network_tools() is not None else "host"
+
+
 def unprivileged_uid() -> bool:
     """True when sandboxes run as the unprivileged `sandbox` user in a user namespace."""
     binary = bwrap_binary()
@@ -171,15 +238,24 @@ def unprivileged_uid() -> bool:
 def bwrap_argv(spec: SandboxSpec) -> list[str]:
     """The bwrap prefix enforcing `spec`; append the command argv (it follows `--`)."""
     binary = bwrap_binary() or "bwrap"
-    argv = [binary, *_namespace_args(spec.network, _userns_works(binary))]
+    tools = _network_tools() if spec.network else None
+    netns: list[str] = []
+    if tools is not None:  # its own network namespace, set up by netns.py around bwrap
+        netns = [os.path.realpath(sys.executable), "-I", str(NETNS_SCRIPT), *tools, "--"]
+    shared = spec.network and tools is None
+    argv = [*netns, binary, *_namespace_args(shared, _userns_works(binary))]
     argv += _system_args()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    if tools is not None:
+        argv += ["--ro-bind", str(NETNS_RESOLV_CONF), "/etc/resolv.conf"]
+    sized = _size_option(binary)
+    argv += ["--proc", "/proc", "--dev", "/dev", *_tmpfs("/dev/shm", SHM_MB, sized)]
+    argv += ["--remount-ro", "/dev", *_tmpfs("/tmp", spec.tmp_mb, sized)]
     bound: set[str] = set()
     for prefix in spec.python_prefixes:
         if prefix not in bound and not _under_system_dirs(prefix):
             argv += ["--ro-bind", prefix, prefix]
             bound.add(prefix)
-    for mount in spec.mounts:
+    for mount in [*spec.mounts, *_relay_mounts(spec)]:
         argv += ["--bind" if mount.writable else "--ro-bind", mount.host, mount.target()]
     for directory in spec.dirs:
         argv += ["--dir", directory]
@@ -193,6 +269,31 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--chdir", spec.chdir]
     argv.append("--")
     return argv
+
+
+def _relay_mounts(spec: SandboxSpec) -> list[Mount]:
+    """What the relay of `spec` needs: its script, its interpreter, the sockets' directories."""
+    if not (spec.services or spec.published):
+        return []
+    mounts = [Mount(str(RELAY_SCRIPT.parent))]
+    base = os.path.realpath(sys.base_prefix)
+    if not _under_system_dirs(base):
+        mounts.append(Mount(base))
+    mounts += [Mount(os.path.dirname(path)) for _, path in spec.services]
+    mounts += [Mount(os.path.dirname(path), writable=True) for path, _ in spec.published]
+    return mounts
+
+
+def relay_argv(spec: SandboxSpec) -> list[str]:
+    """The prefix that runs a command behind the relay of `spec` (empty when it has none)."""
+    if not (spec.services or spec.published):
+        return []
+    argv = [os.path.realpath(sys.executable), "-I", str(RELAY_SCRIPT)]
+    for port, path in spec.services:
+        argv += [str(port), path]
+    for path, port in spec.published:
+        argv += ["--publish", path, str(port)]
+    return [*argv, "--"]
 
 
 def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:

@@ -38,6 +38,7 @@ KILL_REAP_S = 3.0
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _POLL_S = 0.05
+WATCH_INTERVAL_S = 1.0
 _CHUNK = 64 * 1024
 
 
@@ -68,6 +69,9 @@ class ExecResult(BaseModel):
     memory_note: str | None = None
     # How often the cgroup's usage reached the cap (memory pressure, with or without a kill).
     memory_cap_hits: int = 0
+    # Set when the command broke a limit other than time or memory and failed for it:
+    # "wrote more than 2048 MiB to /tmp". Said by the harness, never parsed from the output.
+    limit_exceeded: str | None = None
 
     def describe(self, command: str, cap: Callable[[str], str] | None = None) -> str:
         """A log transcript: `$ command   [status, duration]`, then stdout and stderr
@@ -76,6 +80,8 @@ class ExecResult(BaseModel):
             status = "timed out"
         elif self.oom_killed:
             status = f"out of memory, exit {self.returncode}"
+        elif self.limit_exceeded:
+            status = f"{self.limit_exceeded}, exit {self.returncode}"
         elif self.returncode is None:
             status = "did not run"
         else:
@@ -88,8 +94,8 @@ class ExecResult(BaseModel):
 
     @property
     def ok(self) -> bool:
-        """True when the command finished in time with exit code 0."""
-        return self.returncode == 0 and not self.timed_out
+        """True when the command finished in time with exit code 0, within its limits."""
+        return self.returncode == 0 and not self.timed_out and self.limit_exceeded is None
 
 
 class _CappedBuffer:
@@ -139,6 +145,14 @@ def _memory_limiter(memory_mb: int | None) -> Callable[[], None] | None:
         return None
     limit = int(memory_mb) * 1024 * 1024
     return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
+
+
+def _file_size_limiter(file_size_mb: int | None) -> Callable[[], None] | None:
+    """A preexec_fn setting RLIMIT_FSIZE: no file written grows past it (SIGXFSZ)."""
+    if file_size_mb is None:
+        return None
+    limit = int(file_size_mb) * 1024 * 1024
+    return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def _chain(*hooks: Callable[[], None] | None) -> Callable[[], None] | None:
@@ -274,11 +288,15 @@ def run_process(
     sandboxed: bool = False,
     memory_cgroup_mb: int | None = None,
     cpus: int | None = None,
+    file_size_mb: int | None = None,
+    watch: Callable[[], str | None] | None = None,
 ) -> ExecResult:
     """Run `argv` as a new session, kill its whole group on timeout, and capture output.
 
     `memory_mb` caps the address space (RLIMIT_AS); `cpus` pins the process tree to that
-    many of the CPUs available.
+    many of the CPUs available; `file_size_mb` caps the size of any file it writes
+    (RLIMIT_FSIZE). `watch` is called about every second while the command runs and once
+    after it: a reason it returns kills the group and becomes `limit_exceeded`.
 
     Never blocks much past `timeout_s`: after the kill it waits at most KILL_REAP_S.
     Processes left in the group after the main process exits are killed too, so nothing
@@ -292,8 +310,9 @@ def run_process(
     group, note = _open_cgroup(memory_cgroup_mb)
     update: dict[str, object] = {"memory_note": note} if note else {}
     try:
+        limits = _chain(_limiter(memory_mb, cpus), _file_size_limiter(file_size_mb))
         result = _run(
-            argv, cwd, env, timeout_s, memory_mb, stdin, max_output_bytes, sandboxed, group, cpus
+            argv, cwd, env, timeout_s, limits, stdin, max_output_bytes, sandboxed, group, watch
         )
     finally:
         if group is not None:
@@ -308,12 +327,12 @@ def _run(
     cwd: Path,
     env: Mapping[str, str],
     timeout_s: float,
-    memory_mb: int | None,
+    limits: Callable[[], None] | None,
     stdin: str | bytes | None,
     max_output_bytes: int,
     sandboxed: bool,
     group: MemoryCgroup | None,
-    cpus: int | None = None,
+    watch: Callable[[], str | None] | None = None,
 ) -> ExecResult:
     start = time.monotonic()
     out, err = _CappedBuffer(max_output_bytes), _CappedBuffer(max_output_bytes)
@@ -327,7 +346,7 @@ def _run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_chain(_limiter(memory_mb, cpus), join),
+            preexec_fn=_chain(limits, join),
             close_fds=True,
         )
     except OSError as exc:
@@ -335,8 +354,9 @@ def _run(
         return _result(127, out, err, False, start, sandboxed, max_output_bytes)
 
     pgid = proc.pid  # start_new_session makes the child its own group leader
+    watcher = _Watcher(watch, pgid) if watch is not None else None
     try:
-        timed_out = _pump(proc, pgid, stdin, start + timeout_s, out, err)
+        timed_out = _pump(proc, pgid, stdin, start + timeout_s, out, err, watcher)
     finally:
         kill_process_group(pgid)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -347,9 +367,35 @@ def _run(
         returncode = proc.wait(timeout=KILL_REAP_S)
     except subprocess.TimeoutExpired:
         returncode = None
-    return _result(
+    result = _result(
         None if timed_out else returncode, out, err, timed_out, start, sandboxed, max_output_bytes
     )
+    if watcher is not None:
+        watcher.check(time.monotonic(), final=True)
+        if watcher.reason is not None:
+            result = result.model_copy(update={"limit_exceeded": watcher.reason})
+    return result
+
+
+class _Watcher:
+    """Calls `watch` about every WATCH_INTERVAL_S (longer when a call is slow) and kills the
+    group at the first reason it gives."""
+
+    def __init__(self, watch: Callable[[], str | None], pgid: int):
+        self.watch = watch
+        self.pgid = pgid
+        self.reason: str | None = None
+        self.next_at = time.monotonic() + WATCH_INTERVAL_S
+
+    def check(self, now: float, final: bool = False) -> None:
+        if self.reason is not None or (not final and now < self.next_at):
+            return
+        began = time.monotonic()
+        self.reason = self.watch()
+        spent = time.monotonic() - began
+        self.next_at = time.monotonic() + max(WATCH_INTERVAL_S, 10 * spent)
+        if self.reason is not None and not final:
+            kill_process_group(self.pgid)
 
 
 def _result(
@@ -383,6 +429,7 @@ def _pump(
     deadline: float,
     out: _CappedBuffer,
     err: _CappedBuffer,
+    watcher: _Watcher | None = None,
 ) -> bool:
     """Feed stdin and drain stdout/stderr until done; returns True when the deadline hit."""
     sel = selectors.DefaultSelector()
@@ -404,6 +451,8 @@ def _pump(
         while True:
             now = time.monotonic()
             running = proc.poll() is None
+            if watcher is not None and running:
+                watcher.check(now)
             if running and not timed_out and now >= deadline:
                 kill_process_group(pgid)
                 timed_out, stragglers_killed = True, True

@@ -1,11 +1,14 @@
 """What task.toml grants one Harbor trial: the only reader of its limits.
 
-Memory and CPUs come from `[environment]` (`memory_mb`, or the deprecated size string
-`memory = "2G"` as Harbor maps it; `cpus`), the working directory from `[environment]
+Memory, storage and CPUs come from `[environment]` (`memory_mb` and `storage_mb`, or the
+deprecated size strings `memory = "2G"` / `storage = "10G"` as Harbor maps them; `cpus`), the working directory from `[environment]
 workdir`, and each phase's time limit and network from its own table: `[agent]` for the
-solve phase, `[verifier]` for the tests (network resolved by `toml_schema.network_setting`,
-Harbor's default being public network). Invalid values fall back to the defaults here (the
-audit's static checks report them); nothing exceeds the caps in `toml_schema`.
+solve phase, `[verifier]` for the tests (network resolved by `toml_schema.network_setting`).
+Unlike Harbor, whose default is public network, a phase of a task that says nothing about the
+network gets none: network access is granted only by an explicit `network_mode = "public"` /
+`"allowlist"` (or the deprecated `allow_internet = true`). Invalid values fall back to the
+defaults here (the audit's static checks report them); nothing exceeds the caps in
+`toml_schema`.
 
 Environment variables come from three tables of names to strings: `[environment.env]` (the
 container's own, so every phase run in the room: the oracle's or null agent's solve step and
@@ -32,6 +35,7 @@ from typing import Any, Literal
 from metaeval.tasks.toml_schema import (
     MAX_CPUS,
     MAX_MEMORY_MB,
+    MAX_STORAGE_MB,
     MAX_TIMEOUT_S,
     network_setting,
     show_toml_value,
@@ -41,6 +45,8 @@ Phase = Literal["agent", "verifier"]
 
 DEFAULT_MEMORY_MB = 2048
 """Granted when task.toml declares no memory (a bubblewrap phase always gets a limit)."""
+DEFAULT_STORAGE_MB = 2048
+"""Granted when task.toml declares no storage: what a phase may write (see `sandbox.storage`)."""
 DEFAULT_TIMEOUT_S = 600.0
 """Per phase when task.toml declares none (Harbor's default `[verifier] timeout_sec`)."""
 
@@ -59,10 +65,12 @@ _MB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 @dataclass(frozen=True)
 class PhaseLimits:
-    """One phase's time limit and network access."""
+    """One phase's time limit and network access (`network_declared`: False when task.toml
+    says nothing about the phase's network, so `network` is metaeval's default, none)."""
 
     timeout_s: float
     network: bool
+    network_declared: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class TrialLimits:
     solution_env: PhaseEnv = field(default_factory=PhaseEnv)  # the oracle's solve phase only
     verifier_env: PhaseEnv = field(default_factory=PhaseEnv)  # the tests
     environment_env: PhaseEnv = field(default_factory=PhaseEnv)  # every phase in the room
+    storage_mb: int = DEFAULT_STORAGE_MB
 
     def with_environment(self, env: Mapping[str, str] | None) -> dict[str, str]:
         """`env` (a phase's variables) over `[environment.env]`: what one command gets."""
@@ -115,19 +124,24 @@ def trial_limits(
     workdir = env.get("workdir")
     return TrialLimits(
         memory_mb=memory_mb(config),
+        storage_mb=storage_mb(config),
         cpus=_cpus(env.get("cpus")),
         workdir=workdir if isinstance(workdir, str) and workdir.startswith("/") else None,
-        agent=PhaseLimits(
-            timeout_s=_override(agent_timeout_s) or timeout_s(config, "agent"),
-            network=network_setting(config, "agent") is not False,
-        ),
-        verifier=PhaseLimits(
-            timeout_s=_override(verifier_timeout_s) or timeout_s(config, "verifier"),
-            network=network_setting(config, "verifier") is not False,
-        ),
+        agent=_phase(config, "agent", agent_timeout_s),
+        verifier=_phase(config, "verifier", verifier_timeout_s),
         solution_env=phase_env(config, "solution", host_env, environ),
         verifier_env=phase_env(config, "verifier", host_env, environ),
         environment_env=phase_env(config, "environment", host_env, environ),
+    )
+
+
+def _phase(config: dict[str, Any], name: Phase, override: float | None) -> PhaseLimits:
+    """A phase's limits: network only when task.toml grants it (none when it is silent)."""
+    network = network_setting(config, name)
+    return PhaseLimits(
+        timeout_s=_override(override) or timeout_s(config, name),
+        network=network is True,
+        network_declared=network is not None,
     )
 
 
@@ -213,6 +227,17 @@ def memory_mb(config: dict[str, Any], default: int = DEFAULT_MEMORY_MB) -> int:
     if size is not None:
         return min(size, MAX_MEMORY_MB)
     return min(default, MAX_MEMORY_MB)
+
+
+def storage_mb(config: dict[str, Any], default: int = DEFAULT_STORAGE_MB) -> int:
+    """`[environment] storage_mb`, else the deprecated `storage` size string, else `default`;
+    never above MAX_STORAGE_MB."""
+    env = config.get("environment")
+    env = env if isinstance(env, dict) else {}
+    value = _whole(env.get("storage_mb"))
+    if value is None or value < 1:
+        value = _size_mb(env.get("storage"))
+    return min(value if value is not None else default, MAX_STORAGE_MB)
 
 
 def timeout_s(config: dict[str, Any], section: str, default: float = DEFAULT_TIMEOUT_S) -> float:

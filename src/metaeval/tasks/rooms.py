@@ -3,8 +3,9 @@
 - `BwrapBackend`: the container-like bubblewrap root of `metaeval.sandbox.harbor_root`. /app
   is a host copy of the task's environment/ files (Docker build files left out); each
   command is its own sandbox with the phase's network, the trial's memory as an address-space
-  limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it), and /tests or /solution only
-  when shown. The agent phase gets a scratch
+  limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it),
+  its storage as the size of /tmp and a cap on /app and /logs/verifier
+  (`metaeval.sandbox.storage`), and /tests or /solution only when shown. The agent phase gets a scratch
   directory at /logs/verifier, the verifier phase the real one.
 
 In both, a command's `env` (task.toml's `[solution.env]` or `[verifier.env]`) reaches only
@@ -65,6 +66,7 @@ class BwrapRoom(Room):
             memory_mb=self.limits.memory_mb,
             cpus=self.limits.cpus,
             task_env=self.limits.with_environment(env),
+            storage_mb=self.limits.storage_mb,
         )
 
 

@@ -228,6 +228,8 @@ def _mode_verdict(mode: Any) -> bool | None:
 
 MAX_MEMORY_MB = 64 * 1024
 """The largest memory limit (MB) metaeval grants a task phase, whatever task.toml says."""
+MAX_STORAGE_MB = 1024 * 1024
+"""The most a task phase may write (MB), whatever task.toml says."""
 MAX_TIMEOUT_S = 24 * 3600.0
 """The longest time limit (s) metaeval grants a task phase, whatever task.toml says."""
 MAX_CPUS = 4096

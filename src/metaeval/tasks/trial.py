@@ -153,6 +153,8 @@ def run_trial(
         result.test = room.test()
         parts.append(result.test.describe(TEST_COMMAND, cap=cap))
         reward, source, error = read_reward(room.verifier_logs)
+        if result.test.limit_exceeded is not None:  # the tests broke a limit: no score
+            reward, source, error = None, None, f"the tests {result.test.limit_exceeded}"
     result.reward, result.reward_source, result.reward_error = reward, source, error
     if source is not None and reward is not None:
         parts.append(f"reward: {reward:g} (from /logs/verifier/{source})")

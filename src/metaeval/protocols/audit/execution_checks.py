@@ -544,6 +544,24 @@ def _oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits)
             ),
         )
     if not network and any(marker in log for marker in _NETWORK_ERRORS):
+        silent = not (limits.agent.network_declared and limits.verifier.network_declared)
+        if silent:  # metaeval's default (no network), not the task's own choice
+            return finding(
+                category="ENV",
+                subcategory="ENV-RESOURCE",
+                severity="Medium",
+                title="The reference run needs the network, which task.toml does not request",
+                description=(
+                    "task.toml says nothing about network access; metaeval then runs a phase "
+                    "without network (Harbor's default would be public network), and the "
+                    f"oracle run failed on a network lookup or connection (it ended with {got})."
+                ),
+                recommendation=(
+                    "Ship the data the solution or tests download inside the task (tests/ or "
+                    'environment/), or request it explicitly with network_mode = "public" '
+                    "in task.toml if it is really needed."
+                ),
+            )
         return finding(
             category="ENV",
             subcategory="ENV-RESOURCE",

@@ -142,19 +142,23 @@ def sealed_paths(tasks: list[Path], visible: list[str]) -> list[str]:
     return sorted(r for r in sealed if not any(r.startswith(o + "/") for o in sealed))
 
 
-def target_sandbox(worktree: Path, sealed: Sequence[str] = ()) -> SandboxSpec:
+def target_sandbox(
+    worktree: Path, sealed: Sequence[str] = (), services: tuple[tuple[int, str], ...] = ()
+) -> SandboxSpec:
     """The sandbox a target's PACT server runs in: the candidate's worktree and metaeval's
     source read-only, the running Python, a private /tmp as HOME, no host variables but the
-    declared ones. It shares the host's network: it must listen on loopback for the harness
-    and reach its model endpoint (a hosted API, or the harness's server on 127.0.0.1)."""
+    declared ones, and no network: the harness reaches the server through a Unix socket the
+    launcher publishes, and the server reaches its model through `services` (the harness's
+    model socket on a loopback port, `TargetModelService.services`)."""
     worktree = worktree.resolve()
     mounts = [Mount(str(worktree)), *(Mount(d) for d in metaeval_source_dirs())]
     return SandboxSpec(
         mounts=mounts,
-        network=True,
+        network=False,
         chdir=str(worktree),
         python_prefixes=running_python_prefixes(),
         hidden=list(sealed),
+        services=services,
     )
 
 
@@ -195,9 +199,11 @@ class EpisodeServer:
         log_dir: Path,
         timeout_s: float,
         sealed: Sequence[str] = (),
+        services: tuple[tuple[int, str], ...] = (),
     ):
         self.profile, self.env, self.worktree = profile, env, worktree
         self.log_dir, self.timeout_s, self.sealed = log_dir, timeout_s, list(sealed)
+        self.services = services
 
     def __call__(self) -> _OwnedClient:
         name = f"server-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -205,7 +211,7 @@ class EpisodeServer:
             self.profile,
             log_path=self.log_dir / name,
             extra_env=self.env,
-            sandbox=target_sandbox(self.worktree, self.sealed),
+            sandbox=target_sandbox(self.worktree, self.sealed, self.services),
         )
         return _OwnedClient(server, self.timeout_s)
 
@@ -286,7 +292,13 @@ class TrialLoop:
         if selected_backend() == "ray":
             # Each episode starts its own PACT server on the worker that runs it (loopback there).
             client_factory: Any = EpisodeServer(
-                profile, env, worktree, out_dir / label, plan.task_timeout_s, self.sealed
+                profile,
+                env,
+                worktree,
+                out_dir / label,
+                plan.task_timeout_s,
+                self.sealed,
+                self.model_service.services(),
             )
         else:
             try:
@@ -296,7 +308,9 @@ class TrialLoop:
                             profile,
                             log_path=out_dir / f"{label}-server-{index}.log",
                             extra_env=env,
-                            sandbox=target_sandbox(worktree, self.sealed),
+                            sandbox=target_sandbox(
+                                worktree, self.sealed, self.model_service.services()
+                            ),
                         )
                     )
             except LaunchError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -49,14 +50,41 @@ class PactError(MetaevalError):
         super().__init__(f"PACT {kind}: {detail}")
 
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (a server in a network-less sandbox, published by its relay)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class PactClient:
     """Talks to one PACT server at `base_url` (http://host:port[/prefix]).
 
     `timeout_s` bounds every call end to end (connect, send, wait, read) unless a call
-    passes its own; `health_timeout_s` bounds `health()`. One connection per call.
+    passes its own; `health_timeout_s` bounds `health()`. One connection per call. With
+    `unix_socket`, every call goes over that socket instead of TCP (`base_url` then names the
+    server's address inside its sandbox, for messages).
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 300.0, *, health_timeout_s: float = 5.0):
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 300.0,
+        *,
+        health_timeout_s: float = 5.0,
+        unix_socket: str | None = None,
+    ):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"PACT base_url must be http(s)://host:port, got {base_url!r}")
@@ -67,6 +95,7 @@ class PactClient:
         self._prefix = parts.path.rstrip("/")
         self.timeout_s = timeout_s
         self.health_timeout_s = health_timeout_s
+        self.unix_socket = unix_socket
 
     def __repr__(self) -> str:
         return f"PactClient({self.base_url!r})"
@@ -134,10 +163,13 @@ class PactClient:
         """One request; (status, parsed JSON or None). Raises PactError on transport faults."""
         deadline = time.monotonic() + timeout_s
         where = f"{method} {self.base_url}{path}"
-        conn_cls = (
-            http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        )
-        conn = conn_cls(self._host, self._port, timeout=timeout_s)
+        conn: http.client.HTTPConnection
+        if self.unix_socket is not None:
+            conn = _UnixHTTPConnection(self.unix_socket, timeout_s)
+        elif self._scheme == "https":
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout_s)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
         body = json.dumps(payload).encode() if payload is not None else None
         headers = {"Accept": "application/json", "Connection": "close"}
         if body is not None:

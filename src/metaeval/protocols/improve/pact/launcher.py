@@ -12,7 +12,13 @@ under the sandbox policy and its environment is the policy's plus the profile's 
 `extra_env`, nothing else of the host's; without one (the harness's own model server) the
 child inherits os.environ overlaid the same way. Output reaches `log_path` through a pump
 that redacts secrets line by line, so a server printing its environment or a key file
-writes only `[REDACTED]` to disk. Only variable *names* are written to the log header. On Linux the server is also told to
+writes only `[REDACTED]` to disk. Only variable *names* are written to the log header.
+
+A sandbox without network (improve's target servers) has only its own loopback: the server
+listens there, and the relay publishes that port as a Unix socket in a private host directory
+(`SandboxSpec.published`), which the harness's client connects to. No TCP port is opened on
+the host, so nothing else on the machine (another sandbox sharing the host's network, another
+user) can call the server. On Linux the server is also told to
 die with its parent (PR_SET_PDEATHSIG), so a harness killed with SIGKILL leaves no server
 behind; the signal follows the launching *thread*, so launch from a thread that outlives the
 server (the improve loop launches from its main thread).
@@ -22,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -96,6 +104,7 @@ class RunningSystem:
         log_path: Path,
         pump: threading.Thread | None = None,
         sandboxed: bool = False,
+        unix_socket: Path | None = None,
     ):
         self.profile = profile
         self.process = process
@@ -104,6 +113,7 @@ class RunningSystem:
         self.log_path = log_path
         self.pump = pump
         self.sandboxed = sandboxed
+        self.unix_socket = unix_socket  # where the harness reaches a network-less server
         self.base_url = f"http://{_url_host(host)}:{port}"
 
     @property
@@ -116,7 +126,8 @@ class RunningSystem:
         return self.process.pid
 
     def client(self, timeout_s: float = 300.0) -> PactClient:
-        return PactClient(self.base_url, timeout_s=timeout_s)
+        socket_path = str(self.unix_socket) if self.unix_socket is not None else None
+        return PactClient(self.base_url, timeout_s=timeout_s, unix_socket=socket_path)
 
     def healthy(self, timeout_s: float = 5.0) -> bool:
         return self.client().health(self.profile.health_path, timeout_s=timeout_s)
@@ -139,6 +150,8 @@ class RunningSystem:
         stop_process_group(self.process, grace_s)
         if self.pump is not None:
             self.pump.join(timeout=5.0)
+        if self.unix_socket is not None:
+            shutil.rmtree(self.unix_socket.parent, ignore_errors=True)
         return self.process.returncode
 
     def __enter__(self) -> RunningSystem:
@@ -200,12 +213,16 @@ def launch(
     overlay = {k: _fill(v, host, port) for k, v in profile.env.items()}
     overlay.update(extra_env or {})
     sandboxed = False
+    unix_socket: Path | None = None
     if sandbox is not None:
         spec = replace(
             sandbox,
             env={**sandbox.env, **overlay},
             chdir=str(cwd.resolve()) if cwd is not None else sandbox.chdir,
         )
+        if not spec.network:  # the harness reaches the server through a published socket
+            unix_socket = Path(tempfile.mkdtemp(prefix="pact-")) / "pact.sock"
+            spec = replace(spec, published=(*spec.published, (str(unix_socket), port)))
         argv, env, sandboxed = wrap_command(spec, argv)
     else:
         env = {**os.environ, **overlay}
@@ -216,6 +233,7 @@ def launch(
         header = (
             f"# launch {profile.name}: argv={[redact_text(a) for a in argv]!r} "
             f"cwd={str(cwd) if cwd else None!r} sandboxed={sandboxed} "
+            f"network={'host' if unix_socket is None else 'none (published on a Unix socket)'} "
             f"env overrides={sorted(overlay)!r}\n"
         )
         log_file.write(header.encode())
@@ -223,6 +241,8 @@ def launch(
     try:
         process = spawn(argv, cwd=cwd, env=env)
     except OSError as exc:
+        if unix_socket is not None:
+            shutil.rmtree(unix_socket.parent, ignore_errors=True)
         with _append(log_path) as log_file:
             log_file.write(f"# cannot start: {exc}\n".encode())
         raise LaunchError(
@@ -235,9 +255,16 @@ def launch(
     pump.start()
 
     system = RunningSystem(
-        profile, process, host=host, port=port, log_path=log_path, pump=pump, sandboxed=sandboxed
+        profile,
+        process,
+        host=host,
+        port=port,
+        log_path=log_path,
+        pump=pump,
+        sandboxed=sandboxed,
+        unix_socket=unix_socket,
     )
-    client = PactClient(system.base_url, timeout_s=5.0)
+    client = system.client(timeout_s=5.0)
     deadline = time.monotonic() + profile.startup_timeout_s
     while True:
         code = process.poll()

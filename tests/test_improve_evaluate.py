@@ -22,6 +22,7 @@ from metaeval.protocols.improve.evaluate import (
     TaskOutcome,
     evaluate_suite,
     evaluate_task,
+    opaque_task_id,
     run_suite,
 )
 from metaeval.protocols.improve.pact.protocol import (
@@ -122,7 +123,10 @@ def test_solving_commands_pass(tmp_path: Path, sandboxed: None) -> None:
     assert outcome.reason == "submitted; reward 1"
     # the agent saw its instruction and then each command's result
     [reset] = client.resets
-    assert reset.task_id == "count-error-lines" and reset.max_steps == 10
+    # the target is told an opaque id, never the task's name (it could look answers up by it)
+    assert reset.task_id.startswith("task-") and "count" not in reset.task_id
+    assert reset.task_id == opaque_task_id("count-error-lines") and reset.max_steps == 10
+    assert not reset.episode_id.startswith("count")
     assert reset.instruction == (COUNT_TASK / "instruction.md").read_text()
     kinds = [r.observation.kind for r in client.requests]
     assert kinds == ["initial", "command_result", "command_result"]

@@ -8,6 +8,7 @@ time budget ends `buildfind run` with exit 3 and the reason listed; clean runs e
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -153,3 +154,40 @@ def test_clean_buildfind_run_exits_0(tmp_path: Path) -> None:
     result = cli("buildfind", "run", str(config), "-o", str(tmp_path / "run"))
     assert result.returncode == OK, result.stdout + result.stderr
     assert "failed cells: none" in result.stdout and "hint:" not in result.stdout
+
+
+@pytest.mark.bwrap
+@pytest.mark.timeout(900)
+def test_improve_trial_the_harness_could_not_evaluate_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the baseline, one optimize task's verifier disappears: the candidate's
+    evaluation is an evaluation-framework failure, and `improve run` says so and exits 3."""
+    from typer.testing import CliRunner
+
+    from metaeval.cli import app
+    from metaeval.protocols.improve import runner
+    from metaeval.protocols.improve.init_target import init_target
+    from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
+
+    configs = tmp_path / "examples" / "improve"
+    shutil.copytree(ROOT / "examples" / "improve", configs)
+    suite = tmp_path / "examples" / "improve-suites"
+    shutil.copytree(ROOT / "examples" / "improve-suites", suite)
+    init_target("toolloop", tmp_path / "runs" / "improve-target")
+
+    def comment_and_break_a_verifier(worktree: Path, _input: dict) -> str:
+        (suite / "terminal" / "rename-photos" / "tests" / "test.sh").unlink()
+        prompts = worktree / "target_agent" / "prompts.py"
+        prompts.write_text(prompts.read_text() + "# nothing\n")
+        return "a comment"
+
+    monkeypatch.setattr(
+        runner, "make_meta_agent", lambda _spec: ScriptedMetaAgent([comment_and_break_a_verifier])
+    )
+    manifest = configs / "manifest-scripted.json"
+    result = CliRunner().invoke(app, ["improve", "run", str(manifest), "--budget", "1"])
+    assert result.exit_code == CELLS_FAILED, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("evaluation framework"))
+    assert line.startswith("evaluation framework failures: 1 × the harness could not run 1 task")
+    assert "rename-photos" in line and line.endswith("(final)")

@@ -38,6 +38,13 @@ class ProviderUnavailableError(MetaevalError):
     """A provider whose SDK, weights or credentials are missing on this machine."""
 
 
+class RetryableRunError(MetaevalError):
+    """A run stopped by an infrastructure failure that rerunning the same command retries
+    (exit code 3, `metaeval.exit_codes.CELLS_FAILED`)."""
+
+    exit_code = 3
+
+
 class RecordIntegrityError(MetaevalError):
     """A run directory whose manifest disagrees with the current configuration."""
 

@@ -1,25 +1,21 @@
-"""Exit codes of every `metaeval` command, the same across the three protocols, and the
-console lines of a run whose cells did not all end ok.
-
-| code | meaning |
-|------|---------|
-| 0 | done; every cell of a run ended ok |
-| 1 | the command's answer is no, where that is its meaning (`improve check-patch` rejects, `buildfind validate` finds problems, `buildfind verify-release` does not reproduce); or an unexpected error (a bug) |
-| 2 | bad input or an operator fault (a malformed file, a full disk); nothing ran or the records so far are intact |
-| 3 | the run finished, but some cells failed, timed out or hit infrastructure errors; their reasons are printed; rerunning resumes and retries the infrastructure errors |
-"""
+"""Exit codes of every `metaeval` command, the same across the three protocols (the table is
+in the README, "Exit codes"), and the console lines of a run whose cells did not all end ok."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-OK = 0
-NEGATIVE = 1
-BAD_INPUT = 2
-CELLS_FAILED = 3
+if TYPE_CHECKING:
+    from rich.console import Console
+
+OK = 0  # done; every cell of a run ended ok
+NEGATIVE = 1  # the command's answer is no (a rejected patch, a release that does not
+# reproduce, a pack with problems); also an unexpected error
+BAD_INPUT = 2  # bad input or an operator fault; records written so far are intact
+CELLS_FAILED = 3  # a run finished, but some cells failed, timed out or hit infra errors
 
 REASON_CHARS = 300
 
@@ -32,10 +28,6 @@ class CellFailure:
     kind: str
     reason: str
     retried: bool
-
-
-class _Printer(Protocol):
-    def print(self, *objects: object, **kwargs: object) -> None: ...
 
 
 def one_line(text: object) -> str:
@@ -73,7 +65,7 @@ def failure_lines(failures: Iterable[CellFailure]) -> list[str]:
     return lines
 
 
-def report_failures(console: _Printer, failures: Iterable[CellFailure]) -> int:
+def report_failures(console: Console, failures: Iterable[CellFailure]) -> int:
     """Print `failure_lines` and return the run's exit code: CELLS_FAILED when any cell did
     not end ok, else OK."""
     lines = failure_lines(failures)

@@ -134,9 +134,13 @@ def test_failed_cells_counted_and_rerun_changes_nothing(tmp_path: Path, monkeypa
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr  # finished, cells failed
     assert "0 build(s) and 0 find(s) run" in result.stdout
     assert "failed cells: 0 build(s), 2 find(s) (error 1, infra_error 1)" in result.stdout
+    # each reason on the console; the spent recovery budget makes the infra error final too
+    assert "infra errors: 1 × find by flaky: ConnectionResetError" in result.stdout
+    assert "failed cells: 1 × find by flaky: ValueError: find_answers.json" in result.stdout
+    assert "the 2 final cell(s) are kept on a rerun" in result.stdout
     after = snapshot(run_dir)
     assert sorted(after) == sorted(before)
     changed = [name for name in before if before[name] != after[name]]

@@ -96,7 +96,10 @@ def test_model_timeout_bounds_each_call(tmp_path: Path) -> None:
             "-m", "openai/cli-test", "--model-base-url", server.url, "--concurrency", "6",
             "--model-timeout", "0.5", "-M", 'retry={"max_attempts": 2, "base_delay_s": 0}',
         )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # finished, every model cell an infra error
+    assert f"infra errors: {len(TASKS)} × openai/cli-test: model call to {server.url}" in (
+        proc.stdout
+    )
     cells = model_cells(tmp_path / "run")
     assert len(cells) == len(TASKS)
     for cell in cells:

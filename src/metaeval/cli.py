@@ -22,6 +22,7 @@ from metaeval.cli_help import TidyGroup
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
 from metaeval.console import escape_log_output, make_console
 from metaeval.errors import MetaevalError, operator_fault
+from metaeval.schemas import schema_cmd
 from metaeval.view.cli import view as view_cmd
 
 app = typer.Typer(
@@ -386,6 +387,7 @@ def _register_gateway() -> None:
 
 _register_gateway()
 app.command(name="view")(user_errors(view_cmd))
+app.command(name="schema")(user_errors(schema_cmd))
 
 
 def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:

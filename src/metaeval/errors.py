@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import errno
 
+from metaeval.exit_codes import BAD_INPUT, CELLS_FAILED
+
 
 class MetaevalError(Exception):
     """Base class for errors metaeval reports to the user (exit code 2)."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
 
 
 class ConfigError(MetaevalError):
@@ -36,6 +38,13 @@ class UnknownProviderError(ConfigError):
 
 class ProviderUnavailableError(MetaevalError):
     """A provider whose SDK, weights or credentials are missing on this machine."""
+
+
+class RetryableRunError(MetaevalError):
+    """A run stopped by an infrastructure failure that rerunning the same command retries
+    (exit code 3)."""
+
+    exit_code = CELLS_FAILED
 
 
 class RecordIntegrityError(MetaevalError):

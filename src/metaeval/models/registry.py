@@ -24,7 +24,7 @@ from metaeval.errors import ConfigError, ProviderUnavailableError, UnknownProvid
 from metaeval.models.base import Model
 from metaeval.models.limits import AdaptiveLimiter, CallOutcome
 from metaeval.models.pricing import PriceTable, price_table
-from metaeval.models.retry import RetryPolicy, call_with_retry, classify
+from metaeval.models.retry import ModelCallError, RetryPolicy, call_with_retry, classify
 from metaeval.models.types import ModelRequest, ModelResult
 
 DEFAULT_MODEL = "local/smollm2"
@@ -231,7 +231,14 @@ class ProviderModel(Model):
                 limiter.release(ticket, outcome)
 
         with waiting():  # a job's CPU slot is free while the call is out (see cpu_gate)
-            result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
+            try:
+                result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
+            except ModelCallError as exc:  # name the endpoint: the console groups by reason
+                if not self.endpoint() or exc.endpoint:
+                    raise
+                raise ModelCallError(
+                    exc.kind, exc.attempts, exc.cause, self.endpoint()
+                ) from exc.cause
         table = self.prices
         return result.model_copy(
             update={

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from metaeval.errors import MetaevalError
 
@@ -43,17 +44,32 @@ _TRANSIENT_STATUS = frozenset({408, 409, 425, 529})
 
 
 class ModelCallError(MetaevalError):
-    """A model call that failed for good: `kind` of the last error, `attempts` made, `cause`."""
+    """A model call that failed for good: `kind` of the last error, `attempts` made, `cause`,
+    and the `endpoint` (base URL) it went to when known."""
 
-    def __init__(self, kind: ErrorKind, attempts: int, cause: BaseException):
+    def __init__(self, kind: ErrorKind, attempts: int, cause: BaseException, endpoint: str = ""):
         self.kind = kind
         self.attempts = attempts
         self.cause = cause
+        self.endpoint = endpoint
         plural = "s" if attempts != 1 else ""
+        where = f" to {shown_endpoint(endpoint)}" if endpoint else ""
         super().__init__(
-            f"model call failed after {attempts} attempt{plural} ({kind}): "
+            f"model call{where} failed after {attempts} attempt{plural} ({kind}): "
             f"{type(cause).__name__}: {cause}"
         )
+
+
+def shown_endpoint(url: str) -> str:
+    """`url` without what may hold a credential (user info, query, fragment)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an unparsable endpoint URL)"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
 @dataclass(frozen=True)

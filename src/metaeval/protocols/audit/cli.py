@@ -16,6 +16,7 @@ from metaeval.cli_options import (
     host_env_names,
 )
 from metaeval.console import make_console
+from metaeval.exit_codes import CellFailure, report_failures
 
 MinTier = Annotated[
     str | None,
@@ -144,6 +145,21 @@ def run_cmd(
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+    raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
+
+
+def cell_failures(failed: list[dict]) -> list[CellFailure]:
+    """The summary's failed cells for the console: an infrastructure error is retried on a
+    rerun; any other failure (the model's output unusable, a task the checks cannot read) is
+    final."""
+    return [
+        CellFailure(
+            "infra errors" if row["kind"] == "infra_error" else "failed cells",
+            f"{row['source']}: {row['reason']}",
+            retried=row["kind"] == "infra_error",
+        )
+        for row in failed
+    ]
 
 
 @audit_app.command("agent-run")

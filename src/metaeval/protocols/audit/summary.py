@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from metaeval.exit_codes import one_line
 from metaeval.protocols.audit.ensemble import ensemble_views
 from metaeval.protocols.audit.findings import Finding
 from metaeval.records.run import is_final
@@ -93,6 +94,21 @@ def cost_by_source(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     return totals
 
 
+def failed_cells(cells: dict[tuple[str, str], dict]) -> list[dict[str, str]]:
+    """Cells that did not end ok, with kind (infra_error: retried on a rerun; error: final)
+    and a one-line reason, in key order."""
+    return [
+        {
+            "task_id": task,
+            "source": source,
+            "kind": "infra_error" if rec.get("infra_error") else "error",
+            "reason": one_line(rec.get("error") or rec.get("status")),
+        }
+        for (task, source), rec in sorted(cells.items())
+        if rec.get("infra_error") or rec.get("status") != "ok"
+    ]
+
+
 def summarize_run(
     run: RunDir, audit: Any | None = None, records: AuditRecords | None = None
 ) -> dict[str, Any]:
@@ -117,6 +133,7 @@ def summarize_run(
         "audit_failures": sorted(
             f"{task}|{source}" for (task, source), rec in cells.items() if rec.get("audit_failure")
         ),
+        "failed_cells": failed_cells(cells),
         "findings_total": len(findings),
         "findings_reported": len(reported),
         "findings_suppressed": len(findings) - len(reported),

@@ -9,6 +9,7 @@ import typer
 
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
 from metaeval.console import make_console
+from metaeval.exit_codes import CellFailure, report_failures
 
 buildfind_app = typer.Typer(
     help="Build-and-find: can agents recover a repository's intended design?", no_args_is_help=True
@@ -93,6 +94,25 @@ def run_cmd(
     out.print(
         f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}; tables: {run_dir / 'tables'}"
     )
+    failures = cell_failures(summary.get("failed_cell_reasons") or [], cfg.max_recovery_attempts)
+    raise typer.Exit(report_failures(out, failures))
+
+
+FAILURE_KINDS = {"infra_error": "infra errors", "timeout": "timeouts", "error": "failed cells"}
+
+
+def cell_failures(rows: list[dict], max_recovery_attempts: int) -> list[CellFailure]:
+    """The summary's failed cells for the console, grouped by who ran them and why: an
+    infrastructure error is retried on a rerun while its recovery budget lasts (one attempt
+    plus `max_recovery_attempts`); a timeout or an error is final."""
+    return [
+        CellFailure(
+            FAILURE_KINDS.get(row["kind"], "failed cells"),
+            f"{row['phase']} by {row['finder'] or row['builder']}: {row['reason']}",
+            retried=row["kind"] == "infra_error" and row["attempts"] <= max_recovery_attempts,
+        )
+        for row in rows
+    ]
 
 
 @buildfind_app.command("label")

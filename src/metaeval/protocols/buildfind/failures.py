@@ -2,10 +2,10 @@
 
 A build cell fails when its final record is not `ok` (its artifact is never inspected) or
 when it has no final record at all: every attempt was an infrastructure failure and the
-recovery budget is spent. A find cell fails when its final record is an error (its questions
-are unanswered or absent) or when it has no final record. Such cells contribute no rows (or
-only unanswered ones), so the run summary, the report and the CLI count them instead of
-letting them disappear.
+recovery budget is spent. A find cell fails when its final record is an error or a timeout
+(its questions are unanswered or absent) or when it has no final record. Such cells
+contribute no rows (or only unanswered ones), so the run summary, the report and the CLI
+count them instead of letting them disappear.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from metaeval.exit_codes import one_line
 from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS
 from metaeval.records import is_final
 
@@ -35,7 +36,6 @@ SCHEMA: dict[str, PolarsDataType] = {
     "attempts": pl.Int32,
     "reason": pl.Utf8,
 }
-REASON_CHARS = 300
 
 
 def failed_cells(run: RecordReader) -> pl.DataFrame:
@@ -84,15 +84,13 @@ def failure_counts(failed: pl.DataFrame) -> dict[str, Any]:
 
 
 def _find_failed(record: dict[str, Any]) -> bool:
-    return record.get("status") == "error" or not record.get("answers")
+    return record.get("status") in ("error", "timeout") or not record.get("answers")
 
 
 def _reason(record: dict[str, Any]) -> str:
-    text = str(record.get("error") or record.get("stop_reason") or record.get("status") or "")
-    lines = text.strip().splitlines()
-    # an executor traceback ends with the exception line, which is the useful part
-    line = (lines[-1] if lines and lines[0].startswith("Traceback") else lines[0]) if lines else ""
-    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+    if record.get("status") == "timeout" and not record.get("error"):
+        return f"timed out ({record.get('stop_reason') or 'time limit'})"
+    return one_line(record.get("error") or record.get("stop_reason") or record.get("status"))
 
 
 def _sort_key(key: tuple) -> tuple:

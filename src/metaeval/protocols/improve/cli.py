@@ -37,14 +37,18 @@ def run_cmd(
     allow_host_env: AllowHostEnv = None,
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
+    from metaeval.exit_codes import report_failures
     from metaeval.protocols.improve.bundle import summary_text
+    from metaeval.protocols.improve.report import framework_failures
     from metaeval.protocols.improve.runner import build_plan, run_experiment
 
     host_env = host_env_names(allow_host_env or [])
+    plan, _ = build_plan(manifest, output, budget, host_env)  # the bundle path (suites may change)
     summary = run_experiment(manifest, output, budget, host_env=host_env)
-    plan, _ = build_plan(manifest, output, budget, host_env)
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
+    failures = framework_failures(plan.bundle, summary["trials_consumed"])
+    raise typer.Exit(report_failures(out, failures))
 
 
 @improve_app.command("report")

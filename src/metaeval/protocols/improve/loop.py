@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
-from metaeval.errors import MetaevalError
+from metaeval.errors import MetaevalError, RetryableRunError
 from metaeval.executor import selected_backend
 from metaeval.progress import StepProgress
 from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
@@ -442,6 +442,11 @@ class TrialLoop:
                 raise_error = (
                     f"the baseline could not be evaluated ({baseline.status}): {baseline.error}"
                 )
+                if baseline.status == "framework_failure":  # retried on resume
+                    raise RetryableRunError(
+                        f"{raise_error}; fix the cause, then run the same command again: "
+                        "it evaluates the baseline again"
+                    )
                 raise MetaevalError(raise_error)
             ledger = self.ledger()
             done = {entry["trial"] for entry in ledger}

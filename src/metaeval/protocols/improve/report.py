@@ -27,6 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from metaeval.errors import ConfigError
+from metaeval.exit_codes import CellFailure, one_line
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table
 from metaeval.tasks.safe_files import read_head
@@ -72,6 +73,20 @@ def _read_json(path: Path, bundle: Path, notes: list[str]) -> dict[str, Any] | N
     except ConfigError as exc:
         notes.append(_note(path, bundle, str(exc).removeprefix(f"{path}: ")))
         return None
+
+
+def framework_failures(bundle: Path, trials: int) -> list[CellFailure]:
+    """The trials 1..`trials` of a bundle whose evaluation the harness could not complete
+    (evaluation_framework_failure), with the reason from their feedback packet. A trial is
+    consumed whatever its outcome, so these are final; the meta-agent's and the candidate's
+    own failures are results, not listed here."""
+    failures = []
+    for trial in range(1, trials + 1):
+        packet = _read_json(bundle / "trials" / f"{trial:03d}" / "feedback_packet.json", bundle, [])
+        if packet and packet.get("failure_class") == "evaluation_framework_failure":
+            reason = one_line(packet.get("error") or "no reason recorded")
+            failures.append(CellFailure("evaluation framework failures", reason, retried=False))
+    return failures
 
 
 def _read_patch(path: Path, bundle: Path, notes: list[str]) -> tuple[str, bool]:

@@ -213,7 +213,7 @@ def read_calls(calls):
 def find_matching(table):
     """A maximum matching of expected calls (rows) to calls (columns); table[i][j] is a
     list of reasons, empty when call j matches expected call i. Returns row -> column."""
-    owner = {}
+    owner: dict[int, int] = {}  # column -> row
 
     def augment(row, seen):
         for column, reasons in enumerate(table[row]):

@@ -356,3 +356,28 @@ def test_resume_with_a_changed_budget_seed_or_task_file_is_refused(tmp_path):
     edited = cli("improve", "run", str(manifest), "--budget", "1")
     assert edited.returncode == 2 and "suite 'optimize' changed" in edited.stderr
     assert (bundle / "trial_ledger.jsonl").read_bytes() == kept  # nothing was run or lost
+
+
+@pytest.mark.bwrap
+def test_a_target_that_fails_to_serve_shows_the_cause_on_the_console(tmp_path):
+    """The reason is in the target's server log; the console shows its last lines, not just
+    'target agent failed to serve'."""
+    manifest = experiment(tmp_path)
+    repo = tmp_path / "runs" / "improve-target"
+    policy = repo / "target_agent" / "policy.py"
+    policy.write_text(
+        policy.read_text().replace(
+            "    def act(self, observation: Observation):\n",
+            "    def act(self, observation: Observation):\n"
+            "        raise RuntimeError('boom-from-the-target')\n",
+        )
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", "break act"], check=True)
+    data = json.loads(manifest.read_text())
+    data["baseline"]["base_commit"] = "HEAD"
+    manifest.write_text(json.dumps(data))
+    result = cli("improve", "run", str(manifest), "--budget", "1")
+    assert result.returncode != 0
+    assert "target agent failed to serve" in result.stderr
+    assert "boom-from-the-target" in result.stderr

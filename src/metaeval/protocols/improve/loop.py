@@ -252,6 +252,27 @@ def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict
     ]
 
 
+LOG_TAIL_LINES = 6
+
+
+def _serve_failure(suites: list[dict[str, Any]], out_dir: Path, label: str) -> str:
+    """Why a target failed to serve, for the console: the first target error's reason and
+    the last lines of its server logs (already redacted when written)."""
+    reasons = [t["reason"] for s in suites for t in s["tasks"] if t["status"] == "target_error"]
+    text = "target agent failed to serve"
+    if reasons:
+        text += f" ({len(reasons)} task(s); first: {reasons[0]})"
+    for log in sorted(out_dir.glob(f"{label}-server-*.log"))[:1]:
+        try:
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            continue
+        tail = [ln[:300] for ln in lines if not ln.startswith("# launch")][-LOG_TAIL_LINES:]
+        if tail:
+            text += f"; last lines of {log.name}:\n  " + "\n  ".join(tail)
+    return text
+
+
 class TrialLoop:
     """Runs (or resumes) one recursive experiment into its bundle."""
 
@@ -350,7 +371,7 @@ class TrialLoop:
                 status="broken",
                 optimize=optimize,
                 held_out=held,
-                error="target agent failed to serve",
+                error=_serve_failure(suites, out_dir, label),
             )
         unrun = [
             f"{t['task_id']}: {t['reason']}"

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from metaeval.demo.locate import example_path
+from metaeval.examples import example_path
 from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.loop import SRC_DIR

@@ -93,7 +93,7 @@ def test_improve_cli_meta_agent_lane_edit_lands_in_the_worktree(tmp_path):
 
 
 def test_doctor_rows_name_the_pinned_versions():
-    from metaeval.gateway.cli import agent_cli_checks, live_check
+    from metaeval.agents.cli.doctor import agent_cli_checks, live_check
 
     rows = {name: (ok, detail) for name, ok, detail in agent_cli_checks(live=False)}
     assert rows["claude-code (optional)"][1].startswith("2.1.197 (Claude Code) at ")

@@ -222,7 +222,7 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
     checks.append(_mini_check())
     checks.append(_cgroup_check())
-    from metaeval.gateway.cli import agent_cli_checks
+    from metaeval.agents.cli.doctor import agent_cli_checks
 
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
@@ -347,7 +347,7 @@ execution checks run on all 14."""
 
 
 def _demo_audit(run_dir: Path, model: str, concurrency: int, new_layer: str | None) -> None:
-    from metaeval.demo.locate import example_audit_bench
+    from metaeval.examples import example_audit_bench
     from metaeval.protocols.audit.judge import CATEGORY_JUDGE
     from metaeval.protocols.audit.render import score_run
     from metaeval.protocols.audit.runner import AuditRun, AuditSettings
@@ -391,7 +391,7 @@ app.command(name="schema")(user_errors(schema_cmd))
 
 
 def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
-    from metaeval.demo.locate import example_path
+    from metaeval.examples import example_path
     from metaeval.protocols.buildfind.config import load_config
     from metaeval.protocols.buildfind.pipeline import run_and_finalize
 
@@ -409,7 +409,7 @@ def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
 def _demo_improve(run_dir: Path) -> None:
     import json
 
-    from metaeval.demo.locate import example_path
+    from metaeval.examples import example_path
     from metaeval.protocols.improve.init_target import init_target
     from metaeval.protocols.improve.runner import run_experiment
 

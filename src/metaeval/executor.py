@@ -280,10 +280,15 @@ def make_executor(
 
     `lanes` bound jobs of a named lane separately from `concurrency` (local backend only;
     Ray schedules every job on its declared resources)."""
-    if _backend["name"] == "ray":
-        from metaeval.executor_ray import RayExecutor
+    if _backend["name"] != "local":
+        # a backend is found by name (`metaeval.executor_<name>.<Name>Executor`), so this
+        # module never imports one: backends import the executor, not the other way round
+        import importlib
 
-        return RayExecutor(
+        name = selected_backend()
+        module = importlib.import_module(f"metaeval.executor_{name}")
+        backend: type[Executor] = getattr(module, f"{name.capitalize()}Executor")
+        return backend(  # type: ignore[call-arg]  # a remote backend takes its address
             concurrency, progress, description, console, address=_backend["ray_address"]
         )
     return LocalExecutor(concurrency, progress, description, console, lanes=lanes)

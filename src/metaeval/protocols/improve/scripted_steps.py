@@ -70,7 +70,7 @@ def neutral(worktree: Path, _: dict[str, Any]) -> str:
 def demo_steps(suite_dir: Path | None = None) -> list:
     """The five reference steps, recipes taken from the bundled terminal suite."""
     if suite_dir is None:
-        from metaeval.demo.locate import example_path
+        from metaeval.examples import example_path
 
         suite_dir = example_path("improve-suites/terminal")
     return [improve(suite_dir), regress, cross_boundary, break_candidate, neutral]

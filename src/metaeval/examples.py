@@ -12,7 +12,7 @@ def example_path(name: str) -> Path:
     """Path of examples/<name>, from the installed package or the source tree."""
     candidates = [
         Path(str(resources.files("metaeval"))) / "_examples" / name,
-        Path(__file__).resolve().parents[3] / "examples" / name,
+        Path(__file__).resolve().parents[2] / "examples" / name,
     ]
     for candidate in candidates:
         if candidate.exists():

@@ -1,0 +1,78 @@
+"""`metaeval doctor`'s rows for the agent CLIs: where each is, its version, and a live run
+on a gateway whose scripted model answers at once."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+DOCTOR_REPLY = "metaeval-doctor-ok"
+
+
+def cli_version(binary: Path) -> str:
+    """What `binary --version` prints (first line), or why it could not be run."""
+    try:
+        done = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run: {exc}"
+    lines = [line.strip() for line in (done.stdout or done.stderr).splitlines() if line.strip()]
+    return lines[0] if lines else f"exit code {done.returncode}"
+
+
+def live_check(name: str) -> tuple[bool, str]:
+    """Run CLI agent `name` once, sandboxed, on a gateway whose scripted model answers at once."""
+    from metaeval.agents.cli import CLI_ADAPTERS
+    from metaeval.agents.types import Limits, Task
+    from metaeval.gateway.server import Gateway
+    from metaeval.models.scripted import ScriptedModel
+    from metaeval.sandbox.workspace import Workspace
+
+    reply = DOCTOR_REPLY
+    if name == "mini-swe-agent":  # text mode: its reply must be a command, here the submit one
+        reply = "THOUGHT: done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
+    model = ScriptedModel(lambda request: reply, name="scripted/doctor")
+    with (
+        tempfile.TemporaryDirectory(prefix="metaeval-doctor-") as tmp,
+        Gateway(model, port=None) as gw,  # the CLI gets a socket (and token) of its own
+    ):
+        task = Task(id="doctor", instruction="Reply with one word.")
+        result = CLI_ADAPTERS[name](gateway=gw).run(
+            task, Workspace(Path(tmp)), Limits(time_limit_s=120)
+        )
+        calls = sum(1 for r in gw.exchanges.snapshot() if r.get("kind") == "completion")
+    ok = result.status == "ok" and calls >= 1
+    if name != "mini-swe-agent":
+        ok = ok and (result.submission or "").strip() == DOCTOR_REPLY
+    detail = f"live check via gateway: {result.status}, {calls} model call(s), {result.wall_clock_s:.1f}s"
+    if not ok and result.error:
+        detail += f" ({result.error[:200]})"
+    return ok, detail
+
+
+def agent_cli_checks(live: bool = True) -> list[tuple[str, bool, str]]:
+    """(check, passed, detail) per agent CLI: where it is, its version, a live run."""
+    from metaeval.agents.cli import CLI_ADAPTERS
+    from metaeval.agents.cli.base import resolve_binary
+
+    checks = []
+    for name, adapter in CLI_ADAPTERS.items():
+        label = f"{name} (optional)"
+        binary = resolve_binary(adapter.default_binary)
+        if binary is None:
+            checks.append((label, False, f"not installed; install with {adapter.install_hint}"))
+            continue
+        if name == "mini-swe-agent":
+            from importlib.metadata import version
+
+            detail = f"mini-swe-agent {version('mini-swe-agent')} at {binary}"
+        else:
+            detail = f"{cli_version(binary)} at {binary}"
+        if not live:
+            checks.append((label, True, detail))
+            continue
+        ok, live_detail = live_check(name)
+        checks.append((label, ok, f"{detail}; {live_detail}"))
+    return checks

@@ -9,10 +9,10 @@ import signal
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from metaeval.errors import is_transient
 from metaeval.executor import available_cores
 from metaeval.protocols.audit import static_pool as static_pool_mod
 from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.transient import is_transient
 from metaeval.transient import is_transient as model_level_transient
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"

@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 
-from metaeval.errors import is_transient
 from metaeval.protocols.audit import static_cell
 from metaeval.protocols.audit.runner import AuditRun, AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
@@ -39,6 +38,7 @@ from metaeval.tasks.harbor import load_task
 from metaeval.tasks.reward import MAX_REWARD_BYTES, read_reward
 from metaeval.tasks.safe_files import copy_tree, remove_tree, walk_tree
 from metaeval.tasks.toml_schema import value_problems
+from metaeval.transient import is_transient
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile_corpus import (  # noqa: E402

@@ -74,9 +74,10 @@ TRANSIENT_ERRNOS = frozenset(
 """OS error numbers of a machine or network that may recover by itself."""
 
 
-def is_transient(exc: BaseException) -> bool:
-    """True for failures of the machine or the network that may pass on a retry (the
-    OS-level rule; `metaeval.transient.is_transient` adds model-call classification).
+def is_os_transient(exc: BaseException) -> bool:
+    """True for failures of the machine or the network that may pass on a retry: the
+    OS-level part of the one transient rule, `metaeval.transient.is_transient`, which adds
+    model-call classification (use that one).
 
     Timeouts, lost connections, a full disk, too many open files, memory exhaustion. A parse,
     validation or recursion failure, or any other error caused by the input itself, is not:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import subprocess
 
-from metaeval.errors import ProviderUnavailableError
-from metaeval.errors import is_transient as os_level_transient
+from metaeval.errors import ProviderUnavailableError, is_os_transient
 from metaeval.models.retry import ModelCallError, classify
 
 
@@ -22,7 +21,7 @@ def is_transient(exc: BaseException) -> bool:
         return exc.kind != "fatal"
     if isinstance(exc, ProviderUnavailableError | subprocess.TimeoutExpired):
         return True
-    if os_level_transient(exc):
+    if is_os_transient(exc):
         return True
     return classify(exc) != "fatal"
 

@@ -73,6 +73,9 @@ class RunConfig(BaseModel):
     max_recovery_attempts: int = Field(default=2, ge=0, le=20)
     # restricted finder views (ablations, a separate evidence layer): preset names or globs
     views: list[ViewSpec] = Field(default_factory=list)
+    # effort panels of the analysis: matched (high builders with high finders, low with low,
+    # as the paper) or cross (every builder-effort x finder-effort pair its own panel)
+    panels: Literal["matched", "cross"] = "matched"
 
     @field_validator("views", mode="before")
     @classmethod

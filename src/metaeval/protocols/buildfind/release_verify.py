@@ -316,12 +316,11 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    tables = analyze_rows(rows, builds)
     from metaeval.protocols.buildfind.pipeline import mark_self_labelled, self_labelled_finders
 
-    base_finders = list(
-        RecordFiles(root / "records").manifest.get("config", {}).get("base_finders", [])
-    )
+    config = RecordFiles(root / "records").manifest.get("config", {})
+    tables = analyze_rows(rows, builds, config.get("panels", "matched"))
+    base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
     view_path = root / "data" / "view_rows.parquet"
     if view_path.is_file():

@@ -1,0 +1,175 @@
+"""Effort panels on a paper-shaped grid: 6 agents x 2 efforts as builders and finders, every
+finder on every builder. R_b and C_b are computed here by hand from the paper's definitions
+(Eqs. 2-4, Table 3's "(n/6)") with plain Python and compared with metaeval's tables."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from metaeval.protocols.buildfind.analysis.panels import OLD_ROWS_NOTE
+from metaeval.protocols.buildfind.pipeline import analyze_rows, analyze_rows_file
+from metaeval.protocols.buildfind.rows import OPTIONAL, conform, read_rows
+
+AGENTS = ["claude", "codex", "gemini", "kimi", "glm", "mimo"]
+EFFORTS = ["high", "low"]
+TASKS = ["t1", "t2"]
+QUESTIONS = ["q1", "q2", "q3"]
+AGENTS_X_EFFORTS = [(f"{a}_{e}", e) for a in AGENTS for e in EFFORTS]
+
+
+def _correct(b: int, f: int, t: int, q: int) -> bool:
+    return (b * 7 + f * 3 + t * 5 + q) % 6 != 0
+
+
+def _bytes(b: int, f: int, t: int) -> tuple[int, int]:
+    return 800 + ((b * 37 + f * 11 + t * 5) % 17) * 100, 40 + (b * 13 + f) % 7
+
+
+def paper_grid() -> pl.DataFrame:
+    """Question rows: every finder on every builder's artifact of every task, one trial."""
+    rows = []
+    for bi, (builder, b_effort) in enumerate(AGENTS_X_EFFORTS):
+        for fi, (finder, f_effort) in enumerate(AGENTS_X_EFFORTS):
+            for ti, task in enumerate(TASKS):
+                retrieval, calls = _bytes(bi, fi, ti)
+                for qi, qid in enumerate(QUESTIONS):
+                    ok = _correct(bi, fi, ti, qi)
+                    rows.append(
+                        {
+                            "slice": "formal",
+                            "task": task,
+                            "builder": builder,
+                            "builder_family": builder.split("_")[0],
+                            "finder": finder,
+                            "finder_family": finder.split("_")[0],
+                            "effort_panel": b_effort,
+                            "build_trial": 0,
+                            "find_trial": 0,
+                            "question_id": qid,
+                            "gold": "A",
+                            "answer": "A" if ok else "B",
+                            "correct": ok,
+                            "compile_pass": True,
+                            "label": "unlabeled",
+                            "label_source": "none",
+                            "novel_retrieval_bytes": retrieval,
+                            "novel_tool_call_bytes": calls,
+                            "input_tokens": 100,
+                            "output_tokens": 10,
+                            "finder_effort": f_effort,
+                            "builder_agent": "codex",
+                            "builder_model": "m",
+                            "finder_agent": "claude-code",
+                            "finder_model": "m",
+                        }
+                    )
+    return conform(pl.DataFrame(rows))
+
+
+def hand_rb(builder_effort: str, finder_effort: str | None) -> dict[str, tuple[float | None, int]]:
+    """Eqs. 2-4 by hand: builder -> (R_b, |C_b|) in the panel of (builder, finder) effort.
+
+    finder_effort None pools every finder (the old, builder-only panels).
+    c(b,f,t) = bytes of the all-correct run (one trial); r = c / min_b' c(b',f,t) over the
+    panel's builders with an all-correct cell; R_b = geometric mean of r over C_b.
+    """
+    builders = [(i, n) for i, (n, e) in enumerate(AGENTS_X_EFFORTS) if e == builder_effort]
+    finders = [i for i, (_, e) in enumerate(AGENTS_X_EFFORTS) if finder_effort in (None, e)]
+    cost: dict[tuple[int, int, int], int] = {}
+    for b, _ in builders:
+        for f in finders:
+            for t in range(len(TASKS)):
+                if all(_correct(b, f, t, q) for q in range(len(QUESTIONS))):
+                    cost[b, f, t] = sum(_bytes(b, f, t))
+    out: dict[str, tuple[float | None, int]] = {}
+    for b, name in builders:
+        logs = []
+        for f in finders:
+            for t in range(len(TASKS)):
+                if (b, f, t) in cost:
+                    best = min(c for (b2, f2, t2), c in cost.items() if (f2, t2) == (f, t))
+                    logs.append(math.log(cost[b, f, t] / best))
+        out[name] = (math.exp(sum(logs) / len(logs)) if logs else None, len(logs))
+    return out
+
+
+def _rb(tables: dict[str, pl.DataFrame], panel: str) -> dict[str, tuple[float | None, int, int]]:
+    rb = tables["rb_effort"].filter(
+        (pl.col("metric") == "total_bytes") & (pl.col("effort_panel") == panel)
+    )
+    return {r["builder"]: (r["R_b"], r["cells"], r["total_cells"]) for r in rb.to_dicts()}
+
+
+def _check(got: dict, want: dict, finders: int) -> None:
+    assert set(got) == set(want)
+    for builder, (rb, cells) in want.items():
+        got_rb, got_cells, total = got[builder]
+        assert got_cells == cells, builder
+        assert total == finders * len(TASKS), builder
+        assert (got_rb is None) == (rb is None)
+        if rb is not None:
+            assert got_rb == pytest.approx(rb, rel=1e-12), builder
+
+
+def test_matched_panels_equal_the_hand_computation() -> None:
+    tables = analyze_rows(paper_grid())
+    for effort in EFFORTS:
+        _check(_rb(tables, effort), hand_rb(effort, effort), finders=6)
+    gate = tables["recovery_gate"]
+    assert set(gate.get_column("total_cells").to_list()) == {6}  # Table 3's "(n/6)"
+    assert set(gate.get_column("effort_panel").to_list()) == {"high", "low"}
+    panels = tables["effort_panels"]
+    analysed = panels.filter("analysed")
+    assert sorted(zip(analysed["builder_effort"], analysed["finder_effort"], strict=True)) == [
+        ("high", "high"),
+        ("low", "low"),
+    ]
+    assert panels.filter(~pl.col("analysed")).height == 2
+    # panel-local extras follow the panels: no low finder in a high panel
+    aff = tables["affinity"]
+    high = aff.filter(pl.col("effort_panel") == "high")
+    assert high.height and all(f.endswith("_high") for f in high["finder"])
+    tau = tables["kendall_tau"].filter(pl.col("effort_panel") == "low")
+    assert tau.height and all(
+        a.endswith("_low") and b.endswith("_low")
+        for a, b in zip(tau["finder_a"], tau["finder_b"], strict=True)
+    )
+    assert set(tables["aels"].get_column("effort_panel").to_list()) == {"high", "low"}
+
+
+def test_cross_panels_give_the_full_grid_with_their_own_numbers() -> None:
+    rows = paper_grid()
+    matched = analyze_rows(rows)
+    cross = analyze_rows(rows, panels="cross")
+    names = set(cross["rb_effort"].get_column("effort_panel").to_list())
+    assert names == {"high/high", "high/low", "low/high", "low/low"}
+    for b_effort in EFFORTS:
+        for f_effort in EFFORTS:
+            want = hand_rb(b_effort, f_effort)
+            _check(_rb(cross, f"{b_effort}/{f_effort}"), want, finders=6)
+    # the diagonal equals the matched panels; the off-diagonal numbers differ from them
+    assert _rb(cross, "high/high") == _rb(matched, "high")
+    assert _rb(cross, "high/low") != _rb(matched, "high")
+    assert cross["effort_panels"].get_column("analysed").all()
+
+
+def test_old_rows_follow_the_builder_effort_and_say_so(tmp_path: Path) -> None:
+    old = paper_grid().drop(*OPTIONAL)
+    path = tmp_path / "old_rows.csv"
+    old.write_csv(path)
+    rows = read_rows(path)  # the optional metadata columns read as null
+    assert rows.get_column("finder_effort").is_null().all()
+    tables = analyze_rows(rows)
+    for effort in EFFORTS:
+        _check(_rb(tables, effort), hand_rb(effort, None), finders=12)
+    notes = tables["effort_panels"].get_column("note").to_list()
+    assert notes == [OLD_ROWS_NOTE, OLD_ROWS_NOTE]
+    # the pooled numbers are not the paper's: some builder's R_b or C_b moves
+    assert any(hand_rb(e, None)[b] != hand_rb(e, e)[b] for e in EFFORTS for b in hand_rb(e, e))
+    out = tmp_path / "analysis"
+    analyze_rows_file(path, out)
+    assert OLD_ROWS_NOTE in (out / "tables" / "README.md").read_text(encoding="utf-8")

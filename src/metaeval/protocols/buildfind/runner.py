@@ -25,7 +25,7 @@ from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.models.pricing import price_table
-from metaeval.protocols.buildfind.agents import make_agent
+from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
 from metaeval.protocols.buildfind.pack import Pack, PackTask, load_pack
@@ -285,13 +285,14 @@ class BuildFindRun:
     # ------------------------------------------------------------------ cells
 
     def _common(
-        self, spec: AgentSpec, seed: int, prompt: str, pack_task: PackTask
+        self, spec: AgentSpec, agent: Any, seed: int, prompt: str, pack_task: PackTask
     ) -> dict[str, Any]:
         return {
             "agent_id": spec.agent,
             "adapter_family": spec.family,
             "model": spec.model,
             "effort": spec.effort,
+            "effort_setting": effort_setting(spec, agent),
             "seed": seed,
             "prompt_hash": sha256_text(prompt),
             "spec_hash": sha256_text(pack_task.spec_text),
@@ -338,7 +339,7 @@ class BuildFindRun:
             **key,
             "recovery": cell.recovery,
             "attempt": attempt,
-            **self._common(spec, seed, prompt, pack_task),
+            **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
             "artifact": str(artifact.relative_to(run.path.resolve())),
             "validation": validation,
@@ -401,7 +402,7 @@ class BuildFindRun:
             **key,
             "recovery": cell.recovery,
             "attempt": attempt,
-            **self._common(spec, seed, prompt, pack_task),
+            **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
             "permutation": orders,
             "find_answers_blob": run.blobs.put(result.submission or ""),

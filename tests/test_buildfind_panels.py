@@ -173,3 +173,34 @@ def test_old_rows_follow_the_builder_effort_and_say_so(tmp_path: Path) -> None:
     out = tmp_path / "analysis"
     analyze_rows_file(path, out)
     assert OLD_ROWS_NOTE in (out / "tables" / "README.md").read_text(encoding="utf-8")
+
+
+def test_rows_say_which_agent_model_and_effort_produced_them() -> None:
+    from metaeval.protocols.buildfind.extract import rows_from_finds
+
+    config = {
+        "builders": [{"name": "b", "agent": "codex", "model": "gpt-5.5", "effort": "high"}],
+        "finders": [{"name": "f", "agent": "claude-code", "model": "glm-5", "effort": "low"}],
+    }
+    answer = {"q1": {"gold": "A", "answer": "A", "correct": True}}
+    finds = {
+        ("formal", "t1", "b", 0, "f", 0): {"answers": answer, "compile_pass": True},
+        ("question_only", "t1", "", -1, "f", 0): {"answers": answer},
+    }
+    rows = rows_from_finds(config, {("t1", "b", 0): {"status": "ok"}}, finds)
+    formal, control = (
+        rows.filter(pl.col("slice") == "formal"),
+        rows.filter(pl.col("slice") == "question_only"),
+    )
+    assert formal.select(
+        "effort_panel", "finder_effort", "builder_agent", "builder_model", "finder_agent"
+    ).row(0) == ("high", "low", "codex", "gpt-5.5", "claude-code")
+    assert control.select("effort_panel", "finder_effort", "builder_agent").row(0) == (
+        "low",
+        "low",
+        None,
+    )
+    # a low finder on a high builder: outside the matched panels, its own panel in cross mode
+    assert analyze_rows(rows)["effort_panels"].select("analysed", "note").row(0)[0] is False
+    cross = analyze_rows(rows, panels="cross")["effort_panels"]
+    assert cross.get_column("effort_panel").to_list() == ["high/low"]

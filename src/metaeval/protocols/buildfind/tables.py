@@ -122,12 +122,14 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
     "aels": {
         "effort_panel": _PANEL,
         "builder": "builder name",
-        "A": "mean audited recovery over the builder's formal primary cells",
+        "A": "mean audited recovery over the builder's formal primary cells: the mean of g(b,f,t) "
+        "(eq. 5) over its cells with a defined g, not scaled by coverage (C carries coverage)",
         "S": "mean repeat-answer agreement over repeated find runs",
         "C": "contributing-cell coverage |C_b| / |F x T|",
         "R_b": "conditional total-byte inspection effort (see rb_effort)",
-        "AELS": "A * S * C * R_b^(-eta) with eta = 0.1 (paper eq. 7); higher is better; 0 "
-        "when no cell contributes",
+        "AELS": "A * S * C * R_b^(-eta) with eta = 0.1 (paper eq. 7, the reading that reproduces "
+        "Table 9's AELS column from its A, S, C and R_b for 11 of its 12 rows); higher is "
+        "better; 0 when no cell contributes",
     },
     "coverage": {
         "builder": "builder name",

@@ -161,7 +161,8 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     write_rows(rows, run.path)
     builds = builds_table(run)
     tables = analyze_rows(rows, builds, config.get("panels", DEFAULT_PANELS))
-    tables.update(view_layer(run, rows, tables))  # restricted views: their own rows and tables
+    # restricted views: their own rows and tables
+    tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)
     mark_self_labelled(tables, self_labelled)
     figures = headline(tables)
@@ -290,7 +291,7 @@ def analyze_rows_file(
     rows = read_rows(path)
     tables = analyze_rows(rows, None, panels)
     if view_rows is not None:
-        tables.update(view_tables(rows, read_view_rows(view_rows), tables))
+        tables.update(view_tables(rows, read_view_rows(view_rows), tables, panels))
     meta = {
         "run_id": path.stem,
         "pack": None,

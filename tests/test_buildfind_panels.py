@@ -204,3 +204,68 @@ def test_rows_say_which_agent_model_and_effort_produced_them() -> None:
     assert analyze_rows(rows)["effort_panels"].select("analysed", "note").row(0)[0] is False
     cross = analyze_rows(rows, panels="cross")["effort_panels"]
     assert cross.get_column("effort_panel").to_list() == ["high/low"]
+
+
+def test_find_pairs_matched_runs_only_same_effort_pairs_end_to_end(tmp_path: Path) -> None:
+    """A real run of the reference agents: high and low builders and finders; with
+    `find_pairs: matched` each finder reads only builders of its effort, the records and rows
+    say which effort produced them, and `analyze --panels` on the CLI follows the option."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    config = {
+        "pack": str(root / "examples" / "buildfind-pack"),
+        "tasks": ["kvstore-wal"],
+        "builders": [
+            {"name": "doc_high", "agent": "reference:documented", "effort": "high"},
+            {"name": "terse_low", "agent": "reference:terse", "effort": "low"},
+        ],
+        "finders": [
+            {"name": "fa_high", "agent": "reference-finder", "effort": "high"},
+            {"name": "fb_low", "agent": "reference-finder", "effort": "low"},
+        ],
+        "r_find": 1,
+        "controls": ["question_only"],
+        "find_pairs": "matched",
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir = tmp_path / "run"
+    cli = [sys.executable, "-m", "metaeval.cli", "buildfind"]
+    done = subprocess.run(
+        [*cli, "run", str(path), "-o", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    finds = [json.loads(x) for x in (run_dir / "finds.jsonl").read_text().splitlines() if x]
+    formal = sorted((r["builder"], r["finder"]) for r in finds if r["slice"] == "formal")
+    assert formal == [("doc_high", "fa_high"), ("terse_low", "fb_low")]
+    assert {r["effort"] for r in finds} == {"high", "low"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["find_pairs"] == "matched"
+    assert manifest["config"]["finders"][0]["effort"] == "high"
+    rows = read_rows(run_dir / "question_rows.parquet")
+    pairs = (
+        rows.filter(pl.col("slice") == "formal").select("effort_panel", "finder_effort").unique()
+    )
+    assert sorted(pairs.rows()) == [("high", "high"), ("low", "low")]
+    bad = subprocess.run(
+        [*cli, "analyze", str(run_dir), "--panels", "diagonal"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert bad.returncode == 2 and "panels" in bad.stderr and "diagonal" in bad.stderr
+    out = tmp_path / "cross"
+    ok = subprocess.run(
+        [*cli, "analyze", str(run_dir), "--panels", "cross", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ok.returncode == 0, ok.stderr
+    panels = pl.read_parquet(out / "tables" / "effort_panels.parquet")
+    assert sorted(panels.get_column("effort_panel").to_list()) == ["high/high", "low/low"]

@@ -89,6 +89,9 @@ class RunConfig(BaseModel):
     # effort panels of the analysis: matched (high builders with high finders, low with low,
     # as the paper) or cross (every builder-effort x finder-effort pair its own panel)
     panels: Literal["matched", "cross"] = "matched"
+    # which formal pairs are run: all (every finder on every builder) or matched (a finder
+    # reads only builders of its own effort; no work on pairs matched panels leave out)
+    find_pairs: Literal["all", "matched"] = "all"
 
     @field_validator("views", mode="before")
     @classmethod
@@ -104,6 +107,8 @@ class RunConfig(BaseModel):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"duplicate {role[:-1]} name(s): {', '.join(dupes)}")
+        if self.find_pairs == "matched" and self.panels == "cross":
+            raise ValueError("find_pairs: matched runs no cross pairs for panels: cross to use")
         cells = (len(self.builders) * self.r_build + len(self.controls)) * len(self.finders)
         if cells * self.r_find > MAX_FIND_CELLS_PER_TASK:
             raise ValueError(

@@ -213,6 +213,8 @@ class BuildFindRun:
             if record.get("status") != "ok" or task_id not in {t.task_id for t in self.tasks}:
                 continue
             for finder in self.finders:
+                if not self._pair_wanted(builder, finder):
+                    continue
                 for r in range(self.config.r_find):
                     planned.append(
                         {
@@ -242,6 +244,13 @@ class BuildFindRun:
         self.reused[FINDS] = len(planned) - len(cells)
         self._builds_view = builds
         return self._execute(run, FINDS, cells, self._find_cell, "finds")
+
+    def _pair_wanted(self, builder: str, finder: str) -> bool:
+        """Whether the formal pair is run: always, or with `find_pairs: matched` only when the
+        builder's and finder's efforts are equal (a builder no longer configured: kept)."""
+        if self.config.find_pairs != "matched" or builder not in self.builders:
+            return True
+        return self.builders[builder][0].effort == self.finders[finder][0].effort
 
     def _check_views(self, run: RunDir) -> None:
         """A view name already run with other globs is refused (its records would be reused)."""
@@ -276,6 +285,7 @@ class BuildFindRun:
             for (task_id, builder, build_trial), record in sorted(builds.items())
             if record.get("status") == "ok" and task_id in tasks
             for finder in self.finders
+            if self._pair_wanted(builder, finder)
             for r in range(self.config.r_find)
         ]
         cells = _plan(run, VIEW_FINDS, VIEW_FIND_KEY, planned, self.config.max_recovery_attempts)

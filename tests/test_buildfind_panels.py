@@ -269,3 +269,24 @@ def test_find_pairs_matched_runs_only_same_effort_pairs_end_to_end(tmp_path: Pat
     assert ok.returncode == 0, ok.stderr
     panels = pl.read_parquet(out / "tables" / "effort_panels.parquet")
     assert sorted(panels.get_column("effort_panel").to_list()) == ["high/high", "low/low"]
+
+
+def test_unconfigured_finder_effort_joins_the_builder_panel_and_left_out_pairs_are_named(
+    tmp_path: Path,
+) -> None:
+    from metaeval.protocols.buildfind.analysis.panels import DEFAULT_NOTE, panel_notes
+
+    rows = paper_grid().with_columns(finder_effort=pl.lit("default"))
+    tables = analyze_rows(rows)
+    for effort in EFFORTS:  # every finder counts in the builder's panel, as before
+        _check(_rb(tables, effort), hand_rb(effort, None), finders=12)
+    assert set(tables["effort_panels"].get_column("note").to_list()) == {DEFAULT_NOTE}
+    notes = panel_notes(analyze_rows(paper_grid())["effort_panels"])
+    assert notes == [
+        "matched panels leave out 2 builder/finder effort pair(s) (high/low, low/high); "
+        "`--panels cross` analyses them, `find_pairs: matched` stops running them"
+    ]
+    path = tmp_path / "rows.parquet"
+    paper_grid().write_parquet(path)
+    analyze_rows_file(path, tmp_path / "out")
+    assert "high/low, low/high" in (tmp_path / "out" / "tables" / "README.md").read_text()

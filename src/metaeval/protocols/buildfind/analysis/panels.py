@@ -11,8 +11,9 @@ The panel of a pair is formed from both:
 
 Control rows (question-only, spec-only) have no builder; their panel stays the finder's effort in
 both modes (the calibration tables pool panels). Rows without `finder_effort` (written before the
-column existed) cannot be paired: they stay in the builder's panel, as older metaeval versions
-analysed them, and the `effort_panels` table says so.
+column existed), and finders whose effort is not configured ("default"), cannot be paired: they
+stay in the builder's panel, as older metaeval versions analysed them, and the `effort_panels`
+table says so.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ PanelMode = Literal["matched", "cross"]
 PANEL_MODES: tuple[PanelMode, ...] = ("matched", "cross")
 DEFAULT_PANELS: PanelMode = "matched"
 OLD_ROWS_NOTE = "finder effort unknown; panels follow builder effort (old rows)"
+DEFAULT_NOTE = "finder effort not configured (default); joins the builder's panel"
 OFF_DIAGONAL_NOTE = "builder and finder efforts differ: not analysed in matched panels"
+UNSET = "default"  # AgentSpec.effort when a config gives none
 
 PANEL_SCHEMA = {
     "builder_effort": pl.String,
@@ -58,7 +61,7 @@ def form_panels(rows: Frame, mode: str = DEFAULT_PANELS) -> tuple[pl.LazyFrame, 
     builder_effort = pl.col("effort_panel").cast(pl.String)
     finder_effort = pl.col("finder_effort").cast(pl.String)
     formal = pl.col("slice").cast(pl.String) == FORMAL
-    known = finder_effort.is_not_null()
+    known = finder_effort.is_not_null() & (finder_effort != UNSET)
     matched = (finder_effort == builder_effort).fill_null(False)
     if mode == "matched":
         panel = builder_effort
@@ -79,6 +82,8 @@ def form_panels(rows: Frame, mode: str = DEFAULT_PANELS) -> tuple[pl.LazyFrame, 
             mode=pl.lit(mode),
             note=pl.when(pl.col("finder_effort").is_null())
             .then(pl.lit(OLD_ROWS_NOTE))
+            .when((pl.col("finder_effort") == UNSET) & (pl.col("builder_effort") != UNSET))
+            .then(pl.lit(DEFAULT_NOTE))
             .when(~pl.col("analysed"))
             .then(pl.lit(OFF_DIAGONAL_NOTE))
             .otherwise(pl.lit(None, pl.String)),
@@ -97,8 +102,18 @@ def form_panels(rows: Frame, mode: str = DEFAULT_PANELS) -> tuple[pl.LazyFrame, 
 
 
 def panel_notes(table: pl.DataFrame | None) -> list[str]:
-    """Warnings for the report and tables/README.md: old rows whose finder effort is unknown."""
+    """Warnings for the report and tables/README.md: old rows whose finder effort is unknown,
+    and effort pairs that matched panels leave out."""
     if table is None or "note" not in table.columns:
         return []
-    notes = table.filter(pl.col("note") == OLD_ROWS_NOTE)
-    return [OLD_ROWS_NOTE] if notes.height else []
+    notes = [OLD_ROWS_NOTE] if table.filter(pl.col("note") == OLD_ROWS_NOTE).height else []
+    left = table.filter(~pl.col("analysed"))
+    if left.height:
+        pairs = ", ".join(
+            f"{b}/{f}" for b, f in left.select("builder_effort", "finder_effort").rows()
+        )
+        notes.append(
+            f"matched panels leave out {left.height} builder/finder effort pair(s) ({pairs}); "
+            "`--panels cross` analyses them, `find_pairs: matched` stops running them"
+        )
+    return notes

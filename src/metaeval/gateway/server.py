@@ -559,6 +559,9 @@ class _Handler(BaseHTTPRequestHandler):
             stream=call.stream,
             request=call.request,  # a ModelRequest; dumped when written to the file
         )
+        asked = requested_reasoning(body)
+        if asked:
+            record["reasoning"] = asked
         result, usage, source, model_s = gateway.complete(call)
         record.update(
             model_s=model_s,
@@ -584,6 +587,20 @@ class _Handler(BaseHTTPRequestHandler):
             record["bytes"] = self._send_stream(
                 module.stream(call, result, usage), "text/event-stream", timing
             )
+
+
+REASONING_KEYS = ("reasoning", "reasoning_effort", "thinking", "output_config")
+
+
+def requested_reasoning(body: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning settings a client sent (OpenAI `reasoning`/`reasoning_effort`, Anthropic
+    `thinking`/`output_config`, Gemini `generationConfig.thinkingConfig`), kept in the exchange
+    record so a test or a reader can see which effort the agent ran at; the model ignores them."""
+    asked = {k: body[k] for k in REASONING_KEYS if k in body}
+    config = body.get("generationConfig")
+    if isinstance(config, dict) and "thinkingConfig" in config:
+        asked["thinkingConfig"] = config["thinkingConfig"]
+    return asked
 
 
 class _NoRoute(Exception):

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -52,6 +52,7 @@ from metaeval.agents.types import (
     TranscriptEvent,
     list_files,
 )
+from metaeval.errors import ConfigError
 from metaeval.models.types import Usage
 from metaeval.transient import is_transient
 
@@ -502,6 +503,8 @@ class CLIAdapter:
     quiet_env: ClassVar[dict[str, str]] = {}
     # The model name the CLI sends when it runs on a gateway (any name; the gateway answers).
     gateway_model: ClassVar[str] = "metaeval"
+    # Effort levels the CLI takes (see `effort_args` / `prepare_home`); empty: no such setting.
+    efforts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -510,11 +513,18 @@ class CLIAdapter:
         extra_args: Sequence[str] = (),
         home: Path | None = None,
         gateway: Any = None,
+        effort: str | None = None,
+        env: Mapping[str, str] | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
     ):
         """`home`: a HOME to bind writable (e.g. a logged-in CLI's real home); default: a
         fresh private directory per run, so runs never share CLI state. `model`: the CLI's own
         model name, or a metaeval model to serve through a gateway. `gateway`: a running
-        `metaeval.gateway.Gateway` to use instead."""
+        `metaeval.gateway.Gateway` to use instead. `effort`: a level of `efforts` passed to the
+        CLI's own setting ("default" or None: the CLI's default). `env`: extra variables for
+        the CLI; `base_url` and `api_key_env` (the name of a host variable holding the key)
+        point this agent at its own provider endpoint (a gateway replaces both)."""
         from metaeval.gateway.attach import is_metaeval_model
 
         self.served_model = model if gateway is None and is_metaeval_model(model) else None
@@ -523,16 +533,76 @@ class CLIAdapter:
         self.extra_args = list(extra_args)
         self.home = home
         self.gateway = gateway
+        self.effort = None if effort in (None, "default") else effort
+        if self.effort is not None and self.efforts and self.effort not in self.efforts:
+            raise ConfigError(
+                f"{self.name} takes effort {', '.join(self.efforts)} (or default), "
+                f"not {self.effort!r}",
+                field="effort",
+            )
+        self.extra_env = dict(env or {})
+        self.base_url = base_url
+        self.api_key_env = api_key_env
         self._runs = itertools.count(1)
         self._local = threading.local()
+
+    @property
+    def effort_setting(self) -> str | None:
+        """How the effort reaches the CLI, for the records: e.g. ``--effort high``; None when no
+        effort is asked for; 'not applicable (...)' when the CLI has no such setting."""
+        if self.effort is None:
+            return None
+        if not self.efforts:
+            return f"not applicable ({self.name} has no effort setting)"
+        return " ".join(self.effort_args()) or self.effort_note()
+
+    def effort_args(self) -> list[str]:
+        """Command-line arguments carrying the effort (none by default)."""
+        return []
+
+    def effort_note(self) -> str:
+        """Where the effort goes when it is not an argument (e.g. a settings file)."""
+        return f"not applicable ({self.name} has no effort setting)"
+
+    def endpoint_env(self, base_url: str | None, api_key: str | None) -> dict[str, str]:
+        """Variables pointing the CLI at this agent's own endpoint and key (none by default)."""
+        return {}
+
+    def endpoint_args(self, base_url: str) -> list[str]:
+        """Arguments pointing the CLI at this agent's own endpoint (none by default)."""
+        return []
+
+    def _api_key(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"{self.name}: the variable {self.api_key_env} named by api_key_env is not set",
+                field="api_key_env",
+            )
+        return value
+
+    def command(self, task: Task, workspace: Workspace, limits: Limits) -> list[str]:
+        """The argv the CLI runs with (off the gateway): `build_argv` plus the agent's settings
+        (effort, own endpoint) right after the binary."""
+        argv = self.build_argv(task, workspace, limits)
+        settings = self.effort_args()
+        if self.base_url and self._gateway() is None:
+            settings += self.endpoint_args(self.base_url)
+        return [argv[0], *settings, *argv[1:]]
 
     def run_home(self) -> Path:
         """The HOME of the run in progress on this thread."""
         return self._local.home
 
     def sandbox_env(self, home: Path) -> dict[str, str]:
-        """The CLI's environment inside the sandbox: its credential variables and HOME."""
+        """The CLI's environment inside the sandbox: its credential variables (or this agent's
+        own endpoint and key), the agent's extra `env`, and HOME."""
         env = {name: os.environ[name] for name in self.credential_env if os.environ.get(name)}
+        if self.base_url or self.api_key_env:
+            env.update(self.endpoint_env(self.base_url, self._api_key()))
+        env.update(self.extra_env)
         env.update(self.quiet_env)
         env["HOME"] = str(home)
         return env
@@ -605,7 +675,7 @@ class CLIAdapter:
             root = Path(workspace.path)
             self.prepare(task, workspace)
             before = list_files(root)
-            argv = self.build_argv(task, workspace, limits)
+            argv = self.command(task, workspace, limits)
             argv[0] = str(binary)
             ro_binds = [install_root(binary)]
             rw_binds = [home]

@@ -331,11 +331,27 @@ class ClaudeCodeAdapter(CLIAdapter):
         permission_mode: str | None = None,
         home: Path | None = None,
         gateway: Any = None,
+        **settings: Any,
     ):
         super().__init__(
-            model=model, binary=binary, extra_args=tuple(extra_args), home=home, gateway=gateway
+            model=model,
+            binary=binary,
+            extra_args=tuple(extra_args),
+            home=home,
+            gateway=gateway,
+            **settings,
         )
         self.permission_mode = permission_mode
+
+    # Claude Code 2.1's `--effort <level>` (its help lists these levels)
+    efforts: ClassVar[tuple[str, ...]] = ("low", "medium", "high", "xhigh", "max")
+
+    def effort_args(self) -> list[str]:
+        return ["--effort", self.effort] if self.effort else []
+
+    def endpoint_env(self, base_url: str | None, api_key: str | None) -> dict[str, str]:
+        env = {"ANTHROPIC_BASE_URL": base_url} if base_url else {}
+        return env | ({"ANTHROPIC_API_KEY": api_key} if api_key else {})
 
     def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key}  # x-api-key

@@ -373,10 +373,23 @@ class CodexAdapter(CLIAdapter):
         "feedback.enabled=false",
     )
 
+    # `model_reasoning_effort` of codex 0.169's config (sent as the Responses API's reasoning
+    # effort); "none" and "minimal" exist too but not every model takes them.
+    efforts: ClassVar[tuple[str, ...]] = ("none", "minimal", "low", "medium", "high", "xhigh")
+
     def sandbox_env(self, home: Path) -> dict[str, str]:
         env = super().sandbox_env(home)
         env["CODEX_HOME"] = str(home / ".codex")
         return env
+
+    def effort_args(self) -> list[str]:
+        return ["-c", f"model_reasoning_effort={self.effort}"] if self.effort else []
+
+    def endpoint_env(self, base_url: str | None, api_key: str | None) -> dict[str, str]:
+        return {"OPENAI_API_KEY": api_key} if api_key else {}
+
+    def endpoint_args(self, base_url: str) -> list[str]:
+        return ["-c", f"openai_base_url={base_url}"]  # codex does not read OPENAI_BASE_URL
 
     def prepare_home(self, home: Path, task: Task, on_gateway: bool) -> None:
         (home / ".codex").mkdir(parents=True, exist_ok=True)

@@ -354,16 +354,48 @@ class GeminiCliAdapter(CLIAdapter):
         "NO_BROWSER": "1",
     }
 
+    # effort -> thinkingConfig.thinkingBudget (tokens) of the model's generateContentConfig,
+    # set in settings.json as a `modelConfigs.overrides` rule matching the run's model
+    efforts: ClassVar[tuple[str, ...]] = ("none", "low", "medium", "high")
+    thinking_budgets: ClassVar[dict[str, int]] = {
+        "none": 0,
+        "low": 1024,
+        "medium": 8192,
+        "high": 24576,
+    }
+
+    def effort_model(self, on_gateway: bool) -> str | None:
+        """The model name the effort override matches (None: no model named, not applied)."""
+        return self.gateway_model if on_gateway else self.model
+
+    def effort_note(self) -> str:
+        model = self.effort_model(self._gateway() is not None)
+        if model is None:
+            return "not applied (gemini-cli: name a model so the thinking budget can match it)"
+        budget = self.thinking_budgets[self.effort or ""]
+        return f"settings.json modelConfigs.overrides[{model}].thinkingBudget={budget}"
+
     def prepare_home(self, home: Path, task: Task, on_gateway: bool) -> None:
         settings = json.loads(json.dumps(GEMINI_SETTINGS))
         if on_gateway:  # the gateway's model already retries as its provider allows
             settings["general"]["maxAttempts"] = 1
+        model = self.effort_model(on_gateway)
+        if self.effort is not None and model is not None:
+            budget = self.thinking_budgets[self.effort]
+            config = {"generateContentConfig": {"thinkingConfig": {"thinkingBudget": budget}}}
+            settings["modelConfigs"] = {
+                "overrides": [{"match": {"model": model}, "modelConfig": config}]
+            }
         path = home / ".gemini" / "settings.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, indent=2))
 
     def gateway_env(self, base_url: str, home: Path, api_key: str) -> dict[str, str]:
         return {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key}  # x-goog-api-key
+
+    def endpoint_env(self, base_url: str | None, api_key: str | None) -> dict[str, str]:
+        env = {"GOOGLE_GEMINI_BASE_URL": base_url} if base_url else {}
+        return env | ({"GEMINI_API_KEY": api_key} if api_key else {})
 
     def gateway_args(self, base_url: str) -> list[str]:
         # A named model: "auto" would first ask a router model for a JSON verdict.

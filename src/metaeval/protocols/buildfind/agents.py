@@ -42,7 +42,71 @@ def make_agent(spec: AgentSpec, role: str):
         if role != "finder":
             raise ConfigError("reference-finder can only find", field=f"builders.{spec.name}.agent")
         return ReferenceFinder()
-    return get_agent(spec.agent, model=spec.model)
+    return configured_agent(spec, role)
+
+
+def configured_agent(spec: AgentSpec, role: str):
+    """A registry agent with the spec's settings: effort, endpoint, env, CLI args, model options.
+
+    Errors name the field (e.g. ``finders.NAME.effort``)."""
+    from metaeval.agents.cli import CLI_ADAPTERS
+
+    where = f"{role}s.{spec.name}"
+    name = spec.agent.split(":", 1)[0]
+    try:
+        if name in CLI_ADAPTERS:
+            if spec.model_options:
+                raise ConfigError("model_options apply to toolloop only", field="model_options")
+            return get_agent(
+                spec.agent,
+                model=spec.model,
+                effort=spec.effort,
+                env=spec.env,
+                base_url=spec.base_url,
+                api_key_env=spec.api_key_env,
+                extra_args=spec.cli_args,
+            )
+        if spec.env or spec.cli_args:
+            raise ConfigError("env and cli_args apply to CLI agents only", field="env")
+        if spec.agent == "toolloop":
+            return _toolloop(spec)
+        if spec.base_url or spec.api_key_env or spec.model_options:
+            raise ConfigError(f"{spec.agent} takes no endpoint or model options", field="base_url")
+        return get_agent(spec.agent, model=spec.model)
+    except ConfigError as exc:
+        if not exc.field or exc.field.startswith(where):
+            raise
+        message = str(exc).removeprefix(f"field '{exc.field}': ")
+        raise ConfigError(message, file=exc.file, field=f"{where}.{exc.field}") from exc
+
+
+def _toolloop(spec: AgentSpec):
+    """The toolloop agent on its own model endpoint. Its providers have no reasoning-effort
+    option, so effort is recorded as not applicable (see `effort_setting`)."""
+    import os
+
+    from metaeval.agents.toolloop import ToolLoopAgent
+    from metaeval.models.registry import DEFAULT_MODEL, get_model
+
+    options: dict[str, Any] = dict(spec.model_options)
+    if spec.base_url:
+        options["base_url"] = spec.base_url
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise ConfigError(f"the variable {spec.api_key_env} is not set", field="api_key_env")
+        options["api_key"] = key
+    return ToolLoopAgent(get_model(spec.model or DEFAULT_MODEL, **options))
+
+
+def effort_setting(spec: AgentSpec, agent: Any) -> str | None:
+    """How the spec's effort reached the agent, for the records (None: default effort)."""
+    if spec.effort in ("", "default"):
+        return None
+    setting = getattr(agent, "effort_setting", None)
+    if isinstance(setting, str):
+        return setting
+    return f"not applicable ({spec.agent} has no effort setting)"
 
 
 class ReferenceFinder:

@@ -150,9 +150,18 @@ def analyze_cmd(
     view_rows: Annotated[
         Path | None, typer.Option(help="Restricted-view rows (.parquet or .csv) to analyze too.")
     ] = None,
+    panels: Annotated[
+        str | None,
+        typer.Option(
+            help="Effort panels: matched (high builders with high finders, low with low; the "
+            "paper's) or cross (every builder x finder effort pair). Default: the run config's "
+            "`panels`, else matched."
+        ),
+    ] = None,
 ) -> None:
     """Recompute every table and the report from a run directory or from a rows file."""
     from metaeval.errors import ConfigError
+    from metaeval.protocols.buildfind.analysis.panels import PANEL_MODES
     from metaeval.protocols.buildfind.pipeline import analyze_rows_file
 
     if (run_dir is None) == (rows is None):
@@ -167,7 +176,17 @@ def analyze_cmd(
     out_dir = output or default_out
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} exists and is not a directory", field="output")
-    paths = analyze_rows_file(source, out_dir, view_rows)
+    if panels is None:
+        panels = "matched"
+        if run_dir is not None and (run_dir / "manifest.json").is_file():
+            from metaeval.records import read_manifest
+
+            panels = read_manifest(run_dir).get("config", {}).get("panels", panels)
+    if panels not in PANEL_MODES:
+        raise ConfigError(
+            f"unknown panels {panels!r} (known: {', '.join(PANEL_MODES)})", field="panels"
+        )
+    paths = analyze_rows_file(source, out_dir, view_rows, panels)
     out.print(f"written {len(paths)} files into {out_dir}")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -30,6 +30,14 @@ class AgentSpec(BaseModel):
     `reference-finder` (a scripted finder that answers from the pack's expected answers).
     `max_steps` overrides `budgets.build_max_steps` / `find_max_steps` for this agent (e.g. a
     slow local model next to a scripted finder that reads every file).
+
+    `effort` reaches the agent: codex `-c model_reasoning_effort=E`, claude-code `--effort E`,
+    gemini-cli a thinking budget in its settings.json (a model must be named); other agents
+    record it as not applicable ("default": the agent's own default). `base_url` and
+    `api_key_env` (the NAME of a host variable holding the key, never the key) point this agent
+    at its own provider endpoint; `env` adds variables to a CLI's environment; `cli_args` are
+    appended to a CLI's command line; `model_options` go to the toolloop agent's model
+    (e.g. max_tokens_param, json_mode; see the provider modules).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -40,6 +48,11 @@ class AgentSpec(BaseModel):
     effort: str = "default"
     family: str = "unknown"
     max_steps: int | None = Field(default=None, ge=1)  # overrides the budgets' step limit
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    env: dict[str, str] = Field(default_factory=dict)
+    cli_args: list[str] = Field(default_factory=list)
+    model_options: dict[str, Any] = Field(default_factory=dict)
 
 
 class Budgets(BaseModel):
@@ -73,6 +86,12 @@ class RunConfig(BaseModel):
     max_recovery_attempts: int = Field(default=2, ge=0, le=20)
     # restricted finder views (ablations, a separate evidence layer): preset names or globs
     views: list[ViewSpec] = Field(default_factory=list)
+    # effort panels of the analysis: matched (high builders with high finders, low with low,
+    # as the paper) or cross (every builder-effort x finder-effort pair its own panel)
+    panels: Literal["matched", "cross"] = "matched"
+    # which formal pairs are run: all (every finder on every builder) or matched (a finder
+    # reads only builders of its own effort; no work on pairs matched panels leave out)
+    find_pairs: Literal["all", "matched"] = "all"
 
     @field_validator("views", mode="before")
     @classmethod
@@ -88,6 +107,8 @@ class RunConfig(BaseModel):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"duplicate {role[:-1]} name(s): {', '.join(dupes)}")
+        if self.find_pairs == "matched" and self.panels == "cross":
+            raise ValueError("find_pairs: matched runs no cross pairs for panels: cross to use")
         cells = (len(self.builders) * self.r_build + len(self.controls)) * len(self.finders)
         if cells * self.r_find > MAX_FIND_CELLS_PER_TASK:
             raise ValueError(

@@ -57,6 +57,11 @@ def rows_from_finds(
             columns["novel_tool_call_bytes"].append(record.get("novel_tool_call_bytes", 0))
             columns["input_tokens"].append(usage.get("input_tokens", 0))
             columns["output_tokens"].append(usage.get("output_tokens", 0))
+            columns["finder_effort"].append(finder_spec.get("effort") or "default")
+            columns["builder_agent"].append(builder_spec.get("agent") if builder else None)
+            columns["builder_model"].append(builder_spec.get("model") if builder else None)
+            columns["finder_agent"].append(finder_spec.get("agent"))
+            columns["finder_model"].append(finder_spec.get("model"))
     if not columns["slice"]:
         return empty_rows()
     return conform(pl.DataFrame(columns, schema=SCHEMA))

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, panel_notes
 from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
 from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
@@ -59,11 +60,14 @@ def _question_texts(run: RunDir) -> dict[object, str]:
     return {(t.task_id, q.id): q.question for t in pack.tasks.values() for q in t.questions}
 
 
-def analyze_rows(rows: pl.DataFrame, builds: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
-    """Every table of the analysis, from the rows table alone (plus builder tokens if known)."""
+def analyze_rows(
+    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+) -> dict[str, pl.DataFrame]:
+    """Every table of the analysis, from the rows table alone (plus builder tokens if known);
+    `panels` is matched (the paper's) or cross (see `analysis.panels`)."""
     from metaeval.protocols.buildfind.analysis.suite import run_analysis
 
-    return run_analysis(rows, builds)
+    return run_analysis(rows, builds, panels)
 
 
 def write_outputs(
@@ -156,12 +160,14 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     rows = label_rows(run, rows, base_finders)
     write_rows(rows, run.path)
     builds = builds_table(run)
-    tables = analyze_rows(rows, builds)
-    tables.update(view_layer(run, rows, tables))  # restricted views: their own rows and tables
+    tables = analyze_rows(rows, builds, config.get("panels", DEFAULT_PANELS))
+    # restricted views: their own rows and tables
+    tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)
     mark_self_labelled(tables, self_labelled)
     figures = headline(tables)
     warning = self_label_warning(self_labelled)
+    warnings = ([warning] if warning else []) + panel_notes(tables.get("effort_panels"))
     meta = {
         "run_id": run.path.name,
         "pack": config.get("pack"),
@@ -171,7 +177,8 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
         "r_find": config.get("r_find"),
         "rows": rows.height,
         **{HEADLINE[key][1]: value for key, value in figures.items()},
-        "warnings": [warning] if warning else [],
+        "panels": config.get("panels", DEFAULT_PANELS),
+        "warnings": warnings,
     }
     tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
     failed = failed_cells(run)
@@ -274,20 +281,24 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
     write_csv(joined, path, run.path)
 
 
-def analyze_rows_file(path: Path, out_dir: Path, view_rows: Path | None = None) -> list[Path]:
+def analyze_rows_file(
+    path: Path, out_dir: Path, view_rows: Path | None = None, panels: str = DEFAULT_PANELS
+) -> list[Path]:
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
-    per-view tables from released view rows, when given)."""
+    per-view tables from released view rows, when given), with matched or cross panels."""
     from metaeval.protocols.buildfind.view_layer import read_view_rows, view_tables
 
     rows = read_rows(path)
-    tables = analyze_rows(rows, None)
+    tables = analyze_rows(rows, None, panels)
     if view_rows is not None:
-        tables.update(view_tables(rows, read_view_rows(view_rows), tables))
+        tables.update(view_tables(rows, read_view_rows(view_rows), tables, panels))
     meta = {
         "run_id": path.stem,
         "pack": None,
         "rows": rows.height,
         "source": str(path),
+        "panels": panels,
+        "warnings": panel_notes(tables.get("effort_panels")),
         **{HEADLINE[key][1]: value for key, value in headline(tables).items()},
     }
     return write_outputs(tables, meta, out_dir)

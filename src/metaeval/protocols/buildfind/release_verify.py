@@ -316,12 +316,11 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    tables = analyze_rows(rows, builds)
     from metaeval.protocols.buildfind.pipeline import mark_self_labelled, self_labelled_finders
 
-    base_finders = list(
-        RecordFiles(root / "records").manifest.get("config", {}).get("base_finders", [])
-    )
+    config = RecordFiles(root / "records").manifest.get("config", {})
+    tables = analyze_rows(rows, builds, config.get("panels", "matched"))
+    base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
     view_path = root / "data" / "view_rows.parquet"
     if view_path.is_file():
@@ -330,7 +329,7 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
         problems += compare_frames(
             "data/view_rows.csv", read_view_rows(root / "data" / "view_rows.csv"), view_rows
         )
-        tables.update(view_tables(rows, view_rows, tables))
+        tables.update(view_tables(rows, view_rows, tables, config.get("panels", "matched")))
         records = RecordFiles(root / "records")
         tables["view_files"] = view_files(logical_view(records.read(VIEW_FINDS), VIEW_FIND_KEY))
     if (root / "tables" / "failed_cells.parquet").is_file():

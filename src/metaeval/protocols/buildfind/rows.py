@@ -33,7 +33,8 @@ COLUMNS: dict[str, tuple[PolarsDataType, str]] = {
     "finder_family": (pl.Utf8, "finder's adapter family"),
     "effort_panel": (
         pl.Utf8,
-        "effort label shared by the builder and finder panel (e.g. low, high)",
+        "builder's effort (formal rows) or finder's effort (controls), as configured; the "
+        "analysis forms panels from it and finder_effort",
     ),
     "build_trial": (pl.Int32, "build trial index (0-based); -1 for the controls"),
     "find_trial": (pl.Int32, "find trial index (0-based)"),
@@ -48,7 +49,15 @@ COLUMNS: dict[str, tuple[PolarsDataType, str]] = {
     "novel_tool_call_bytes": (pl.Int64, "argument bytes of the finder's read and search calls"),
     "input_tokens": (pl.Int64, "finder input tokens as the provider reported them"),
     "output_tokens": (pl.Int64, "finder output tokens as the provider reported them"),
+    # run metadata (Appendix D); optional on read: rows written before they existed read null
+    "finder_effort": (pl.Utf8, "finder's configured effort; null in rows that predate it"),
+    "builder_agent": (pl.Utf8, "builder's agent id (e.g. codex); null for controls"),
+    "builder_model": (pl.Utf8, "builder's model as configured; null if none or a control"),
+    "finder_agent": (pl.Utf8, "finder's agent id (e.g. claude-code)"),
+    "finder_model": (pl.Utf8, "finder's model as configured; null if none"),
 }
+OPTIONAL = ("finder_effort", "builder_agent", "builder_model", "finder_agent", "finder_model")
+"""Columns a rows file may lack (older runs): they read as null."""
 SCHEMA: dict[str, PolarsDataType] = {name: dtype for name, (dtype, _) in COLUMNS.items()}
 
 
@@ -65,6 +74,7 @@ NULLABLE = (
     "novel_tool_call_bytes",
     "input_tokens",
     "output_tokens",
+    *OPTIONAL,
 )
 NON_EMPTY = ("task", "finder", "question_id")  # key columns; builder is '' for the controls
 TRUE_WORDS = ("true", "1", "yes")
@@ -79,6 +89,7 @@ def conform(df: pl.DataFrame, source: str = "<rows>", *, line_offset: int = 1) -
     line of the file when `line_offset` is the number of lines before the first data row) and
     the column. Booleans given as text read true/false/1/0/yes/no in any case.
     """
+    df = df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in OPTIONAL if c not in df.columns)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"missing column(s): {', '.join(missing)}", file=source)
@@ -220,8 +231,9 @@ def _parse_csv(data: bytes, where: str) -> pl.DataFrame:
         raise ConfigError(f"malformed CSV: {first}", file=where) from exc
     df = csv_unescaped(df)  # text cells written with a leading ' against CSV injection
     # CSV cannot tell an empty string from a missing value: text columns read '' (builder of
-    # a control row), except `answer`, where empty means unanswered.
-    text_columns = [c for c in df.columns if SCHEMA.get(c) == pl.Utf8 and c != "answer"]
+    # a control row), except `answer` (empty means unanswered) and the optional metadata.
+    keep_null = ("answer", *OPTIONAL)
+    text_columns = [c for c in df.columns if SCHEMA.get(c) == pl.Utf8 and c not in keep_null]
     return df.with_columns(pl.col(text_columns).fill_null(""))
 
 

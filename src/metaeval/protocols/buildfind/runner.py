@@ -25,7 +25,7 @@ from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.models.pricing import price_table
-from metaeval.protocols.buildfind.agents import make_agent
+from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
 from metaeval.protocols.buildfind.pack import Pack, PackTask, load_pack
@@ -213,6 +213,8 @@ class BuildFindRun:
             if record.get("status") != "ok" or task_id not in {t.task_id for t in self.tasks}:
                 continue
             for finder in self.finders:
+                if not self._pair_wanted(builder, finder):
+                    continue
                 for r in range(self.config.r_find):
                     planned.append(
                         {
@@ -242,6 +244,13 @@ class BuildFindRun:
         self.reused[FINDS] = len(planned) - len(cells)
         self._builds_view = builds
         return self._execute(run, FINDS, cells, self._find_cell, "finds")
+
+    def _pair_wanted(self, builder: str, finder: str) -> bool:
+        """Whether the formal pair is run: always, or with `find_pairs: matched` only when the
+        builder's and finder's efforts are equal (a builder no longer configured: kept)."""
+        if self.config.find_pairs != "matched" or builder not in self.builders:
+            return True
+        return self.builders[builder][0].effort == self.finders[finder][0].effort
 
     def _check_views(self, run: RunDir) -> None:
         """A view name already run with other globs is refused (its records would be reused)."""
@@ -276,6 +285,7 @@ class BuildFindRun:
             for (task_id, builder, build_trial), record in sorted(builds.items())
             if record.get("status") == "ok" and task_id in tasks
             for finder in self.finders
+            if self._pair_wanted(builder, finder)
             for r in range(self.config.r_find)
         ]
         cells = _plan(run, VIEW_FINDS, VIEW_FIND_KEY, planned, self.config.max_recovery_attempts)
@@ -285,13 +295,14 @@ class BuildFindRun:
     # ------------------------------------------------------------------ cells
 
     def _common(
-        self, spec: AgentSpec, seed: int, prompt: str, pack_task: PackTask
+        self, spec: AgentSpec, agent: Any, seed: int, prompt: str, pack_task: PackTask
     ) -> dict[str, Any]:
         return {
             "agent_id": spec.agent,
             "adapter_family": spec.family,
             "model": spec.model,
             "effort": spec.effort,
+            "effort_setting": effort_setting(spec, agent),
             "seed": seed,
             "prompt_hash": sha256_text(prompt),
             "spec_hash": sha256_text(pack_task.spec_text),
@@ -338,7 +349,7 @@ class BuildFindRun:
             **key,
             "recovery": cell.recovery,
             "attempt": attempt,
-            **self._common(spec, seed, prompt, pack_task),
+            **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
             "artifact": str(artifact.relative_to(run.path.resolve())),
             "validation": validation,
@@ -401,7 +412,7 @@ class BuildFindRun:
             **key,
             "recovery": cell.recovery,
             "attempt": attempt,
-            **self._common(spec, seed, prompt, pack_task),
+            **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
             "permutation": orders,
             "find_answers_blob": run.blobs.put(result.submission or ""),

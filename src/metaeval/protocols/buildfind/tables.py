@@ -39,12 +39,28 @@ TABLE_TITLES: dict[str, str] = {
     "run_accuracy": "Per-find-run accuracy on the audited scoring set (paper eq. 1).",
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
+    "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
 }
 
-_PANEL = "effort panel shared by the builder and its finders (e.g. high, low)"
+_PANEL = (
+    "effort panel (see effort_panels): in matched mode (default) the effort shared by the builder "
+    "and its finders (e.g. high, low); in cross mode builder/finder effort (e.g. high/low)"
+)
 
 # table -> column -> meaning. Column order here is the documented order.
 TABLE_DOCS: dict[str, dict[str, str]] = {
+    "effort_panels": {
+        "builder_effort": "builder's configured effort",
+        "finder_effort": "finder's configured effort; null for rows that predate the column",
+        "effort_panel": "panel the pairs go to: the shared effort (matched) or builder/finder "
+        "(cross); rows without a finder effort follow the builder's effort",
+        "analysed": "whether the pairs enter the panel-local metrics (matched mode leaves out "
+        "pairs whose efforts differ, as the paper's panels do)",
+        "builders": "distinct builders with this effort pair",
+        "finders": "distinct finders with this effort pair",
+        "mode": "matched (paper: high with high, low with low) or cross (full grid)",
+        "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
     "failed_cells": {
         "phase": "build or find",
         "slice": "build for a build cell; formal, question_only or spec_only for a find cell",
@@ -106,12 +122,14 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
     "aels": {
         "effort_panel": _PANEL,
         "builder": "builder name",
-        "A": "mean audited recovery over the builder's formal primary cells",
+        "A": "mean audited recovery over the builder's formal primary cells: the mean of g(b,f,t) "
+        "(eq. 5) over its cells with a defined g, not scaled by coverage (C carries coverage)",
         "S": "mean repeat-answer agreement over repeated find runs",
         "C": "contributing-cell coverage |C_b| / |F x T|",
         "R_b": "conditional total-byte inspection effort (see rb_effort)",
-        "AELS": "A * S * C * R_b^(-eta) with eta = 0.1 (paper eq. 7); higher is better; 0 "
-        "when no cell contributes",
+        "AELS": "A * S * C * R_b^(-eta) with eta = 0.1 (paper eq. 7, the reading that reproduces "
+        "Table 9's AELS column from its A, S, C and R_b for 11 of its 12 rows); higher is "
+        "better; 0 when no cell contributes",
     },
     "coverage": {
         "builder": "builder name",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.extract import rows_from_finds
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
@@ -157,12 +158,15 @@ def view_files(records: dict[tuple, dict]) -> pl.DataFrame:
 
 
 def view_tables(
-    rows: pl.DataFrame, view_rows: pl.DataFrame, full: dict[str, pl.DataFrame]
+    rows: pl.DataFrame,
+    view_rows: pl.DataFrame,
+    full: dict[str, pl.DataFrame],
+    panels: str = DEFAULT_PANELS,
 ) -> dict[str, pl.DataFrame]:
     """view_accuracy, view_finder, view_rb_effort and view_recovery_gate for every view.
 
     `full` holds the full view's calibration, finder_calibration, rb_effort and recovery_gate
-    (computed from `rows`). Returns {} when there are no view rows.
+    (computed from `rows` with the same `panels`). Returns {} when there are no view rows.
     """
     from metaeval.protocols.buildfind.analysis import core, extras
 
@@ -177,6 +181,7 @@ def view_tables(
     }
     for name in sorted(view_rows.get_column("view").unique().to_list()):
         frame = pl.concat([view_rows.filter(pl.col("view") == name).drop("view"), controls])
+        frame = form_panels(frame, panels)[0].collect()
         tables = core.analyze(frame)
         finders = extras.finder_calibration(frame)
         tag = pl.lit(name, pl.Utf8).alias("view")
@@ -261,13 +266,15 @@ def _gate(view: pl.DataFrame, full: pl.DataFrame, tag: pl.Expr) -> pl.DataFrame:
     )
 
 
-def view_layer(run: RunDir, rows: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> dict:
+def view_layer(
+    run: RunDir, rows: pl.DataFrame, tables: dict[str, pl.DataFrame], panels: str = DEFAULT_PANELS
+) -> dict:
     """Write view_rows.{parquet,csv} for a run with view records; return the view tables."""
     records = view_records(run)
     if not records:
         return {}
     view_rows = view_rows_from_records(run, rows)
     write_view_rows(view_rows, run.path)
-    out = view_tables(rows, view_rows, tables)
+    out = view_tables(rows, view_rows, tables, panels)
     out["view_files"] = view_files(records)
     return out

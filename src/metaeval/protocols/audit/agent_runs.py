@@ -110,6 +110,11 @@ class AgentRuns:
             return self._given
         return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
+    def _bench_tasks(self) -> list[Path]:
+        from metaeval.tasks.harbor import discover_tasks
+
+        return discover_tasks(self.settings.bench_dir)[0]
+
     def task_id(self, task_dir: Path) -> str:
         return task_dir.relative_to(self.settings.bench_dir).as_posix()
 
@@ -143,7 +148,8 @@ class AgentRuns:
             self.settings.out_dir,
             protocol=PROTOCOL,
             config=self.config(),
-            hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self.task_dirs)},
+            # over every task of the benchmark: --task narrows a run without changing it
+            hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self._bench_tasks())},
             seeds={},
             new_layer=self.settings.new_layer,
         )

@@ -187,7 +187,7 @@ class AuditRun:
             "agent_results": str(s.agent_results) if s.agent_results else None,
             "agent": s.agent,
             "max_tokens": s.max_tokens,
-            "host_env": list(s.host_env),
+            "host_env": sorted(s.host_env),
         }
 
     def config(self) -> dict[str, Any]:

@@ -84,6 +84,15 @@ def test_turning_execution_on_is_refused_and_both_ways_out_work(static_run, tmp_
     old = [c for c in cells(static_run) if c["task_id"] == "row-count" and c is not new[0]]
     assert all(c["execution"] == {"skipped": "disabled"} for c in old if c.get("layer") != "exec")
 
+    # the run's other commands open it at its latest layer
+    report = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", "audit", "report", str(static_run)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr
+
     # way out 2: a new run directory
     fresh = tmp_path / "fresh"
     other = cli("--static-only", "--task", "row-count", "-o", str(fresh))

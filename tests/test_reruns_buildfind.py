@@ -104,3 +104,10 @@ def test_a_changed_setting_is_refused_by_name_and_both_ways_out_work(first_run, 
     layers = [json.loads(line) for line in (run_dir / "layers.jsonl").read_text().splitlines()]
     assert layers[-1]["name"] == "no-spec"
     assert layers[-1]["settings"]["controls"] == ["question_only"]
+    label = subprocess.run(  # the run's other commands open it at its latest layer
+        [sys.executable, "-m", "metaeval.cli", "buildfind", "label", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert label.returncode == 0, label.stderr

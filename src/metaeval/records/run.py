@@ -172,6 +172,17 @@ def _is_fresh(path: Path) -> bool:
 DeferredHash = Callable[[], str]
 
 
+def _recorded_layers(path: Path, manifest: Mapping[str, Any]) -> list[dict]:
+    """The run's evidence layers, oldest first: the manifest's, then those of layers.jsonl."""
+    layers = [dict(entry) for entry in manifest.get("layers", [])]
+    layers += [
+        entry
+        for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
+        if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
+    ]
+    return layers
+
+
 def _layer_changes(
     layer: Mapping[str, Any],
     base: Mapping[str, Any],
@@ -431,12 +442,7 @@ class RunDir:
                 f"{path} holds a run of protocol {manifest.get('protocol')!r}, not {protocol!r}; "
                 "use a new run directory"
             )
-        layers = [dict(entry) for entry in manifest.get("layers", [])]
-        layers += [
-            entry
-            for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
-            if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
-        ]
+        layers = _recorded_layers(path, manifest)
         if not layers:
             raise RecordIntegrityError(f"{path / MANIFEST_NAME}: no evidence layers recorded")
         current = layers[-1]
@@ -636,12 +642,15 @@ class RunDir:
                 f"run directory holds protocol '{manifest.get('protocol')}', not '{protocol}'",
                 file=str(path),
             )
-        layer = manifest["layers"][-1] if manifest.get("layers") else {}
+        # the current (latest) layer: a later one may have other inputs or settings
+        layers = _recorded_layers(path, manifest)
+        layer = layers[-1] if layers else {}
         return cls.open(
             path,
             protocol=protocol,
             config=manifest.get("config", {}),
             hashes=layer.get("hashes", manifest.get("hashes", {})),
+            settings=layer.get("settings"),
             seeds=manifest.get("seeds", {}),
         )
 

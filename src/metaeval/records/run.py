@@ -346,7 +346,7 @@ class RunDir:
             _check_name(new_layer, "new_layer")
         settings = dict(settings or {})
         json.dumps(settings)
-        digests = hash_inputs({**hashes, **setting_hashes(settings)})
+        digests = hash_inputs({**setting_hashes(settings), **hashes})  # a recorded digest wins
         argv = list(sys.argv if command is None else command)
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk

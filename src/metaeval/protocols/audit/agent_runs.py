@@ -131,6 +131,16 @@ class AgentRuns:
             **({"host_env": list(s.host_env)} if s.host_env else {}),
         }
 
+    def meaning_settings(self) -> dict[str, Any]:
+        """The settings a rerun must keep (the agent, its limits, the host variable names);
+        `--task` only selects tasks and is left out."""
+        config = self.config()
+        selection = ("benchmark", "tasks")
+        return {
+            **{k: v for k, v in config.items() if k not in selection},
+            "host_env": sorted(self.settings.host_env),
+        }
+
     def run(self) -> dict[str, Any]:
         """Run every task without a final record; returns a summary of all records."""
         from metaeval.protocols.audit.runner import benchmark_hash
@@ -150,6 +160,7 @@ class AgentRuns:
             config=self.config(),
             # over every task of the benchmark: --task narrows a run without changing it
             hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self._bench_tasks())},
+            settings=self.meaning_settings(),
             seeds={},
             new_layer=self.settings.new_layer,
         )
@@ -192,7 +203,8 @@ class AgentRuns:
             latest = run.latest_records(RECORDS, ("task_id",))
             wanted = {(self.task_id(d),) for d in self.task_dirs}
             summary = summarize([r for key, r in latest.items() if key in wanted])
-            summary.update(skipped_completed=len(done), ran=len(jobs))
+            reused = sum(1 for d in self.task_dirs if (self.task_id(d),) in done)  # selected
+            summary.update(skipped_completed=reused, ran=len(jobs))
             run.write_summary(summary)
             return summary
         finally:

@@ -71,6 +71,11 @@ LAYERS_FILE = "layers.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
+WAYS_OUT = (
+    "; use a new run directory (-o NEW_DIR), or re-run with --new-layer NAME to start a new "
+    "evidence layer in this one"
+)
+"""How a refusal of changed inputs or settings ends: the two ways out."""
 _RESERVED = frozenset({"layers", "sessions"})
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -452,8 +457,7 @@ class RunDir:
                 raise RecordIntegrityError(
                     f"{path}: inputs differ from layer '{current['name']}' of this run: "
                     + "; ".join(changes)
-                    + "; use a new run directory (-o NEW_DIR), or re-run with "
-                    "--new-layer NAME to start a new evidence layer in this one"
+                    + WAYS_OUT
                 )
             return layers, current["name"]
         same_name = [entry for entry in layers if entry["name"] == new_layer]

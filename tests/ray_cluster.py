@@ -14,6 +14,9 @@ the scenarios below with `metaeval --executor ray`, and writes WORKDIR/result.js
 * kill_worker:   the same buildfind run; the worker node is SIGKILLed once a few finds are in
 * kill_driver:   the same buildfind run; the driver is SIGKILLed mid-run, then re-run
 * improve:       `improve run MANIFEST --budget 2` when a manifest is given (second argument)
+
+With `--without-sandbox` as the second argument it instead starts both nodes without the
+`sandbox` resource and runs the static audit once, which must fail at once.
 """
 
 from __future__ import annotations
@@ -40,10 +43,9 @@ NODE_ARGS = [
     "--disable-usage-stats",
     "--node-ip-address",
     "127.0.0.1",
-    "--resources",
-    json.dumps({"sandbox": 1}),
     "--block",
 ]
+SANDBOX_ARGS = ["--resources", json.dumps({"sandbox": 1})]
 BUILDFIND = str(ROOT / "examples" / "buildfind-reference.yaml")
 
 
@@ -59,9 +61,12 @@ def env() -> dict[str, str]:
     }
 
 
-def start_node(args: list[str], log: Path, temp_dir: str) -> subprocess.Popen:
+def start_node(args: list[str], log: Path, temp_dir: str, sandbox: bool = True) -> subprocess.Popen:
+    """A `ray start --block` node; `sandbox=False` starts it as Ray's docs do, without
+    metaeval's `sandbox` resource."""
+    extra = SANDBOX_ARGS if sandbox else []
     return subprocess.Popen(
-        [str(BIN / "ray"), "start", *args, "--temp-dir", temp_dir, *NODE_ARGS],
+        [str(BIN / "ray"), "start", *args, "--temp-dir", temp_dir, *NODE_ARGS, *extra],
         env=env(),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -249,5 +254,42 @@ def main(work: Path, improve_manifest: str | None = None) -> None:
         (work / "result.json").write_text(json.dumps(result, indent=2))
 
 
+def without_sandbox(work: Path) -> None:
+    """Two nodes started without the `sandbox` resource: an audit whose static cells need it
+    must fail at once (not wait forever) and say how to start the nodes."""
+    work.mkdir(parents=True, exist_ok=True)
+    temp_dir = tempfile.mkdtemp(prefix="mray", dir="/tmp")
+    result: dict = {}
+    head = start_node(
+        ["--head", "--port", str(PORT), "--include-dashboard=false"],
+        work / "head.log",
+        temp_dir,
+        sandbox=False,
+    )
+    nodes = [head]
+    try:
+        wait_for_nodes(1, nodes)
+        nodes.append(start_node(["--address", ADDRESS], work / "worker.log", temp_dir, False))
+        wait_for_nodes(2, nodes)
+        started = time.monotonic()
+        argv = metaeval(
+            "audit", "run", str(ROOT / "examples" / "audit-bench"), "--static-only",
+            "-o", str(work / "audit"),
+        )  # fmt: skip
+        result["audit"] = run(argv, timeout_s=300)
+        result["audit"]["s"] = round(time.monotonic() - started, 1)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        for node in nodes:
+            stop_group(node)
+        result["leftovers_killed"] = kill_leftovers(temp_dir, [n.pid for n in nodes])
+        subprocess.run(["rm", "-rf", temp_dir], check=False)
+        (work / "result.json").write_text(json.dumps(result, indent=2))
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
+    if sys.argv[2:] == ["--without-sandbox"]:
+        without_sandbox(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

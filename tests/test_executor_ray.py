@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.executor import JobResources
+from metaeval.executor import Job, JobResources
 from metaeval.records import RunDir
 from test_improve_run import experiment
 
@@ -47,7 +47,10 @@ if importlib.util.find_spec("ray") is None:
     pytest.skip("ray is not installed (extra `ray`)", allow_module_level=True)
 
 from metaeval.executor_ray import (  # noqa: E402 - after the extra check
+    START_LINE,
+    RayUnavailable,
     _store_blobs,
+    check_cluster_offers,
     pickle_job,
     ray_options,
     run_payload,
@@ -322,3 +325,67 @@ def test_improve_on_the_cluster_gives_the_local_bundle(cluster, local_runs):
     assert [e["decision"] for e in ledger] == ["promoted", "rejected"]
     # the episodes' PACT servers ran on the workers, one per episode
     assert len(list((ray_bundle / "baseline_artifacts" / "baseline").glob("server-*.log"))) >= 5
+
+
+# --------------------------------------------------------------------------- missing resources
+
+
+def _job(sandbox: bool, cpus: float = 1.0) -> Job:
+    return Job(key="k", fn=lambda: None, resources=JobResources(cpus=cpus, sandbox=sandbox))
+
+
+def test_a_job_no_node_can_take_is_refused_naming_the_resource():
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "memory": 1e9}}]
+    check_cluster_offers(nodes, [_job(False)], "h:1")  # plain jobs fit
+    with pytest.raises(RayUnavailable) as refused:
+        check_cluster_offers(nodes, [_job(True), _job(True), _job(False)], "h:1")
+    message = str(refused.value)
+    assert "the Ray cluster at h:1" in message
+    assert "2 job(s) need 'sandbox' (no node offers it)" in message
+    assert START_LINE in message
+    with pytest.raises(
+        RayUnavailable, match=r"1 job\(s\) need 4 CPU \(the largest node offers 2\)"
+    ):
+        check_cluster_offers(nodes, [_job(False, cpus=4)], "h:1")
+    dead = [{"Alive": False, "Resources": {"CPU": 8.0, "sandbox": 8.0}}, *nodes]
+    with pytest.raises(RayUnavailable, match="sandbox"):
+        check_cluster_offers(dead, [_job(True)], None)  # a dead node offers nothing
+    split = [*nodes, {"Alive": True, "Resources": {"CPU": 0.5, "sandbox": 1.0}}]
+    with pytest.raises(RayUnavailable, match="on one node"):
+        check_cluster_offers(split, [_job(True)], None)  # never both on the same node
+
+
+@pytest.fixture(scope="module")
+def cluster_without_sandbox(tmp_path_factory) -> tuple[Path, dict]:
+    """A real two-node cluster started without the sandbox resource (tests/ray_cluster.py
+    --without-sandbox, in a private network namespace)."""
+    if not _netns_usable():
+        if REQUIRED:
+            raise RuntimeError("`unshare -n` is needed for the Ray cluster tests")
+        pytest.skip("cannot create a network namespace (unshare -n)")
+    work = tmp_path_factory.mktemp("nosandbox")
+    helper = ROOT / "tests" / "ray_cluster.py"
+    script = f"ip link set lo up; exec {sys.executable} {helper} {work} --without-sandbox"
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=900
+    )
+    result_path = work / "result.json"
+    assert result_path.exists(), done.stderr[-4000:]
+    result = json.loads(result_path.read_text())
+    assert "error" not in result, (result, (work / "head.log").read_text()[-3000:])
+    return work, result
+
+
+def test_a_cluster_without_the_sandbox_resource_fails_at_once_saying_how_to_start_it(
+    cluster_without_sandbox,
+):
+    work, result = cluster_without_sandbox
+    audit = result["audit"]
+    message = " ".join(audit["stderr"].split())  # the console wraps long lines
+    assert audit["rc"] == 2, audit
+    assert audit["s"] < 120, audit  # at once, not after a timeout
+    assert "the Ray cluster at 127.0.0.1:6391" in message
+    assert "14 job(s) need 'sandbox' (no node offers it)" in message
+    assert 'ray start --resources "$(python -m metaeval.executor_ray)"' in message
+    assert "Traceback" not in audit["stderr"]
+    assert not (work / "audit" / "audits.jsonl").exists()  # nothing was submitted

@@ -197,6 +197,62 @@ def ray_options(resources: JobResources | None, max_retries: int) -> dict[str, A
     return options
 
 
+START_LINE = 'ray start --resources "$(python -m metaeval.executor_ray)"'
+"""How a node offers the resources metaeval's jobs ask for (with the node's usual options)."""
+
+
+def job_demand(resources: JobResources | None) -> dict[str, float]:
+    """What one job asks of the node that runs it, in Ray's resource names."""
+    options = ray_options(resources, 0)
+    demand = {"CPU": float(options["num_cpus"]), **options.get("resources", {})}
+    if "memory" in options:
+        demand["memory"] = float(options["memory"])
+    return {name: amount for name, amount in demand.items() if amount > 0}
+
+
+def check_cluster_offers(
+    nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Job], address: str | None
+) -> None:
+    """Raise RayUnavailable, naming the missing resource and how to offer it, when no alive
+    node (`ray.nodes()`) offers what some job asks for: Ray would keep such a job pending
+    forever, with no message."""
+    offers = [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive", True)]
+    short: dict[str, int] = {}  # resource no node has enough of -> jobs that need it
+    seen: dict[frozenset, str | None] = {}
+    for job in jobs:
+        demand = job_demand(getattr(job, "resources", None))
+        key = frozenset(demand.items())
+        if key not in seen:
+            seen[key] = _missing(demand, offers)
+        missing = seen[key]
+        if missing is not None:
+            short[missing] = short.get(missing, 0) + 1
+    if not short:
+        return
+    where = f"the Ray cluster at {address}" if address else "the local Ray instance"
+    what = "; ".join(f"{n} job(s) need {name}" for name, n in sorted(short.items()))
+    hint = ""
+    if any(name.startswith(f"'{SANDBOX_RESOURCE}'") for name in short):
+        hint = (
+            f"; start each node that may run sandboxed jobs (it needs bubblewrap, Podman or "
+            f"Docker) with the sandbox resource: {START_LINE}"
+        )
+    raise RayUnavailable(f"no node of {where} offers what the jobs ask for: {what}{hint}")
+
+
+def _missing(demand: Mapping[str, float], offers: list[dict[str, float]]) -> str | None:
+    """None when one node offers the whole demand, else what is missing, readably."""
+    if any(all(node.get(k, 0.0) >= v for k, v in demand.items()) for node in offers):
+        return None
+    for name, amount in demand.items():
+        if not any(node.get(name, 0.0) >= amount for node in offers):
+            if name == SANDBOX_RESOURCE:
+                return f"'{SANDBOX_RESOURCE}' (no node offers it)"
+            most = max((node.get(name, 0.0) for node in offers), default=0.0)
+            return f"{amount:g} {name} (the largest node offers {most:g})"
+    return "all of " + ", ".join(f"{v:g} {k}" for k, v in demand.items()) + " on one node"
+
+
 def connect(address: str | None) -> Any:
     """Connect to the Ray cluster at `address`, or start a local instance when None."""
     try:
@@ -292,6 +348,8 @@ class RayExecutor(Executor):
     def run(self, jobs: Sequence[Job], on_outcome: OutcomeCallback) -> list[JobOutcome]:
         """Run `jobs` on the cluster; `on_outcome` runs here, on the driver, once per job."""
         ray = connect(self.address)
+        if jobs:  # before submitting: a job no node can take would wait forever
+            check_cluster_offers(ray.nodes(), jobs, self.address)
         remote = ray.remote(run_payload)
         queue = list(jobs)
         queue.reverse()

@@ -90,12 +90,22 @@ def build_manifest(
     layer: str = "base",
     created_at: str | None = None,
     git_revision: str | None | object = ...,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble a manifest dict (redacted, JSON-checked) without touching the disk.
 
     `git_revision` defaults to `metaeval_git_revision()` (pass it, even None, when known).
+    `settings` (the values behind the ``setting:<name>`` hashes) go into the first layer's
+    entry, so that a rerun with other values can say what they were.
     """
     created = created_at or utc_now()
+    layer_entry: dict[str, Any] = {
+        "name": layer,
+        "hashes": dict(sorted(hashes.items())),
+        "created_at": created,
+    }
+    if settings:
+        layer_entry["settings"] = redact(dict(settings))
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "protocol": protocol,
@@ -109,7 +119,7 @@ def build_manifest(
         "python_version": sys.version.split()[0],
         "platform": sys.platform,
         "created_at": created,
-        "layers": [{"name": layer, "hashes": dict(sorted(hashes.items())), "created_at": created}],
+        "layers": [layer_entry],
     }
     json.dumps(manifest)  # fail here, before anything is written, if not serialisable
     return manifest
@@ -176,21 +186,60 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
+SETTING_PREFIX = "setting:"
+
+
+def setting_hashes(settings: Mapping[str, Any]) -> dict[str, str]:
+    """``setting:<name>`` -> digest of the value's canonical JSON, for the settings that
+    change what a run's cells mean (a flag such as execution checks on or off)."""
+    return {
+        SETTING_PREFIX + name: sha256_text(json.dumps(value, sort_keys=True, ensure_ascii=False))
+        for name, value in settings.items()
+    }
+
+
+def show_setting(value: Any) -> str:
+    """A setting's value as a person reads it: on/off, none, text, or compact JSON."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return value
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def describe_hash_name(name: str) -> str:
     """Render ``"prompt:toolloop_system"`` as ``prompt 'toolloop_system'``."""
     kind, sep, rest = name.partition(":")
     return f"{kind} '{rest}'" if sep and kind and rest else f"'{name}'"
 
 
-def diff_hashes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
-    """Human-readable differences between two hash maps, one entry per changed name."""
+def diff_hashes(
+    old: Mapping[str, str],
+    new: Mapping[str, str],
+    old_settings: Mapping[str, Any] | None = None,
+    new_settings: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Human-readable differences between two hash maps, one entry per changed name.
+
+    A changed ``setting:<name>`` whose values both sides know is shown by value
+    (``setting 'execution_checks' changed: off -> on``)."""
+    old_settings, new_settings = old_settings or {}, new_settings or {}
     changes: list[str] = []
     for name in sorted(set(old) | set(new)):
         before, after = old.get(name), new.get(name)
         if before == after:
             continue
         what = describe_hash_name(name)
-        if before is None:
+        setting = name.removeprefix(SETTING_PREFIX)
+        if name.startswith(SETTING_PREFIX) and setting in old_settings and setting in new_settings:
+            old_value, new_value = old_settings[setting], new_settings[setting]
+            changes.append(
+                f"{what} changed: {show_setting(old_value)} -> {show_setting(new_value)}"
+            )
+        elif before is None:
             changes.append(f"{what} added: {after}")
         elif after is None:
             changes.append(f"{what} removed (was {before})")

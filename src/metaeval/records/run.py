@@ -57,6 +57,7 @@ from metaeval.records.manifest import (
     hash_inputs,
     is_hash,
     read_manifest,
+    setting_hashes,
     utc_now,
     write_manifest,
 )
@@ -70,6 +71,11 @@ LAYERS_FILE = "layers.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
+WAYS_OUT = (
+    "; use a new run directory (-o NEW_DIR), or re-run with --new-layer NAME to start a new "
+    "evidence layer in this one"
+)
+"""How a refusal of changed inputs or settings ends: the two ways out."""
 _RESERVED = frozenset({"layers", "sessions"})
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -169,6 +175,44 @@ def _is_fresh(path: Path) -> bool:
 
 
 DeferredHash = Callable[[], str]
+
+
+def _recorded_layers(path: Path, manifest: Mapping[str, Any]) -> list[dict]:
+    """The run's evidence layers, oldest first: the manifest's, then those of layers.jsonl."""
+    layers = [dict(entry) for entry in manifest.get("layers", [])]
+    layers += [
+        entry
+        for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
+        if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
+    ]
+    return layers
+
+
+def _layer_changes(
+    layer: Mapping[str, Any],
+    base: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    digests: Mapping[str, str],
+    settings: Mapping[str, Any],
+) -> list[str]:
+    """What differs between a recorded layer and a rerun's inputs and settings, readably.
+
+    A layer recorded before its settings were (an older metaeval) takes a setting's value
+    from the manifest's config when it is the first layer; a setting it cannot know is not
+    compared."""
+    old = dict(layer["hashes"])
+    old_settings = dict(layer.get("settings") or {})
+    config = manifest.get("config") if layer is base else None
+    for name in settings:
+        key = "setting:" + name
+        if key in old:
+            continue
+        if isinstance(config, dict) and name in config:
+            old_settings[name] = config[name]
+            old[key] = setting_hashes({name: config[name]})[key]
+        else:
+            old[key] = digests[key]
+    return diff_hashes(old, digests, old_settings, settings)
 
 
 def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
@@ -280,6 +324,7 @@ class RunDir:
         new_layer: str | None = None,
         command: Sequence[str] | None = None,
         deferred_hashes: Mapping[str, DeferredHash] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> RunDir:
         """Create a run directory, or resume one whose recorded inputs match.
 
@@ -295,11 +340,18 @@ class RunDir:
         new_layer is given: then a new evidence layer is started (or resumed, if a
         layer of that name with the same hashes exists). A different protocol always
         raises. A new directory's first layer is named new_layer or "base".
+
+        settings maps names to the (JSON) values of the settings that change what a cell
+        means (execution checks on or off, a model's token limit); they are compared like
+        hashes, as ``setting:<name>``, and a change is named with both values. Settings that
+        only select cells (which tasks) belong in config, never here.
         """
         path = Path(path)
         if new_layer is not None:
             _check_name(new_layer, "new_layer")
-        digests = hash_inputs(hashes)
+        settings = dict(settings or {})
+        json.dumps(settings)
+        digests = hash_inputs({**setting_hashes(settings), **hashes})  # a recorded digest wins
         argv = list(sys.argv if command is None else command)
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk
@@ -313,6 +365,7 @@ class RunDir:
                 command=argv,
                 layer=new_layer or "base",
                 git_revision=revision,
+                settings=settings,
             )
 
         deferred = dict(deferred_hashes or {})
@@ -340,7 +393,9 @@ class RunDir:
                 if revision_later:  # another process wrote it meanwhile: a resume after all
                     revision = metaeval_git_revision()
                 digests.update(_compute_deferred(deferred))  # a resume compares them all
-                layers, layer = cls._select_layer(path, manifest, protocol, digests, new_layer)
+                layers, layer = cls._select_layer(
+                    path, manifest, protocol, digests, new_layer, settings
+                )
             else:
                 if not _is_fresh(path):
                     raise MetaevalError(
@@ -385,34 +440,29 @@ class RunDir:
         protocol: str,
         digests: dict[str, str],
         new_layer: str | None,
+        settings: dict[str, Any],
     ) -> tuple[list[dict], str]:
         if manifest.get("protocol") != protocol:
             raise RecordIntegrityError(
                 f"{path} holds a run of protocol {manifest.get('protocol')!r}, not {protocol!r}; "
                 "use a new run directory"
             )
-        layers = [dict(entry) for entry in manifest.get("layers", [])]
-        layers += [
-            entry
-            for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
-            if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
-        ]
+        layers = _recorded_layers(path, manifest)
         if not layers:
             raise RecordIntegrityError(f"{path / MANIFEST_NAME}: no evidence layers recorded")
         current = layers[-1]
         if new_layer is None:
-            changes = diff_hashes(current["hashes"], digests)
+            changes = _layer_changes(current, layers[0], manifest, digests, settings)
             if changes:
                 raise RecordIntegrityError(
                     f"{path}: inputs differ from layer '{current['name']}' of this run: "
                     + "; ".join(changes)
-                    + "; re-run with --new-layer NAME to start a new evidence layer, "
-                    "or use a new run directory"
+                    + WAYS_OUT
                 )
             return layers, current["name"]
         same_name = [entry for entry in layers if entry["name"] == new_layer]
         if same_name:
-            changes = diff_hashes(same_name[-1]["hashes"], digests)
+            changes = _layer_changes(same_name[-1], layers[0], manifest, digests, settings)
             if changes:
                 raise RecordIntegrityError(
                     f"{path}: layer '{new_layer}' already exists with different inputs: "
@@ -421,6 +471,8 @@ class RunDir:
                 )
             return layers, new_layer  # resuming that layer
         entry = {"name": new_layer, "hashes": digests, "created_at": utc_now()}
+        if settings:
+            entry["settings"] = settings
         with JsonlWriter(path / LAYERS_FILE) as writer:
             writer.append(entry)
         return [*layers, entry], new_layer
@@ -594,12 +646,15 @@ class RunDir:
                 f"run directory holds protocol '{manifest.get('protocol')}', not '{protocol}'",
                 file=str(path),
             )
-        layer = manifest["layers"][-1] if manifest.get("layers") else {}
+        # the current (latest) layer: a later one may have other inputs or settings
+        layers = _recorded_layers(path, manifest)
+        layer = layers[-1] if layers else {}
         return cls.open(
             path,
             protocol=protocol,
             config=manifest.get("config", {}),
             hashes=layer.get("hashes", manifest.get("hashes", {})),
+            settings=layer.get("settings"),
             seeds=manifest.get("seeds", {}),
         )
 

@@ -110,6 +110,11 @@ class AgentRuns:
             return self._given
         return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
+    def _bench_tasks(self) -> list[Path]:
+        from metaeval.tasks.harbor import discover_tasks
+
+        return discover_tasks(self.settings.bench_dir)[0]
+
     def task_id(self, task_dir: Path) -> str:
         return task_dir.relative_to(self.settings.bench_dir).as_posix()
 
@@ -124,6 +129,16 @@ class AgentRuns:
             "test_timeout_s": s.test_timeout_s,
             "memory_cgroup_mb": getattr(self.agent, "memory_cgroup_mb", None),
             **({"host_env": list(s.host_env)} if s.host_env else {}),
+        }
+
+    def meaning_settings(self) -> dict[str, Any]:
+        """The settings a rerun must keep (the agent, its limits, the host variable names);
+        `--task` only selects tasks and is left out."""
+        config = self.config()
+        selection = ("benchmark", "tasks")
+        return {
+            **{k: v for k, v in config.items() if k not in selection},
+            "host_env": sorted(self.settings.host_env),
         }
 
     def run(self) -> dict[str, Any]:
@@ -143,7 +158,9 @@ class AgentRuns:
             self.settings.out_dir,
             protocol=PROTOCOL,
             config=self.config(),
-            hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self.task_dirs)},
+            # over every task of the benchmark: --task narrows a run without changing it
+            hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self._bench_tasks())},
+            settings=self.meaning_settings(),
             seeds={},
             new_layer=self.settings.new_layer,
         )
@@ -186,7 +203,8 @@ class AgentRuns:
             latest = run.latest_records(RECORDS, ("task_id",))
             wanted = {(self.task_id(d),) for d in self.task_dirs}
             summary = summarize([r for key, r in latest.items() if key in wanted])
-            summary.update(skipped_completed=len(done), ran=len(jobs))
+            reused = sum(1 for d in self.task_dirs if (self.task_id(d),) in done)  # selected
+            summary.update(skipped_completed=reused, ran=len(jobs))
             run.write_summary(summary)
             return summary
         finally:

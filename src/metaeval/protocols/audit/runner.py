@@ -145,6 +145,8 @@ class AuditRun:
             settings = replace(settings, agent_results=settings.run_dir / AGENT_RESULTS_SUBDIR)
         self.settings = settings
         self.task_dirs, self.skipped = _plan_tasks(settings)
+        # the benchmark hash covers every task, so that --task narrows a run without changing it
+        self.bench_task_dirs = discover_tasks(settings.bench_dir)[0]
         ids = {d.relative_to(settings.bench_dir).as_posix() for d in self.task_dirs}
         unknown = sorted(set(settings.model_tasks or []) - ids)
         if unknown:
@@ -167,10 +169,26 @@ class AuditRun:
     def deferred_hashes(self) -> dict[str, Callable[[], str]]:
         """The benchmark's hash, the slow input: a new run computes it while its first
         requests are out (`RunDir.open(deferred_hashes=...)`); a resume needs it at once."""
-        bench_dir, task_dirs = self.settings.bench_dir, self.task_dirs
+        bench_dir, task_dirs = self.settings.bench_dir, self.bench_task_dirs
         if self._static_pool is not None:  # in a worker process: no GIL shared with the cells
             return {"benchmark": self._static_pool.benchmark_hash(bench_dir, task_dirs)}
         return {"benchmark": lambda: benchmark_hash(bench_dir, task_dirs)}
+
+    def meaning_settings(self) -> dict[str, Any]:
+        """The settings that change what a cell means, compared on a rerun (`RunDir.open`):
+        the execution checks and their sandbox, the input tier and agent results the models
+        see, their token limit, the host variables tasks may read. Which tasks and models
+        run, and how many at once, only select cells and are left out."""
+        s = self.settings
+        return {
+            "execution_checks": s.execution_checks,
+            "sandbox": s.sandbox,
+            "tier": s.tier,
+            "agent_results": str(s.agent_results) if s.agent_results else None,
+            "agent": s.agent,
+            "max_tokens": s.max_tokens,
+            "host_env": sorted(s.host_env),
+        }
 
     def config(self) -> dict[str, Any]:
         s = self.settings
@@ -236,6 +254,7 @@ class AuditRun:
             config=self.config(),
             hashes=self.hashes(),
             deferred_hashes=self.deferred_hashes(),
+            settings=self.meaning_settings(),
             seeds={"model_seed": 0},
             new_layer=self.settings.new_layer,
         )
@@ -245,10 +264,14 @@ class AuditRun:
             done = run.completed_cells(CELLS, ("task_id", "source"))
             sources = [STATIC_SOURCE] + ([] if self.settings.static_only else list(self.models))
             jobs = []
+            reused = 0  # of the selected cells (--task narrows a run to some of its cells)
             for task_dir in self.task_dirs:
                 task_id = task_dir.relative_to(self.settings.bench_dir).as_posix()
                 for source in sources:
-                    if (task_id, source) in done or not self._audits(source, task_id):
+                    if not self._audits(source, task_id):
+                        continue
+                    if (task_id, source) in done:
+                        reused += 1
                         continue
                     jobs.append(
                         Job(
@@ -298,7 +321,7 @@ class AuditRun:
             executor.run(jobs, record)
             records = read_records(run, self.settings.min_tier)  # once, for summary and reports
             summary = summarize_run(run, self, records)
-            summary["skipped_completed"] = len(done)
+            summary["skipped_completed"] = reused
             summary["ran"] = len(jobs)
             run.write_summary(summary)
             from metaeval.protocols.audit.render import write_reports

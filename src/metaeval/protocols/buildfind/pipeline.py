@@ -154,7 +154,12 @@ def mark_self_labelled(tables: dict[str, pl.DataFrame], finders: list[str]) -> N
 
 def finalize_run(run: RunDir) -> dict[str, Any]:
     """Rows, labels, analysis and report for a run directory; returns a summary."""
-    config = run.manifest.get("config", {})
+    config = dict(run.manifest.get("config", {}))
+    # a later evidence layer may have other settings (`--new-layer`): its own apply
+    layer: dict[str, Any] = next(
+        (e for e in reversed(run.layers) if e.get("name") == run.layer), {}
+    )
+    config.update(layer.get("settings") or {})
     base_finders = list(config.get("base_finders", []))
     rows = rows_from_records(run)
     rows = label_rows(run, rows, base_finders)

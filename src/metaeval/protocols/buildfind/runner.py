@@ -55,6 +55,8 @@ BUILD_KEY = ("task", "builder", "build_trial")
 FIND_KEY = ("slice", "task", "builder", "build_trial", "finder", "find_trial")
 VIEW_FINDS = "view_finds"  # restricted-view find runs: a separate evidence layer
 VIEW_FIND_KEY = ("view", *FIND_KEY)
+# run config keys that do not change what a recorded cell means (see `meaning_settings`)
+SELECTION_KEYS = frozenset({"pack", "tasks", "concurrency", "views"})
 
 
 @dataclass
@@ -122,12 +124,22 @@ class BuildFindRun:
     # ------------------------------------------------------------------ manifest
 
     def hashes(self) -> dict[str, str]:
+        """Templates, prices, and the spec and questions of every task of the pack (not only
+        the selected ones: `tasks` narrows a run without changing it)."""
         hashes = dict(template_hashes())
-        for task in self.tasks:
+        for task in self.pack.tasks.values():
             hashes[f"spec:{task.task_id}"] = task.spec_text
             hashes[f"question_bank:{task.task_id}"] = task.questions_text
         hashes["price_table"] = price_table().sha256
         return hashes
+
+    def meaning_settings(self) -> dict[str, Any]:
+        """The config keys a rerun must keep (`RunDir.open` compares them): the agents behind
+        each builder and finder name, trials, seed, budgets, controls, base finders, recovery.
+        `tasks` only selects cells, `concurrency` only paces them, the pack's content is
+        hashed (its path may move) and `views` are checked per view (`_check_views`)."""
+        config = self.config.model_dump(mode="json")
+        return {k: v for k, v in config.items() if k not in SELECTION_KEYS}
 
     def open(self) -> RunDir:
         config = self.config.model_dump(mode="json")
@@ -136,6 +148,7 @@ class BuildFindRun:
             protocol="buildfind",
             config=config,
             hashes=self.hashes(),
+            settings=self.meaning_settings(),
             seeds={"seed0": self.config.seed0},
             new_layer=self.new_layer,
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.errors import RecordIntegrityError
 from metaeval.records import RunDir, redact
 from metaeval.records.manifest import MANIFEST_NAME, read_manifest
+from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import NodeEval, Plan
@@ -48,7 +49,7 @@ def open_bundle(plan: Plan) -> RunDir:
         )
     except RecordIntegrityError as exc:
         # improve has no evidence layers: the only way forward is a new bundle
-        detail = str(exc).split("; re-run with --new-layer", 1)[0]
+        detail = str(exc).split(WAYS_OUT, 1)[0]
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 

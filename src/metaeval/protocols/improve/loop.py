@@ -16,6 +16,7 @@ import os
 import queue
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from metaeval.protocols.improve.gitops import (
     remove_worktree,
     tampered,
 )
+from metaeval.protocols.improve.meta_agents import MetaOutput, apply_tool_menu
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.target_model import TargetModelService
@@ -81,6 +83,10 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
+    meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
+    meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
+    tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
+    sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
 
 
@@ -252,6 +258,37 @@ def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict
     ]
 
 
+def propose_within(
+    meta_agent: Any, contract_input: dict[str, Any], worktree: Path, limits: Limits
+) -> MetaOutput:
+    """Ask the meta-agent for one proposal, waiting at most `limits.time_limit_s` of wall
+    clock (the SUT config's `timeout_s`): a meta-agent still running then is abandoned (its
+    worktree is removed with the trial) and the proposal is a timeout. A raising meta-agent
+    is an error. Lanes that stop themselves at the limit (toolloop, CLIs) report `timeout`."""
+    box: list[MetaOutput] = []
+
+    def call() -> None:
+        try:
+            box.append(meta_agent.propose(contract_input, worktree, limits))
+        except Exception as exc:  # noqa: BLE001 - a crashing meta-agent is its own failure
+            box.append(MetaOutput(status="error", error=f"{type(exc).__name__}: {exc}"))
+
+    worker = threading.Thread(target=call, name="meta-agent", daemon=True)
+    worker.start()
+    worker.join(limits.time_limit_s)
+    if box:
+        output = box[0]
+        if output.status == "timeout" and not output.error:
+            output.error = f"the meta-agent reached its limits ({limits.max_steps} steps, "
+            output.error += f"{limits.time_limit_s:g} s)"
+        return output
+    return MetaOutput(
+        status="timeout",
+        error=f"the meta-agent did not finish within its time limit of "
+        f"{limits.time_limit_s:g} s (SUT config timeout_s)",
+    )
+
+
 LOG_TAIL_LINES = 6
 
 
@@ -279,6 +316,7 @@ class TrialLoop:
     def __init__(self, plan: Plan, meta_agent: Any):
         self.plan = plan
         self.meta_agent = meta_agent
+        apply_tool_menu(meta_agent, plan.tool_menu, plan.sut_config)
         self.trace_lines: list[str] = []
         self.files: BundleFiles  # set by run(), once the bundle is open
         self.sealed = sealed_paths(
@@ -544,13 +582,12 @@ class TrialLoop:
         self.files.json(trial_dir / "optimizer_input.json", contract_input)
         self.files.text(trial_dir / "optimizer_instruction.md", instruction)
 
-        limits = Limits(max_steps=40, time_limit_s=plan.step_timeout_s, max_tokens_per_step=1024)
-        try:
-            output = self.meta_agent.propose(contract_input, worktree, limits)
-        except Exception as exc:  # noqa: BLE001 - a crashing meta-agent is its own failure
-            from metaeval.protocols.improve.meta_agents import MetaOutput
-
-            output = MetaOutput(status="error", error=f"{type(exc).__name__}: {exc}")
+        limits = Limits(
+            max_steps=plan.meta_max_steps,
+            time_limit_s=plan.meta_timeout_s,
+            max_tokens_per_step=1024,
+        )
+        output = propose_within(self.meta_agent, contract_input, worktree, limits)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
         trace_text = "".join(
             json.dumps(e, sort_keys=True, default=str) + "\n" for e in output.trace
@@ -560,7 +597,9 @@ class TrialLoop:
         reasons: list[dict[str, Any]] = []
         patch = ""
         left_out: list[str] = []
-        if output.status != "ok":
+        if output.status == "timeout":
+            reasons.append({"code": "meta_agent_timeout", "detail": output.error or "timeout"})
+        elif output.status != "ok":
             reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
         elif (tamper := tampered(tree)) is not None:
             # git is never run on this tree: its metadata is the meta-agent's, not the harness's

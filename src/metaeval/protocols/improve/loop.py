@@ -31,6 +31,14 @@ from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.evaluate import evaluate_suite
+from metaeval.protocols.improve.feedback import (
+    invalid_trials,
+    keep_task_logs,
+    meta_error,
+    parent_results,
+    task_rows,
+    write_feedback,
+)
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
     GitError,
@@ -385,13 +393,13 @@ class TrialLoop:
                 return _LeasedClient(pool, plan.task_timeout_s)
 
         try:
-            optimize = _suite_summary(
-                self._run_suite(plan.optimize_tasks, client_factory, out_dir / "optimize")
+            optimize = self._summary(
+                plan.optimize_tasks, client_factory, out_dir, label, "optimize"
             )
             held = None
             if held_out and plan.held_out_tasks:
-                held = _suite_summary(
-                    self._run_suite(plan.held_out_tasks, client_factory, out_dir / "held_out")
+                held = self._summary(
+                    plan.held_out_tasks, client_factory, out_dir, label, "held_out"
                 )
         finally:
             for server in servers:
@@ -427,6 +435,17 @@ class TrialLoop:
                 else "no task could be evaluated",
             )
         return NodeEval(status="evaluated", optimize=optimize, held_out=held)
+
+    def _summary(
+        self, tasks: list[Path], client_factory: Any, out_dir: Path, label: str, split: str
+    ) -> dict[str, Any]:
+        """Run one suite and summarise it; each task's test log and trace are kept under
+        `<out_dir>/<label>-logs/<split>/` (redacted, capped), named in its task row."""
+        result = self._run_suite(tasks, client_factory, out_dir / split)
+        summary = _suite_summary(result)
+        log_dir = out_dir / f"{label}-logs" / split
+        keep_task_logs(self.files, self.plan.bundle, result, summary, log_dir)
+        return summary
 
     def _run_suite(self, tasks: list[Path], client_factory, work_root: Path):
         plan = self.plan
@@ -479,6 +498,7 @@ class TrialLoop:
                     "commit": entry["candidate_commit"],
                     "optimize_score": entry["optimize_score"],
                     "held_out_score": entry.get("held_out_score"),
+                    "trial": entry["trial"],
                 }
         return parent
 
@@ -538,7 +558,12 @@ class TrialLoop:
             shutil.rmtree(worktree, ignore_errors=True)
 
     def _contract_input(
-        self, trial: int, parent: dict[str, Any], ledger: list[dict], worktree: Path
+        self,
+        trial: int,
+        parent: dict[str, Any],
+        ledger: list[dict],
+        worktree: Path,
+        results: dict[str, Any],
     ) -> dict:
         root = worktree / (self.plan.boundary.mutable_root or ".")
         files = sorted(
@@ -553,13 +578,28 @@ class TrialLoop:
                 feedback.append(json.loads(packet.read_text()))
         return {
             "trial": trial,
-            "parent": parent,
+            # what the meta-agent may know of its parent: never a held-out score
+            "parent": {k: parent[k] for k in ("id", "commit", "optimize_score")},
             "target_state": {"mutable_root": self.plan.boundary.mutable_root, "files": files},
             "feedback": feedback,
+            "parent_results": results,
+            "invalid_trials": invalid_trials(feedback),
             "boundary": json.loads(self.plan.boundary.to_json()),
             "remaining_budget": self.plan.trial_budget - trial + 1,
             "suites": {"optimize": [p.name for p in self.plan.optimize_tasks]},
         }
+
+    def _parent_optimize(self, parent: dict[str, Any]) -> dict[str, Any] | None:
+        """The active parent's optimize summary (per-task rows with their log files)."""
+        if "trial" in parent:
+            path = self.plan.bundle / "trials" / f"{parent['trial']:03d}" / "artifacts"
+            path = path / "candidates" / "evaluation.json"
+        else:
+            path = self.plan.bundle / BASELINE_EVAL
+        try:
+            return json.loads(path.read_text()).get("optimize")
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def _trial_in_worktree(
         self,
@@ -572,10 +612,12 @@ class TrialLoop:
     ) -> dict[str, Any]:
         plan = self.plan
         worktree = tree.path
-        contract_input = self._contract_input(trial, parent, ledger, worktree)
+        results, log_texts = parent_results(plan.bundle, parent, self._parent_optimize(parent))
+        contract_input = self._contract_input(trial, parent, ledger, worktree, results)
         instruction = render_instruction(contract_input)
         context = worktree / CONTEXT_DIR
         context.mkdir(exist_ok=True)
+        write_feedback(self.files, trial_dir, context, results, log_texts)
         (context / "optimizer_context.md").write_text(render_context(contract_input))
         (context / "mutation_boundary.json").write_text(plan.boundary.to_json())
         (context / "optimizer_instruction.md").write_text(instruction)
@@ -680,9 +722,10 @@ class TrialLoop:
             "decision": decision,
             "failure_class": failure_class,
             "reasons": [r.get("detail") or r.get("code") for r in reasons],
-            "optimize": None if node is None else node.optimize,
-            "held_out_gate": None if gate is None else gate.get("held_out"),
-            "error": None if node is None else node.error,
+            "optimize": None if node is None else task_rows(node.optimize),
+            # the gate's state only (the decision implies it); held-out scores stay hidden
+            "held_out_gate": None if gate is None else gate["held_out"]["state"],
+            "error": meta_error(node),
         }
         self.files.json(trial_dir / "feedback_packet.json", feedback)
         result = {
@@ -809,6 +852,26 @@ def render_context(contract_input: dict[str, Any]) -> str:
     ]
     lines.append("## Target files")
     lines += [f"- {f}" for f in contract_input["target_state"]["files"]]
+    results = contract_input.get("parent_results") or {}
+    optimize = results.get("optimize") or {}
+    lines += ["", f"## The parent's results on the optimize split (score {optimize.get('score')})"]
+    for task in optimize.get("tasks", []):
+        reward = "" if task.get("reward") is None else f", reward {task['reward']:g}"
+        lines.append(f"- {task['task_id']}: {task['status']}{reward}: {task.get('reason') or ''}")
+    logs = results.get("failed_task_logs") or []
+    if logs:
+        lines += ["", "Test logs of the failed tasks (their last bytes, redacted):"]
+        lines += [
+            f"- `.aie_bench_recursive/{log['file']}` ({log['delivered_bytes']} of "
+            f"{log['raw_bytes']} bytes)"
+            for log in logs
+        ]
+    invalid = contract_input.get("invalid_trials") or []
+    if invalid:
+        lines += ["", "## Why earlier trials were invalid"]
+        for item in invalid:
+            why = "; ".join(str(r) for r in item["reasons"]) or item.get("error") or ""
+            lines.append(f"- trial {item['trial']} ({item['failure_class']}): {why}")
     lines += ["", "## Feedback from previous trials"]
     if not contract_input["feedback"]:
         lines.append("(none yet)")

@@ -119,14 +119,20 @@ def test_second_trial_gets_parent_results_and_failed_logs_and_nothing_held_out(t
     assert given["feedback"][0]["held_out_gate"] == "passed"
 
 
-@pytest.mark.bwrap
-def test_meta_agent_over_its_timeout_makes_the_trial_invalid(tmp_path):
-    def sleeper(worktree: Path, _input: dict) -> str:
-        time.sleep(6)
-        (worktree / "target_agent" / "prompts.py").write_text("late = True\n")
-        return "too late"
+def sleeper(worktree: Path, _input: dict) -> str:
+    time.sleep(4)
+    prompts = worktree / "target_agent" / "prompts.py"
+    prompts.write_text(prompts.read_text() + "\nlate = True\n")
+    return "too late"
 
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("grace", [30.0, 0.5])
+def test_meta_agent_over_its_timeout_makes_the_trial_invalid(tmp_path, monkeypatch, grace):
+    """Finished late (its transcript kept) or abandoned: a timeout either way."""
+    monkeypatch.setattr("metaeval.protocols.improve.loop.PROPOSAL_GRACE_S", grace)
     manifest = experiment(tmp_path, budget=1, timeout_s=1)
+    started = time.monotonic()
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([sleeper]))
     bundle = tmp_path / "runs" / "improve-demo"
     (entry,) = ledger(bundle)
@@ -135,7 +141,14 @@ def test_meta_agent_over_its_timeout_makes_the_trial_invalid(tmp_path):
     decision = json.loads((bundle / "trials" / "001" / "selection_decision.json").read_text())
     (reason,) = decision["reasons"]
     assert reason["code"] == "meta_agent_timeout"
-    assert "time limit of 1 s" in reason["detail"] and "timeout_s" in reason["detail"]
+    assert "time limit of 1 s (SUT config timeout_s)" in reason["detail"]
+    assert (bundle / "trials" / "001" / "candidate.patch").read_text() == ""
+    trace = (bundle / "trials" / "001" / "optimizer_trace.jsonl").read_text()
+    if grace > 4:
+        assert "took 4." in reason["detail"] and "too late" in trace
+    else:  # not waited for: the trial ended before the meta-agent did
+        assert "did not finish" in reason["detail"] and trace == ""
+        assert time.monotonic() - started < 60
     limits = json.loads((bundle / "resolved_manifest.json").read_text())["meta_agent_limits"]
     assert limits == {"timeout_s": 1, "max_steps": 40, "tool_menu": "full", "launch_profile": None}
 

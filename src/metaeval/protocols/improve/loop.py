@@ -266,13 +266,19 @@ def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict
     ]
 
 
+PROPOSAL_GRACE_S = 60.0
+"""How long past its time limit the harness waits for a meta-agent's transcript: lanes stop
+themselves at the limit (toolloop between steps, CLIs by killing their process), but a model
+call in flight can end later. The proposal is a timeout either way."""
+
+
 def propose_within(
     meta_agent: Any, contract_input: dict[str, Any], worktree: Path, limits: Limits
 ) -> MetaOutput:
-    """Ask the meta-agent for one proposal, waiting at most `limits.time_limit_s` of wall
-    clock (the SUT config's `timeout_s`): a meta-agent still running then is abandoned (its
-    worktree is removed with the trial) and the proposal is a timeout. A raising meta-agent
-    is an error. Lanes that stop themselves at the limit (toolloop, CLIs) report `timeout`."""
+    """Ask the meta-agent for one proposal within `limits.time_limit_s` of wall clock (the
+    SUT config's `timeout_s`). A proposal handed back later is a timeout (its transcript is
+    kept); a meta-agent still running `PROPOSAL_GRACE_S` after the limit is abandoned (its
+    worktree is removed with the trial). A raising meta-agent is an error."""
     box: list[MetaOutput] = []
 
     def call() -> None:
@@ -281,20 +287,27 @@ def propose_within(
         except Exception as exc:  # noqa: BLE001 - a crashing meta-agent is its own failure
             box.append(MetaOutput(status="error", error=f"{type(exc).__name__}: {exc}"))
 
+    started = time.monotonic()
     worker = threading.Thread(target=call, name="meta-agent", daemon=True)
     worker.start()
-    worker.join(limits.time_limit_s)
-    if box:
-        output = box[0]
-        if output.status == "timeout" and not output.error:
-            output.error = f"the meta-agent reached its limits ({limits.max_steps} steps, "
-            output.error += f"{limits.time_limit_s:g} s)"
-        return output
-    return MetaOutput(
-        status="timeout",
-        error=f"the meta-agent did not finish within its time limit of "
-        f"{limits.time_limit_s:g} s (SUT config timeout_s)",
-    )
+    worker.join(limits.time_limit_s + PROPOSAL_GRACE_S)
+    over = f"{limits.time_limit_s:g} s (SUT config timeout_s)"
+    if not box:
+        return MetaOutput(
+            status="timeout",
+            error=f"the meta-agent did not finish within its time limit of {over}",
+        )
+    output = box[0]
+    elapsed = time.monotonic() - started
+    if output.status == "ok" and elapsed > limits.time_limit_s:
+        output.status = "timeout"
+        output.error = f"the meta-agent took {elapsed:.1f} s, over its time limit of {over}"
+    elif output.status == "timeout" and not output.error:
+        output.error = (
+            f"the meta-agent reached its limits ({limits.max_steps} steps "
+            f"(SUT config max_steps) or {over})"
+        )
+    return output
 
 
 LOG_TAIL_LINES = 6

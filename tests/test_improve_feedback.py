@@ -161,16 +161,25 @@ def call(name: str, args: dict, ident: str) -> dict:
     }
 
 
+PEEK = (
+    "cat ../../../baseline_evaluation.json ../../../trial_ledger.jsonl; "
+    "find / -name 'baseline_evaluation.json' -o -name 'evaluation.json' 2>/dev/null "
+    "| xargs -r cat; echo peeked"
+)
+
+
 @pytest.mark.bwrap
 def test_bash_only_tool_menu_offers_the_toolloop_meta_agent_bash_and_submit(tmp_path):
     model = ScriptedModel(
         [
             call("read_file", {"path": "target_agent/prompts.py"}, "r1"),
+            # the bundle around the worktree holds held-out scores: not visible to its bash
+            call("bash", {"command": PEEK}, "p1"),
             call("bash", {"command": "echo '# bash-only' >> target_agent/prompts.py"}, "b1"),
             call("submit", {"answer": "append a comment with bash"}, "s1"),
         ]
     )
-    manifest = experiment(tmp_path, budget=1, tool_menu=["bash"], max_steps=3)
+    manifest = experiment(tmp_path, budget=1, tool_menu=["bash"], max_steps=4)
     run_experiment(manifest, meta_agent=AgentMetaAgent(ToolLoopAgent(model)))
     assert model.requests and all(
         [t.name for t in r.tools] == ["bash", "submit"] for r in model.requests
@@ -178,10 +187,14 @@ def test_bash_only_tool_menu_offers_the_toolloop_meta_agent_bash_and_submit(tmp_
     bundle = tmp_path / "runs" / "improve-demo"
     trace = (bundle / "trials" / "001" / "optimizer_trace.jsonl").read_text()
     assert "tool not offered: read_file" in trace  # named anyway: refused, not run
+    events = [json.loads(line) for line in trace.splitlines()]
+    (peek,) = [e["text"] for e in events if e.get("call_id") == "p1"]
+    assert "peeked" in peek and "held_out" not in peek and "score" not in peek
+    assert "No such file" in peek
     assert "# bash-only" in (bundle / "trials" / "001" / "candidate.patch").read_text()
     resolved = json.loads((bundle / "resolved_manifest.json").read_text())
     assert resolved["meta_agent_limits"]["tool_menu"] == ["bash"]
-    assert resolved["meta_agent_limits"]["max_steps"] == 3
+    assert resolved["meta_agent_limits"]["max_steps"] == 4 == len(model.requests)
 
 
 def test_a_lane_that_cannot_honour_a_tool_menu_refuses_it(tmp_path):
@@ -200,3 +213,19 @@ def test_a_lane_that_cannot_honour_a_tool_menu_refuses_it(tmp_path):
     with pytest.raises(ConfigError, match="unknown tool.*edit") as error:
         run_experiment(manifest, meta_agent=agent)
     assert error.value.field == "tool_menu"
+
+
+@pytest.mark.bwrap
+def test_the_sut_configs_max_steps_ends_the_meta_agent(tmp_path):
+    edit = "echo '# step' >> target_agent/prompts.py"
+    model = ScriptedModel([call("bash", {"command": edit}, f"b{n}") for n in range(3)])
+    manifest = experiment(tmp_path, budget=1, tool_menu=["bash"], max_steps=2)
+    run_experiment(manifest, meta_agent=AgentMetaAgent(ToolLoopAgent(model)))
+    assert len(model.requests) == 2
+    bundle = tmp_path / "runs" / "improve-demo"
+    (entry,) = ledger(bundle)
+    assert entry["decision"] == "invalid" and entry["meta_agent"]["status"] == "timeout"
+    decision = json.loads((bundle / "trials" / "001" / "selection_decision.json").read_text())
+    assert [(r["code"], r["detail"]) for r in decision["reasons"]] == [
+        ("meta_agent_timeout", "step limit of 2 reached")
+    ]

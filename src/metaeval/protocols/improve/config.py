@@ -95,8 +95,9 @@ class SutConfig(_Strict):
     `contract` fixes what one proposal is: `patch/1` - the meta-agent returns a unified diff and
     names the parent it was derived from; `edit/1` - the meta-agent edits the optimizer
     worktree and the framework takes the diff against the parent. `launch_profile` is the
-    meta-agent's SystemProfile (omit it for in-process lanes); `sum_profile` is the
-    target-agent SystemProfile, which declares `mutable_root` and `allowed_mutation_paths`.
+    meta-agent's SystemProfile (recorded only: metaeval starts its lanes itself);
+    `sum_profile` is the target-agent SystemProfile, which declares `mutable_root` and
+    `allowed_mutation_paths`.
     Both paths are relative to this file.
 
     Per trial the meta-agent runs for at most `timeout_s` seconds of wall clock (and never

@@ -229,3 +229,33 @@ def test_the_sut_configs_max_steps_ends_the_meta_agent(tmp_path):
     assert [(r["code"], r["detail"]) for r in decision["reasons"]] == [
         ("meta_agent_timeout", "step limit of 2 reached")
     ]
+
+
+def test_an_errors_held_out_part_is_not_in_the_feedback():
+    from metaeval.protocols.improve.feedback import meta_error
+    from metaeval.protocols.improve.loop import NodeEval
+
+    def suite(status: str, task: str) -> dict:
+        return {"tasks": [{"task_id": task, "status": status, "reason": f"{task} went wrong"}]}
+
+    unrun = NodeEval(
+        status="framework_failure",
+        optimize=suite("passed", "opt-task"),
+        held_out=suite("infra_error", "secret-held-task"),
+        error="the harness could not run 1 task(s): secret-held-task: secret-held-task went wrong",
+    )
+    assert "secret-held-task" not in (meta_error(unrun) or "")
+    broke = NodeEval(
+        status="broken",
+        optimize=suite("failed", "opt-task"),
+        held_out=suite("target_error", "secret-held-task"),
+        error="target agent failed to serve (1 task(s); first: secret-held-task went wrong)",
+    )
+    assert meta_error(broke) == "the candidate failed to serve (on no optimize task)"
+    opt_unrun = NodeEval(
+        status="framework_failure",
+        optimize=suite("infra_error", "opt-task"),
+        held_out=suite("passed", "secret-held-task"),
+        error="x",
+    )
+    assert "opt-task: opt-task went wrong" in (meta_error(opt_unrun) or "")

@@ -79,14 +79,16 @@ def meta_error(node: Any) -> str | None:
     the optimize tasks the harness could not run (the held-out ones stay hidden)."""
     if node is None or node.error is None:
         return None
-    if node.status == "framework_failure" and node.held_out is not None:
-        unrun = [
-            f"{t['task_id']}: {t['reason']}"
-            for t in (node.optimize or {}).get("tasks", [])
-            if t["status"] == "infra_error"
-        ]
+    if node.held_out is None:
+        return node.error
+    tasks = (node.optimize or {}).get("tasks", [])
+    if node.status == "framework_failure":
+        unrun = [f"{t['task_id']}: {t['reason']}" for t in tasks if t["status"] == "infra_error"]
         text = "evaluation-framework failure (not comparable, not promoted)"
         return text + ("; optimize tasks not run: " + "; ".join(unrun)[:2000] if unrun else "")
+    if node.status == "broken" and not any(t["status"] == "target_error" for t in tasks):
+        # its reason and log tail are a held-out task's
+        return "the candidate failed to serve (on no optimize task)"
     return node.error
 
 

@@ -101,6 +101,13 @@ def test_second_trial_gets_parent_results_and_failed_logs_and_nothing_held_out(t
         # the same excerpt in the bundle's feedback and in the meta-agent's context
         assert (bundle / "trials" / "002" / log["file"]).read_text() == log["excerpt"]
         assert (seen / log["file"]).read_text() == log["excerpt"]
+    # and the tails of the target's transcripts of those tasks
+    assert [t["task_id"] for t in results["failed_task_transcripts"]] == failed
+    for item in results["failed_task_transcripts"]:
+        assert item["raw_bytes"] >= item["delivered_bytes"] > 0
+        assert '"observation"' in item["excerpt"]
+        assert (seen / item["file"]).read_text() == item["excerpt"]
+        assert (bundle / "trials" / "002" / item["file"]).read_text() == item["excerpt"]
     assert json.loads((seen / "feedback" / "parent_results.json").read_text()) == results
     context = (seen / "optimizer_context.md").read_text()
     assert f"- {failed[0]}: failed" in context and f"feedback/logs/{failed[0]}.log" in context
@@ -259,3 +266,37 @@ def test_an_errors_held_out_part_is_not_in_the_feedback():
         error="x",
     )
     assert "opt-task: opt-task went wrong" in (meta_error(opt_unrun) or "")
+
+
+def test_a_long_failed_log_is_delivered_as_its_redacted_tail_with_both_sizes(tmp_path, monkeypatch):
+    from metaeval.protocols.improve.feedback import LOG_EXCERPT_BYTES, parent_results
+
+    secret = "hunter2-" + "x" * 20
+    monkeypatch.setenv("TARGET_API_KEY", secret)
+    log = "noise line\n" * 3000 + f"token {secret}\nAssertionError: expected 3, got 2\n"
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "t.test.log").write_text(log)
+    optimize = {
+        "score": 0.0,
+        "passed": 0,
+        "failed": 1,
+        "tasks": [
+            {
+                "task_id": "t",
+                "status": "failed",
+                "reward": 0.0,
+                "reason": "submitted; reward 0",
+                "test_log": "logs/t.test.log",
+                "test_log_bytes": len(log),
+            }
+        ],
+    }
+    results, texts = parent_results(tmp_path, {"id": "baseline"}, optimize)
+    (item,) = results["failed_task_logs"]
+    assert item["raw_bytes"] == len(log) > LOG_EXCERPT_BYTES >= item["delivered_bytes"]
+    assert item["excerpt"].endswith("AssertionError: expected 3, got 2\n")
+    assert secret not in item["excerpt"] and "[REDACTED]" in item["excerpt"]
+    assert texts == {"logs/t.log": item["excerpt"]}
+    assert results["optimize"]["tasks"] == [
+        {"task_id": "t", "status": "failed", "reward": 0.0, "reason": "submitted; reward 0"}
+    ]

@@ -3,8 +3,9 @@ failures"), and the per-task logs the bundle keeps so failures can be diagnosed 
 
 Each trial's input holds the active parent's per-task results on the optimize split (task,
 status, reward, reason), the reasons earlier trials were invalid, and excerpts of the test
-logs of the parent's failed optimize tasks: redacted, each capped at `LOG_EXCERPT_BYTES` (its
-tail, where test frameworks print their verdict) with the raw and delivered sizes recorded.
+logs and the target's transcripts of the parent's failed optimize tasks: redacted, each
+capped at `LOG_EXCERPT_BYTES` / `TRACE_EXCERPT_BYTES` (its tail, where test frameworks print
+their verdict) with the raw and delivered sizes recorded.
 The same files are kept in the bundle (`trials/NNN/feedback/`) and written into the
 worktree's `.aie_bench_recursive/feedback/` for the meta-agent.
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 LOG_EXCERPT_BYTES = 6000
 """Bytes of one failed task's test log a meta-agent receives (the log's tail)."""
+TRACE_EXCERPT_BYTES = 6000
+"""Bytes of one failed task's target transcript a meta-agent receives (its tail)."""
 MAX_LOGS = 20
 """Failed tasks whose test logs one trial's input carries."""
 MAX_KEPT_LOG_BYTES = 1024 * 1024
@@ -60,6 +63,7 @@ def keep_task_logs(
             text = json.dumps(redact(outcome.trace), indent=1, default=str)
             files.text(path, text[-MAX_KEPT_LOG_BYTES:])
             row["trace"] = path.relative_to(bundle).as_posix()
+            row["trace_bytes"] = len(text.encode("utf-8"))
 
 
 def task_rows(optimize: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -92,40 +96,54 @@ def meta_error(node: Any) -> str | None:
     return node.error
 
 
-def parent_results(
-    bundle: Path, parent: dict[str, Any], optimize: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The parent's optimize results and its failed tasks' log excerpts for the next trial,
-    and the excerpts' texts by file name (for `feedback/logs/`)."""
-    logs: list[dict[str, Any]] = []
+def _excerpts(
+    bundle: Path, tasks: list[dict[str, Any]], key: str, folder: str, suffix: str, cap: int
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The last `cap` bytes (redacted) of the bundle file each task row names under `key`,
+    with raw and delivered sizes, and the texts by path under `feedback/`."""
+    items: list[dict[str, Any]] = []
     texts: dict[str, str] = {}
-    tasks = (optimize or {}).get("tasks", [])
-    for task in [t for t in tasks if t.get("status") != "passed" and t.get("test_log")][:MAX_LOGS]:
+    for task in [t for t in tasks if t.get(key)][:MAX_LOGS]:
         try:
-            raw = read_regular(bundle / task["test_log"], bundle, max_bytes=MAX_KEPT_LOG_BYTES)
+            raw = read_regular(bundle / task[key], bundle, max_bytes=MAX_KEPT_LOG_BYTES)
         except (OSError, ValueError):  # UnsafeFileError is an OSError
             continue
-        text = redact_text(raw.decode("utf-8", errors="replace"))
-        data = text.encode("utf-8")
-        excerpt = data[-LOG_EXCERPT_BYTES:].decode("utf-8", errors="ignore")
-        name = f"{_safe(task['task_id'])}.log"
-        texts[name] = excerpt
-        logs.append(
+        data = redact_text(raw.decode("utf-8", errors="replace")).encode("utf-8")
+        excerpt = data[-cap:].decode("utf-8", errors="ignore")
+        rel = f"{folder}/{_safe(task['task_id'])}{suffix}"
+        texts[rel] = excerpt
+        items.append(
             {
                 "task_id": task["task_id"],
-                "file": f"feedback/logs/{name}",
-                "raw_bytes": int(task.get("test_log_bytes") or len(raw)),
+                "file": f"feedback/{rel}",
+                "raw_bytes": int(task.get(f"{key}_bytes") or len(raw)),
                 "delivered_bytes": len(excerpt.encode("utf-8")),
                 "excerpt": excerpt,
             }
         )
+    return items, texts
+
+
+def parent_results(
+    bundle: Path, parent: dict[str, Any], optimize: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The parent's optimize results and, for its failed tasks, the tails of their test logs
+    and of the target's transcripts for the next trial; and those texts by path under
+    `feedback/`."""
+    failed = [t for t in (optimize or {}).get("tasks", []) if t.get("status") != "passed"]
+    logs, texts = _excerpts(bundle, failed, "test_log", "logs", ".log", LOG_EXCERPT_BYTES)
+    traces, trace_texts = _excerpts(
+        bundle, failed, "trace", "transcripts", ".json", TRACE_EXCERPT_BYTES
+    )
     results = {
         "parent_id": parent["id"],
         "optimize": task_rows(optimize),
         "failed_task_logs": logs,
+        "failed_task_transcripts": traces,
         "log_excerpt_bytes": LOG_EXCERPT_BYTES,
+        "transcript_excerpt_bytes": TRACE_EXCERPT_BYTES,
     }
-    return results, texts
+    return results, {**texts, **trace_texts}
 
 
 def invalid_trials(packets: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,8 +167,9 @@ def write_feedback(
     and give them to the meta-agent (`.aie_bench_recursive/feedback/`)."""
     text = json.dumps(redact(results), indent=2, sort_keys=True) + "\n"
     files.text(trial_dir / "feedback" / "parent_results.json", text)
-    (context / "feedback" / "logs").mkdir(parents=True, exist_ok=True)
+    (context / "feedback").mkdir(parents=True, exist_ok=True)
     (context / "feedback" / "parent_results.json").write_text(text)
-    for name, excerpt in texts.items():
-        files.text(trial_dir / "feedback" / "logs" / name, excerpt)
-        (context / "feedback" / "logs" / name).write_text(excerpt)
+    for rel, excerpt in texts.items():
+        files.text(trial_dir / "feedback" / rel, excerpt)
+        (context / "feedback" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (context / "feedback" / rel).write_text(excerpt)

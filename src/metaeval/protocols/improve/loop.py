@@ -871,14 +871,18 @@ def render_context(contract_input: dict[str, Any]) -> str:
     for task in optimize.get("tasks", []):
         reward = "" if task.get("reward") is None else f", reward {task['reward']:g}"
         lines.append(f"- {task['task_id']}: {task['status']}{reward}: {task.get('reason') or ''}")
-    logs = results.get("failed_task_logs") or []
-    if logs:
-        lines += ["", "Test logs of the failed tasks (their last bytes, redacted):"]
-        lines += [
-            f"- `.aie_bench_recursive/{log['file']}` ({log['delivered_bytes']} of "
-            f"{log['raw_bytes']} bytes)"
-            for log in logs
-        ]
+    for key, what in (
+        ("failed_task_logs", "Test logs"),
+        ("failed_task_transcripts", "The target's transcripts"),
+    ):
+        items = results.get(key) or []
+        if items:
+            lines += ["", f"{what} of the failed tasks (their last bytes, redacted):"]
+            lines += [
+                f"- `.aie_bench_recursive/{item['file']}` ({item['delivered_bytes']} of "
+                f"{item['raw_bytes']} bytes)"
+                for item in items
+            ]
     invalid = contract_input.get("invalid_trials") or []
     if invalid:
         lines += ["", "## Why earlier trials were invalid"]

@@ -300,3 +300,13 @@ def test_a_long_failed_log_is_delivered_as_its_redacted_tail_with_both_sizes(tmp
     assert results["optimize"]["tasks"] == [
         {"task_id": "t", "status": "failed", "reward": 0.0, "reason": "submitted; reward 0"}
     ]
+
+
+def test_a_cli_meta_agent_lane_refuses_a_tool_menu():
+    from metaeval.protocols.improve.meta_agents import apply_tool_menu, make_meta_agent
+
+    meta = make_meta_agent({"agent": "claude-code:gwtest/meta"})
+    with pytest.raises(ConfigError, match="cannot honour a tool menu") as error:
+        apply_tool_menu(meta, ["bash"], "suts/claude.json")
+    assert error.value.field == "tool_menu" and "suts/claude.json" in str(error.value)
+    apply_tool_menu(meta, [], "suts/claude.json")  # no menu: the lane's own tools

@@ -310,3 +310,18 @@ def test_a_cli_meta_agent_lane_refuses_a_tool_menu():
         apply_tool_menu(meta, ["bash"], "suts/claude.json")
     assert error.value.field == "tool_menu" and "suts/claude.json" in str(error.value)
     apply_tool_menu(meta, [], "suts/claude.json")  # no menu: the lane's own tools
+
+
+@pytest.mark.bwrap
+def test_a_resume_with_other_meta_agent_limits_is_refused_naming_them(tmp_path):
+    from metaeval.errors import RecordIntegrityError
+
+    manifest = experiment(tmp_path, budget=1)
+    steps = [improve(SUITE)]
+    run_experiment(manifest, meta_agent=ScriptedMetaAgent(steps))
+    sut = tmp_path / "examples" / "improve" / "suts" / "scripted_sut.json"
+    sut.write_text(json.dumps({**json.loads(sut.read_text()), "timeout_s": 30}))
+    with pytest.raises(RecordIntegrityError, match="meta_agent_limits changed") as error:
+        run_experiment(manifest, meta_agent=ScriptedMetaAgent(steps))
+    assert "'timeout_s': 60" in str(error.value) and "'timeout_s': 30" in str(error.value)
+    assert len(ledger(tmp_path / "runs" / "improve-demo")) == 1

@@ -105,7 +105,8 @@ class ToolLoopAgent:
         deadline = started + limits.time_limit_s
         before = list_files(workspace.path)
         native = self.model.supports_native_tools()
-        specs = tool_specs(task.allow_write, task.metadata.get("answer_schema"))
+        specs = tool_specs(task.allow_write, task.metadata.get("answer_schema"), task.tools)
+        offered = {s.name for s in specs}
         messages = self._initial_messages(task, specs, native)
         transcript = [
             TranscriptEvent(type="system", text=messages[0].content, t=0.0),
@@ -150,7 +151,7 @@ class ToolLoopAgent:
                 messages.append(Message(role="user", content=note))
                 continue
             for call in calls:
-                output = self._run_call(call, workspace, task, limits, deadline)
+                output = self._run_call(call, workspace, task, limits, deadline, offered)
                 signature = (call.name, json.dumps(call.arguments, sort_keys=True))
                 if signature == state.last_action:
                     output.note += REPEAT_NOTE
@@ -244,10 +245,20 @@ class ToolLoopAgent:
         return calls
 
     def _run_call(
-        self, call: ToolCall, ws: Workspace, task: Task, limits: Limits, deadline: float
+        self,
+        call: ToolCall,
+        ws: Workspace,
+        task: Task,
+        limits: Limits,
+        deadline: float,
+        offered: set[str],
     ) -> ToolOutput:
         remaining = max(1.0, deadline - time.monotonic())
         try:
+            if task.tools is not None and call.name not in offered:  # outside the menu
+                raise MetaevalError(
+                    f"tool not offered: {call.name} (offered: {', '.join(sorted(offered))})"
+                )
             return run_tool(
                 ws,
                 call.name,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +64,13 @@ TOOL_KINDS: dict[str, ToolKind] = {
 }
 
 
-def tool_specs(allow_write: bool, answer_schema: dict[str, Any] | None = None) -> list[ToolSpec]:
-    """Specs of the tools offered for one task; write_file only when the task allows writing."""
+def tool_specs(
+    allow_write: bool,
+    answer_schema: dict[str, Any] | None = None,
+    menu: Sequence[str] | None = None,
+) -> list[ToolSpec]:
+    """Specs of the tools offered for one task; write_file only when the task allows writing;
+    with a `menu` (an allow-list of tool names) only those tools and submit."""
     path = {"type": "string", "description": "path relative to the workspace root"}
     specs = [
         ToolSpec(
@@ -107,6 +113,8 @@ def tool_specs(allow_write: bool, answer_schema: dict[str, Any] | None = None) -
             parameters=_obj({"answer": answer}, ["answer"]),
         )
     )
+    if menu is not None:
+        specs = [s for s in specs if s.name in menu or s.name == "submit"]
     return specs
 
 

@@ -57,11 +57,13 @@ class Effort(BaseModel):
 
 
 class Task(BaseModel):
-    """What an agent is asked to do. `allow_write` gates the write_file tool."""
+    """What an agent is asked to do. `allow_write` gates the write_file tool; `tools`, when
+    set, is an allow-list of tool names (submit is always offered)."""
 
     id: str
     instruction: str
     allow_write: bool = False
+    tools: list[str] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -54,7 +54,8 @@ def open_bundle(plan: Plan) -> RunDir:
 
 
 def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
-    """Refuse a resume whose budget, seed or suites differ from the bundle's, in words."""
+    """Refuse a resume whose budget, seed, meta-agent limits or suites differ from the
+    bundle's, in words."""
     path = bundle / "resolved_manifest.json"
     if not path.is_file():
         return
@@ -64,7 +65,7 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
     changes = [
         f"{key} changed: {before[key]} -> {resolved.get(key)}"
-        for key in ("trial_budget", "seed")
+        for key in ("trial_budget", "seed", "meta_agent_limits")
         if key in before and before[key] != resolved.get(key)
     ]
     for split, suite in (before.get("suites") or {}).items():

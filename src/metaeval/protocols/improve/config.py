@@ -52,6 +52,8 @@ from metaeval.sandbox.process import ExecResult
 MAX_TRIALS = 10_000
 MAX_STEPS = 100_000
 MAX_SECONDS = 7 * 24 * 3600.0
+DEFAULT_META_MAX_STEPS = 40
+"""Steps a meta-agent gets per trial when the SUT config sets no `max_steps`."""
 
 RESOLVED_SCHEMA = "metaeval.improve.resolved_manifest/1"
 SOURCE_MANIFEST_NAME = "source_manifest.json"
@@ -93,9 +95,16 @@ class SutConfig(_Strict):
     `contract` fixes what one proposal is: `patch/1` - the meta-agent returns a unified diff and
     names the parent it was derived from; `edit/1` - the meta-agent edits the optimizer
     worktree and the framework takes the diff against the parent. `launch_profile` is the
-    meta-agent's SystemProfile (omit it for in-process lanes); `sum_profile` is the
-    target-agent SystemProfile, which declares `mutable_root` and `allowed_mutation_paths`.
+    meta-agent's SystemProfile (recorded only: metaeval starts its lanes itself);
+    `sum_profile` is the target-agent SystemProfile, which declares `mutable_root` and
+    `allowed_mutation_paths`.
     Both paths are relative to this file.
+
+    Per trial the meta-agent runs for at most `timeout_s` seconds of wall clock (and never
+    longer than the manifest's `budget_step_timeout_s`) and `max_steps` agent steps
+    (default 40). `tool_menu` is an allow-list of the tools it is offered (empty: the lane's
+    full menu); only the toolloop lane can honour one, any other lane refuses a non-empty
+    menu.
     """
 
     name: str = Field(min_length=1)
@@ -104,6 +113,7 @@ class SutConfig(_Strict):
     meta_agent: MetaAgentSpec
     tool_menu: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=600.0, gt=0, le=MAX_SECONDS)
+    max_steps: int = Field(default=DEFAULT_META_MAX_STEPS, ge=1, le=MAX_STEPS)
     launch_profile: Path | None = None
     sum_profile: Path
 

@@ -16,6 +16,7 @@ import os
 import queue
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,14 @@ from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.evaluate import evaluate_suite
+from metaeval.protocols.improve.feedback import (
+    invalid_trials,
+    keep_task_logs,
+    meta_error,
+    parent_results,
+    task_rows,
+    write_feedback,
+)
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
     GitError,
@@ -42,6 +51,7 @@ from metaeval.protocols.improve.gitops import (
     remove_worktree,
     tampered,
 )
+from metaeval.protocols.improve.meta_agents import MetaOutput, apply_tool_menu
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.target_model import TargetModelService
@@ -81,6 +91,10 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
+    meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
+    meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
+    tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
+    sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
 
 
@@ -252,6 +266,50 @@ def _left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict
     ]
 
 
+PROPOSAL_GRACE_S = 60.0
+"""How long past its time limit the harness waits for a meta-agent's transcript: lanes stop
+themselves at the limit (toolloop between steps, CLIs by killing their process), but a model
+call in flight can end later. The proposal is a timeout either way."""
+
+
+def propose_within(
+    meta_agent: Any, contract_input: dict[str, Any], worktree: Path, limits: Limits
+) -> MetaOutput:
+    """Ask the meta-agent for one proposal within `limits.time_limit_s` of wall clock (the
+    SUT config's `timeout_s`). A proposal handed back later is a timeout (its transcript is
+    kept); a meta-agent still running `PROPOSAL_GRACE_S` after the limit is abandoned (its
+    worktree is removed with the trial). A raising meta-agent is an error."""
+    box: list[MetaOutput] = []
+
+    def call() -> None:
+        try:
+            box.append(meta_agent.propose(contract_input, worktree, limits))
+        except Exception as exc:  # noqa: BLE001 - a crashing meta-agent is its own failure
+            box.append(MetaOutput(status="error", error=f"{type(exc).__name__}: {exc}"))
+
+    started = time.monotonic()
+    worker = threading.Thread(target=call, name="meta-agent", daemon=True)
+    worker.start()
+    worker.join(limits.time_limit_s + PROPOSAL_GRACE_S)
+    over = f"{limits.time_limit_s:g} s (SUT config timeout_s)"
+    if not box:
+        return MetaOutput(
+            status="timeout",
+            error=f"the meta-agent did not finish within its time limit of {over}",
+        )
+    output = box[0]
+    elapsed = time.monotonic() - started
+    if output.status == "ok" and elapsed > limits.time_limit_s:
+        output.status = "timeout"
+        output.error = f"the meta-agent took {elapsed:.1f} s, over its time limit of {over}"
+    elif output.status == "timeout" and not output.error:
+        output.error = (
+            f"the meta-agent reached its limits ({limits.max_steps} steps "
+            f"(SUT config max_steps) or {over})"
+        )
+    return output
+
+
 LOG_TAIL_LINES = 6
 
 
@@ -279,6 +337,7 @@ class TrialLoop:
     def __init__(self, plan: Plan, meta_agent: Any):
         self.plan = plan
         self.meta_agent = meta_agent
+        apply_tool_menu(meta_agent, plan.tool_menu, plan.sut_config)
         self.trace_lines: list[str] = []
         self.files: BundleFiles  # set by run(), once the bundle is open
         self.sealed = sealed_paths(
@@ -347,13 +406,13 @@ class TrialLoop:
                 return _LeasedClient(pool, plan.task_timeout_s)
 
         try:
-            optimize = _suite_summary(
-                self._run_suite(plan.optimize_tasks, client_factory, out_dir / "optimize")
+            optimize = self._summary(
+                plan.optimize_tasks, client_factory, out_dir, label, "optimize"
             )
             held = None
             if held_out and plan.held_out_tasks:
-                held = _suite_summary(
-                    self._run_suite(plan.held_out_tasks, client_factory, out_dir / "held_out")
+                held = self._summary(
+                    plan.held_out_tasks, client_factory, out_dir, label, "held_out"
                 )
         finally:
             for server in servers:
@@ -389,6 +448,17 @@ class TrialLoop:
                 else "no task could be evaluated",
             )
         return NodeEval(status="evaluated", optimize=optimize, held_out=held)
+
+    def _summary(
+        self, tasks: list[Path], client_factory: Any, out_dir: Path, label: str, split: str
+    ) -> dict[str, Any]:
+        """Run one suite and summarise it; each task's test log and trace are kept under
+        `<out_dir>/<label>-logs/<split>/` (redacted, capped), named in its task row."""
+        result = self._run_suite(tasks, client_factory, out_dir / split)
+        summary = _suite_summary(result)
+        log_dir = out_dir / f"{label}-logs" / split
+        keep_task_logs(self.files, self.plan.bundle, result, summary, log_dir)
+        return summary
 
     def _run_suite(self, tasks: list[Path], client_factory, work_root: Path):
         plan = self.plan
@@ -441,6 +511,7 @@ class TrialLoop:
                     "commit": entry["candidate_commit"],
                     "optimize_score": entry["optimize_score"],
                     "held_out_score": entry.get("held_out_score"),
+                    "trial": entry["trial"],
                 }
         return parent
 
@@ -500,7 +571,12 @@ class TrialLoop:
             shutil.rmtree(worktree, ignore_errors=True)
 
     def _contract_input(
-        self, trial: int, parent: dict[str, Any], ledger: list[dict], worktree: Path
+        self,
+        trial: int,
+        parent: dict[str, Any],
+        ledger: list[dict],
+        worktree: Path,
+        results: dict[str, Any],
     ) -> dict:
         root = worktree / (self.plan.boundary.mutable_root or ".")
         files = sorted(
@@ -515,13 +591,28 @@ class TrialLoop:
                 feedback.append(json.loads(packet.read_text()))
         return {
             "trial": trial,
-            "parent": parent,
+            # what the meta-agent may know of its parent: never a held-out score
+            "parent": {k: parent[k] for k in ("id", "commit", "optimize_score")},
             "target_state": {"mutable_root": self.plan.boundary.mutable_root, "files": files},
             "feedback": feedback,
+            "parent_results": results,
+            "invalid_trials": invalid_trials(feedback),
             "boundary": json.loads(self.plan.boundary.to_json()),
             "remaining_budget": self.plan.trial_budget - trial + 1,
             "suites": {"optimize": [p.name for p in self.plan.optimize_tasks]},
         }
+
+    def _parent_optimize(self, parent: dict[str, Any]) -> dict[str, Any] | None:
+        """The active parent's optimize summary (per-task rows with their log files)."""
+        if "trial" in parent:
+            path = self.plan.bundle / "trials" / f"{parent['trial']:03d}" / "artifacts"
+            path = path / "candidates" / "evaluation.json"
+        else:
+            path = self.plan.bundle / BASELINE_EVAL
+        try:
+            return json.loads(path.read_text()).get("optimize")
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def _trial_in_worktree(
         self,
@@ -534,23 +625,24 @@ class TrialLoop:
     ) -> dict[str, Any]:
         plan = self.plan
         worktree = tree.path
-        contract_input = self._contract_input(trial, parent, ledger, worktree)
+        results, log_texts = parent_results(plan.bundle, parent, self._parent_optimize(parent))
+        contract_input = self._contract_input(trial, parent, ledger, worktree, results)
         instruction = render_instruction(contract_input)
         context = worktree / CONTEXT_DIR
         context.mkdir(exist_ok=True)
+        write_feedback(self.files, trial_dir, context, results, log_texts)
         (context / "optimizer_context.md").write_text(render_context(contract_input))
         (context / "mutation_boundary.json").write_text(plan.boundary.to_json())
         (context / "optimizer_instruction.md").write_text(instruction)
         self.files.json(trial_dir / "optimizer_input.json", contract_input)
         self.files.text(trial_dir / "optimizer_instruction.md", instruction)
 
-        limits = Limits(max_steps=40, time_limit_s=plan.step_timeout_s, max_tokens_per_step=1024)
-        try:
-            output = self.meta_agent.propose(contract_input, worktree, limits)
-        except Exception as exc:  # noqa: BLE001 - a crashing meta-agent is its own failure
-            from metaeval.protocols.improve.meta_agents import MetaOutput
-
-            output = MetaOutput(status="error", error=f"{type(exc).__name__}: {exc}")
+        limits = Limits(
+            max_steps=plan.meta_max_steps,
+            time_limit_s=plan.meta_timeout_s,
+            max_tokens_per_step=1024,
+        )
+        output = propose_within(self.meta_agent, contract_input, worktree, limits)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
         trace_text = "".join(
             json.dumps(e, sort_keys=True, default=str) + "\n" for e in output.trace
@@ -560,7 +652,9 @@ class TrialLoop:
         reasons: list[dict[str, Any]] = []
         patch = ""
         left_out: list[str] = []
-        if output.status != "ok":
+        if output.status == "timeout":
+            reasons.append({"code": "meta_agent_timeout", "detail": output.error or "timeout"})
+        elif output.status != "ok":
             reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
         elif (tamper := tampered(tree)) is not None:
             # git is never run on this tree: its metadata is the meta-agent's, not the harness's
@@ -641,9 +735,10 @@ class TrialLoop:
             "decision": decision,
             "failure_class": failure_class,
             "reasons": [r.get("detail") or r.get("code") for r in reasons],
-            "optimize": None if node is None else node.optimize,
-            "held_out_gate": None if gate is None else gate.get("held_out"),
-            "error": None if node is None else node.error,
+            "optimize": None if node is None else task_rows(node.optimize),
+            # the gate's state only (the decision implies it); held-out scores stay hidden
+            "held_out_gate": None if gate is None else gate["held_out"]["state"],
+            "error": meta_error(node),
         }
         self.files.json(trial_dir / "feedback_packet.json", feedback)
         result = {
@@ -770,6 +865,30 @@ def render_context(contract_input: dict[str, Any]) -> str:
     ]
     lines.append("## Target files")
     lines += [f"- {f}" for f in contract_input["target_state"]["files"]]
+    results = contract_input.get("parent_results") or {}
+    optimize = results.get("optimize") or {}
+    lines += ["", f"## The parent's results on the optimize split (score {optimize.get('score')})"]
+    for task in optimize.get("tasks", []):
+        reward = "" if task.get("reward") is None else f", reward {task['reward']:g}"
+        lines.append(f"- {task['task_id']}: {task['status']}{reward}: {task.get('reason') or ''}")
+    for key, what in (
+        ("failed_task_logs", "Test logs"),
+        ("failed_task_transcripts", "The target's transcripts"),
+    ):
+        items = results.get(key) or []
+        if items:
+            lines += ["", f"{what} of the failed tasks (their last bytes, redacted):"]
+            lines += [
+                f"- `.aie_bench_recursive/{item['file']}` ({item['delivered_bytes']} of "
+                f"{item['raw_bytes']} bytes)"
+                for item in items
+            ]
+    invalid = contract_input.get("invalid_trials") or []
+    if invalid:
+        lines += ["", "## Why earlier trials were invalid"]
+        for item in invalid:
+            why = "; ".join(str(r) for r in item["reasons"]) or item.get("error") or ""
+            lines.append(f"- trial {item['trial']} ({item['failure_class']}): {why}")
     lines += ["", "## Feedback from previous trials"]
     if not contract_input["feedback"]:
         lines.append("(none yet)")

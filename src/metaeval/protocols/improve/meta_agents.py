@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits, Task
+from metaeval.errors import ConfigError
 from metaeval.sandbox.workspace import Workspace
 
 
@@ -66,11 +67,15 @@ class AgentMetaAgent:
     def __init__(self, agent: Any):
         self.agent = agent
         self.name = getattr(agent, "name", "agent")
+        self.tool_menu: list[str] | None = None  # set by `apply_tool_menu`
 
     def propose(self, contract_input: dict[str, Any], worktree: Path, limits: Limits) -> MetaOutput:
         instruction = (worktree / ".aie_bench_recursive" / "optimizer_instruction.md").read_text()
         task = Task(
-            id=f"trial-{contract_input['trial']}", instruction=instruction, allow_write=True
+            id=f"trial-{contract_input['trial']}",
+            instruction=instruction,
+            allow_write=True,
+            tools=self.tool_menu,
         )
         result = self.agent.run(task, Workspace(worktree), limits)
         trace = [json.loads(e.model_dump_json(exclude_none=True)) for e in result.transcript]
@@ -83,6 +88,35 @@ class AgentMetaAgent:
             cost_usd=result.cost_usd,
             trace=trace,
         )
+
+
+def apply_tool_menu(meta_agent: Any, menu: Sequence[str], sut_config: str | None) -> None:
+    """Restrict the meta-agent to the SUT config's `tool_menu` (empty: its full menu).
+
+    Only the toolloop lane offers tools the harness controls; for any other lane (the
+    scripted one, a CLI agent) a non-empty menu is a ConfigError naming the field rather
+    than a menu recorded and silently ignored. Unknown tool names are refused likewise."""
+    if not menu:
+        return
+    from metaeval.agents.toolloop import ToolLoopAgent
+    from metaeval.agents.tools import TOOL_KINDS
+
+    lane = getattr(meta_agent, "name", type(meta_agent).__name__)
+    if not isinstance(getattr(meta_agent, "agent", None), ToolLoopAgent):
+        raise ConfigError(
+            f"the meta-agent lane '{lane}' cannot honour a tool menu (only toolloop can); "
+            "leave tool_menu empty for this lane",
+            file=sut_config,
+            field="tool_menu",
+        )
+    unknown = sorted(set(menu) - set(TOOL_KINDS))
+    if unknown:
+        raise ConfigError(
+            f"unknown tool(s) {', '.join(unknown)} (toolloop offers {', '.join(TOOL_KINDS)})",
+            file=sut_config,
+            field="tool_menu",
+        )
+    meta_agent.tool_menu = list(menu)
 
 
 def make_meta_agent(spec: dict[str, Any], scripted_steps: Sequence[EditStep] | None = None):

@@ -82,9 +82,16 @@ def framework_failures(bundle: Path, trials: int) -> list[CellFailure]:
     own failures are results, not listed here."""
     failures = []
     for trial in range(1, trials + 1):
-        packet = _read_json(bundle / "trials" / f"{trial:03d}" / "feedback_packet.json", bundle, [])
+        trial_dir = bundle / "trials" / f"{trial:03d}"
+        packet = _read_json(trial_dir / "feedback_packet.json", bundle, [])
         if packet and packet.get("failure_class") == "evaluation_framework_failure":
-            reason = one_line(packet.get("error") or "no reason recorded")
+            # the evaluation's own error: the packet's omits the held-out split (meta-agent's)
+            node = _read_json(
+                trial_dir / "artifacts" / "candidates" / "evaluation.json", bundle, []
+            )
+            reason = one_line(
+                (node or {}).get("error") or packet.get("error") or "no reason recorded"
+            )
             failures.append(CellFailure("evaluation framework failures", reason, retried=False))
     return failures
 

@@ -86,6 +86,16 @@ def build_plan(
         for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
         if tasks is not None
     }
+    sut = resolved.sut
+    # the meta-agent's limits as they run (Plan.meta_*): the SUT config's, with its defaults
+    resolved_json["meta_agent_limits"] = {
+        "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
+        "max_steps": sut.max_steps,
+        "tool_menu": list(sut.tool_menu) or "full",
+        "launch_profile": "recorded only: metaeval starts its meta-agent lanes itself"
+        if sut.launch_profile
+        else None,
+    }
     held = manifest.evaluation.held_out
     plan = Plan(
         bundle=bundle,
@@ -107,6 +117,10 @@ def build_plan(
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
+        meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
+        meta_max_steps=sut.max_steps,
+        tool_menu=tuple(sut.tool_menu),
+        sut_config=str(manifest.sut.sut_config),
         documents={
             "source_manifest.json": resolved.source_text,
             "resolved_manifest.json": resolved_json,
@@ -118,8 +132,11 @@ def build_plan(
                     "parent",
                     "target_state",
                     "feedback",
+                    "parent_results",
+                    "invalid_trials",
                     "boundary",
                     "remaining_budget",
+                    "suites",
                 ],
                 "contract_output": "edit/1: edits in the worktree, diff taken by the harness; "
                 "patch/1: a unified diff naming its parent",

@@ -136,6 +136,9 @@ def test_local_reason_matches_installation() -> None:
 
 
 def test_openai_without_key_or_base_url_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from metaeval.models.registry import clear_model_cache
+
+    clear_model_cache()  # a model made earlier in this process, with a key, would be reused
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ProviderUnavailableError, match="OPENAI_API_KEY not set"):

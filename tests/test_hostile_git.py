@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from improve_experiment import experiment, ledger
 from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.improve.gitops import add_worktree, candidate_diff, tampered
@@ -26,18 +27,6 @@ from metaeval.protocols.improve.meta_agents import AgentMetaAgent, ScriptedMetaA
 from metaeval.protocols.improve.runner import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def experiment(tmp_path: Path, budget: int = 1) -> Path:
-    configs = tmp_path / "examples" / "improve"
-    shutil.copytree(ROOT / "examples" / "improve", configs)
-    shutil.copytree(ROOT / "examples" / "improve-suites", tmp_path / "examples" / "improve-suites")
-    init_target("toolloop", tmp_path / "runs" / "improve-target")
-    manifest = configs / "manifest-scripted.json"
-    data = json.loads(manifest.read_text())
-    data["trial_budget"] = budget
-    manifest.write_text(json.dumps(data))
-    return manifest
 
 
 def hook_script(marker: Path) -> str:
@@ -63,10 +52,6 @@ def plant_evil_gitdir(worktree: Path, marker: Path) -> None:
         (worktree / name).chmod(0o755)
     (worktree / ".git").unlink()
     (worktree / ".git").write_text(f"gitdir: {evil}\n")
-
-
-def ledger(bundle: Path) -> list[dict]:
-    return [json.loads(line) for line in (bundle / "trial_ledger.jsonl").read_text().splitlines()]
 
 
 def assert_nothing_ran(marker: Path, *trees: Path) -> None:

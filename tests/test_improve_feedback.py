@@ -17,37 +17,16 @@ from typing import Any
 
 import pytest
 
+from improve_experiment import experiment, ledger
 from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.errors import ConfigError
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.meta_agents import AgentMetaAgent, ScriptedMetaAgent
 from metaeval.protocols.improve.runner import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "examples" / "improve-suites" / "terminal"
-
-
-def experiment(tmp_path: Path, budget: int, **sut: Any) -> Path:
-    """The scripted demo experiment in tmp_path, with `budget` trials and SUT overrides."""
-    configs = tmp_path / "examples" / "improve"
-    shutil.copytree(ROOT / "examples" / "improve", configs)
-    shutil.copytree(ROOT / "examples" / "improve-suites", tmp_path / "examples" / "improve-suites")
-    init_target("toolloop", tmp_path / "runs" / "improve-target")
-    manifest = configs / "manifest-scripted.json"
-    data = json.loads(manifest.read_text())
-    data["trial_budget"] = budget
-    manifest.write_text(json.dumps(data))
-    sut_path = configs / "suts" / "scripted_sut.json"
-    sut_data = json.loads(sut_path.read_text())
-    sut_data.update(sut)
-    sut_path.write_text(json.dumps(sut_data))
-    return manifest
-
-
-def ledger(bundle: Path) -> list[dict]:
-    return [json.loads(line) for line in (bundle / "trial_ledger.jsonl").read_text().splitlines()]
 
 
 def held_out_numbers(data: Any, path: str = "") -> list[str]:

@@ -61,6 +61,7 @@ from metaeval.sandbox.policy import (
     metaeval_source_dirs,
     running_python_prefixes,
 )
+from metaeval.tasks.safe_files import is_inside
 
 LEDGER_NAME = "trial_ledger"
 LEDGER = f"{LEDGER_NAME}.jsonl"
@@ -147,11 +148,7 @@ def sealed_paths(tasks: list[Path], visible: list[str]) -> list[str]:
         bundled = os.path.join(entry or ".", "metaeval", "_examples")
         if os.path.isdir(bundled):
             roots.add(os.path.realpath(bundled))
-
-    def inside(path: str) -> bool:
-        return any(path == v or path.startswith(v.rstrip("/") + "/") for v in visible)
-
-    sealed = {r for r in roots if inside(r)}
+    sealed = {r for r in roots if any(is_inside(v, r) for v in visible)}
     # cover a suite root once rather than each of its tasks
     return sorted(r for r in sealed if not any(r.startswith(o + "/") for o in sealed))
 

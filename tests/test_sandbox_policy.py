@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.improve.loop import target_sandbox
 from metaeval.protocols.improve.pact import LaunchError, launch
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.target_runtime import target_sandbox
 from metaeval.sandbox import Workspace
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.harbor_root import run_harbor_phase

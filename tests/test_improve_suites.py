@@ -22,8 +22,8 @@ from metaeval.protocols.improve.suites import (
     suite_tasks,
 )
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.harbor import discover_tasks, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.trial import ORACLE, run_trial

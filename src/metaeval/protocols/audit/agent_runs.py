@@ -44,12 +44,12 @@ from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
 from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.records import RunDir
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, seed_app
-from metaeval.sandbox.task_workspace import TaskRootWorkspace
 from metaeval.tasks.harbor import LoadedTask, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
+from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import Room, run_trial
 
 PROTOCOL = "audit-agent"

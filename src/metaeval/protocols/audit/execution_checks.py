@@ -58,9 +58,9 @@ from metaeval.sandbox.container import (
     find_engine,
     stand_in_images,
 )
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, python_prefixes
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.harbor import Hints, LoadedTask
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, python_prefixes
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import (

@@ -22,32 +22,39 @@ from pathlib import Path
 PACKAGE = "metaeval"
 
 # Layers, lowest first. A module's layer is the first entry whose prefix matches its dotted
-# name (below the package); a module may import its own layer or any layer below.
+# name (below the package); a module may import its own layer or any layer below. "base"
+# holds leaf helpers every layer uses (errors, exit codes, safe file reads, the CPU gate that
+# model calls and the executor share); `cli_options` are the options every protocol CLI shares.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "base",
         (
+            "__init__",
             "exit_codes",
             "errors",
             "safe_text",
             "console",
+            "cpu_gate",
+            "engine.cpu_gate",
             "tasks.safe_files",
             "tasks.safe_json",
             "config_files",
+            "examples",
         ),
     ),
-    ("records", ("records",)),
     ("models", ("models", "transient")),
     ("sandbox", ("sandbox",)),
+    ("records", ("records",)),
     ("tasks", ("tasks",)),
     ("gateway", ("gateway",)),
     ("agents", ("agents",)),
-    ("engine", ("engine", "executor", "executor_ray", "progress", "cpu_gate")),
+    ("engine", ("engine", "executor", "executor_ray", "progress")),
     ("report", ("report",)),
+    ("cli_options", ("cli_options",)),
     ("protocols", ("protocols",)),
     ("demo", ("demo",)),
     ("view", ("view",)),
-    ("cli", ("cli", "cli_help", "cli_options", "schemas", "examples", "__init__")),
+    ("cli", ("cli", "cli_help", "schemas")),
 ]
 
 BIG, HUGE, LONG_FUNCTION = 400, 700, 60
@@ -90,12 +97,13 @@ def _walk_runtime(node: ast.AST) -> Iterator[ast.AST]:
         yield from _walk_runtime(child)
 
 
-def _imported_names(module: str, is_package: bool, tree: ast.AST) -> Iterator[str]:
-    """Dotted names each import statement may load (a module, or module + '.' + name)."""
+def _imported_names(module: str, is_package: bool, tree: ast.AST) -> Iterator[tuple[str, str]]:
+    """(module, name) per imported name: `import a.b` gives ("a.b", ""), `from a import b`
+    gives ("a", "b"), where b may be a submodule or a name defined in a."""
     for node in _walk_runtime(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name
+                yield alias.name, ""
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
@@ -104,9 +112,8 @@ def _imported_names(module: str, is_package: bool, tree: ast.AST) -> Iterator[st
                 target = f"{prefix}.{node.module}" if node.module else prefix
             else:
                 target = node.module or ""
-            yield target
             for alias in node.names:
-                yield f"{target}.{alias.name}"
+                yield target, alias.name
 
 
 def _long_functions(tree: ast.AST) -> list[tuple[str, int]]:
@@ -131,11 +138,12 @@ def scan(root: Path) -> dict[str, Module]:
         trees[name] = tree
     for name, module in modules.items():
         is_package = module.path.name == "__init__.py"
-        for target in _imported_names(name, is_package, trees[name]):
+        for target, attr in _imported_names(name, is_package, trees[name]):
+            # `from pkg import sub` loads the file sub; `from pkg import name` reads pkg.
+            if attr and f"{target}.{attr}" in modules:
+                target = f"{target}.{attr}"
             if target in modules and target != name:
                 module.imports.add(target)
-        # "from pkg import name" where name is an attribute, not a submodule: the edge
-        # goes to pkg itself, which the loop above added already.
     return modules
 
 

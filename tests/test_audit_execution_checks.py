@@ -314,7 +314,8 @@ def test_task_roots_get_a_stdlib_only_python(sandboxed: None, tmp_path: Path) ->
     pydantic is installed wherever metaeval runs, so it would be importable if the task saw
     the host's (or metaeval's venv) site-packages.
     """
-    from metaeval.tasks.harbor_root import bare_python, run_harbor_phase
+    from metaeval.sandbox.python_env import bare_python
+    from metaeval.tasks.harbor_root import run_harbor_phase
 
     assert bare_python() is not None
     (tmp_path / "task").mkdir()

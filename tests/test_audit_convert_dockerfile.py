@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from metaeval.cli import app
 from metaeval.protocols.audit.static_checks import run_static_checks
-from metaeval.tasks.harbor import load_task
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.tasks.sources.terminal_bench import convert_tb1_task, rewrite_leftover_copies
 
 TASK_YAML = """instruction: |-

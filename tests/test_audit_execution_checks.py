@@ -19,10 +19,10 @@ from metaeval.protocols.audit.execution_checks import (
     log_tail,
     run_execution_checks,
 )
+from metaeval.protocols.audit.task_view import Hints, load_hints, load_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.policy import NETNS_SCRIPT, network_isolation
-from metaeval.tasks.harbor import Hints, load_hints, load_task
 from metaeval.tasks.harbor_root import build_harbor_root_argv, run_harbor_phase
 from metaeval.tasks.reward import read_reward
 

@@ -43,8 +43,8 @@ from metaeval.agents.registry import get_agent
 from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
 from metaeval.errors import ConfigError
 from metaeval.executor import Job, JobOutcome, JobResources, make_executor
+from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
-from metaeval.tasks.harbor import LoadedTask, load_task
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
@@ -111,7 +111,7 @@ class AgentRuns:
         return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
     def _bench_tasks(self) -> list[Path]:
-        from metaeval.tasks.harbor import discover_tasks
+        from metaeval.tasks.task_dirs import discover_tasks
 
         return discover_tasks(self.settings.bench_dir)[0]
 

@@ -48,9 +48,9 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
+from metaeval.protocols.audit.task_view import Hints, LoadedTask
 from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine
 from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import Hints, LoadedTask
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, python_prefixes
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.tasks.bench_hash import benchmark_hash
 
 if TYPE_CHECKING:
-    from metaeval.tasks.harbor import Hints, InputTier
+    from metaeval.protocols.audit.task_view import Hints, InputTier
 
 Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 WORKER_MODULE = "metaeval.protocols.audit.static_cell"

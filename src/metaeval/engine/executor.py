@@ -263,9 +263,10 @@ class _Workers:
 
 
 async def _run_job(
-    job: Job, workers: _Workers, running: dict[int, tuple[Job, float]]
+    job: Job, workers: _Workers, running: dict[int, tuple[Job, _JobClock]]
 ) -> JobOutcome:
-    """Run one job's body on a worker thread; its duration counts from the body's start."""
+    """Run one job's body on a worker thread; its duration is the body's own time (from its
+    start, less its waits in queues)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
     clock = _JobClock()

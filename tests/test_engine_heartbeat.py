@@ -113,3 +113,25 @@ def test_executor_durations_leave_out_the_wait_for_a_free_slot(tmp_path: Path) -
     assert all(0.55 <= o.duration_s < 1.0 for o in outcomes), [o.duration_s for o in outcomes]
     lines = (tmp_path / "out.txt").read_text().splitlines()
     assert [line.split(":")[0] for line in lines] == ["steps 1/3", "steps 2/3", "steps 3/3"]
+
+
+def test_a_long_step_of_a_step_loop_prints_heartbeats_into_a_pipe(tmp_path: Path) -> None:
+    from metaeval.engine.progress import StepProgress
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as pipe:
+        console = Console(file=pipe, force_terminal=False)
+        with StepProgress("trials", 2, console=console, heartbeat_s=0.3) as progress:
+            time.sleep(1.1)  # step 1: long enough for three beats
+            progress.advance("trial 001 promoted")
+            time.sleep(0.1)  # step 2: shorter than one interval, no beat
+            progress.advance("trial 002 rejected")
+        time.sleep(0.5)  # the loop is over: no more beats
+    with os.fdopen(read_end) as reader:
+        lines = reader.read().splitlines()
+    beats = [line for line in lines if "still running" in line]
+    assert len(beats) >= 3 and all(b.startswith("trials 1/2: still running, ") for b in beats)
+    assert lines[len(beats) :] == [
+        "trials 1/2: trial 001 promoted",
+        "trials 2/2: trial 002 rejected",
+    ]

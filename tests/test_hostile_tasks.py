@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from metaeval.protocols.audit import static_cell
+from metaeval.protocols.audit.cells import static as static_cell
 from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.buildfind.pack import validate_pack

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.protocols.audit.cells.static import static_cell
 from metaeval.protocols.audit.findings import Evidence, Finding, apply_tier_rule
-from metaeval.protocols.audit.static_cell import static_cell
 from metaeval.records.blobs import BlobStore
 from metaeval.tasks.harbor import load_task
 

@@ -27,7 +27,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from metaeval.executor import available_cores
+from metaeval.engine.executor import available_cores
 from metaeval.protocols.audit.static_checks import run_static_checks
 from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.protocols.audit.task_view import Hints, load_task
 from metaeval.sandbox.container import find_engine
 from metaeval.tasks.images import ensure_image, environment_digest, image_exists

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from metaeval.protocols.audit import static_cell
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.cells import static as static_cell
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.buildfind.pack import validate_pack

@@ -14,7 +14,6 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from metaeval.cpu_gate import waiting
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.models.base import Model
 from metaeval.models.limits import AdaptiveLimiter, CallOutcome
@@ -202,15 +201,13 @@ class ProviderModel(Model):
             finally:
                 limiter.release(ticket, outcome)
 
-        with waiting():  # a job's CPU slot is free while the call is out (see cpu_gate)
-            try:
-                result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
-            except ModelCallError as exc:  # name the endpoint: the console groups by reason
-                if not self.endpoint() or exc.endpoint:
-                    raise
-                raise ModelCallError(
-                    exc.kind, exc.attempts, exc.cause, self.endpoint()
-                ) from exc.cause
+        # a job's CPU-gate slot is given back around the call by the engine's call_slot()
+        try:
+            result, attempts = call_with_retry(attempt, self.retry_policy, sleep=self.sleep)
+        except ModelCallError as exc:  # name the endpoint: the console groups by reason
+            if not self.endpoint() or exc.endpoint:
+                raise
+            raise ModelCallError(exc.kind, exc.attempts, exc.cause, self.endpoint()) from exc.cause
         table = self.prices
         return result.model_copy(
             update={

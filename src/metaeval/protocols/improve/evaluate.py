@@ -71,7 +71,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from metaeval.executor import Executor, Job, JobOutcome, make_executor
+from metaeval.engine.executor import Executor, Job, JobOutcome, make_executor
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
     ActResponse,

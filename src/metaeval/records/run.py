@@ -173,6 +173,30 @@ def _is_fresh(path: Path) -> bool:
     return True
 
 
+def _make_run_dir(path: Path) -> Path:
+    """Make `path` and its missing parents; returns the topmost directory made (removed
+    again when the first manifest cannot be written)."""
+    created = path
+    while not created.parent.exists():
+        created = created.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def _write_first_manifest(
+    path: Path, manifest: dict[str, Any], created: Path | None
+) -> dict[str, Any]:
+    """Write a new run's manifest and read it back; on failure the directories this run made
+    are removed again."""
+    try:
+        write_manifest(path, manifest)
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    return read_manifest(path)
+
+
 class _PendingManifest:
     """A new run's manifest, written by a background thread once its deferred hashes are
     computed; `wait` returns (manifest, layers) or raises what went wrong."""
@@ -302,19 +326,16 @@ class RunDir:
         argv = list(sys.argv if command is None else command)
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk
-
-        def fresh_manifest(revision: str | None) -> dict[str, Any]:
-            return build_manifest(
-                protocol=protocol,
-                config=config,
-                hashes=digests,
-                seeds=seeds,
-                command=argv,
-                layer=new_layer or "base",
-                git_revision=revision,
-                settings=settings,
-            )
-
+        fresh_manifest = functools.partial(
+            build_manifest,
+            protocol=protocol,
+            config=config,
+            hashes=digests,
+            seeds=seeds,
+            command=argv,
+            layer=new_layer or "base",
+            settings=settings,
+        )  # called with git_revision=...
         deferred = dict(deferred_hashes or {})
         created: Path | None = None
         manifest: dict[str, Any] | None = None
@@ -323,13 +344,9 @@ class RunDir:
         revision_later = bool(deferred) and not (path / MANIFEST_NAME).exists()
         revision = None if revision_later else metaeval_git_revision()
         if not path.exists():
-            checked = fresh_manifest(revision)  # checks the inputs before touching the disk
-            # with deferred hashes it is written later, in the background, complete
-            manifest = None if deferred else checked
-            created = path
-            while not created.parent.exists():
-                created = created.parent
-            path.mkdir(parents=True, exist_ok=True)
+            checked = fresh_manifest(git_revision=revision)  # checks inputs before the disk
+            manifest = None if deferred else checked  # with deferred hashes: written later
+            created = _make_run_dir(path)
         elif not path.is_dir():
             raise MetaevalError(f"run directory {path} exists and is not a directory")
 
@@ -349,26 +366,11 @@ class RunDir:
                     )
                 if deferred:
                     run = cls(path, None, None, new_layer or "base", lock_fd)
-
-                    def write_deferred() -> tuple[dict[str, Any], list[dict]]:
-                        digests.update(compute_deferred(deferred))
-                        revision = metaeval_git_revision()
-                        write_manifest(path, fresh_manifest(revision))
-                        written = read_manifest(path)
-                        run._log_session(argv, config, revision)
-                        return written, [dict(entry) for entry in written["layers"]]
-
-                    run._pending = _PendingManifest(write_deferred)
+                    run._write_manifest_later(deferred, digests, fresh_manifest, argv, config)
                     return run
-                if manifest is None:
-                    manifest = fresh_manifest(revision)
-                try:
-                    write_manifest(path, manifest)
-                except BaseException:
-                    if created is not None:
-                        shutil.rmtree(created, ignore_errors=True)
-                    raise
-                manifest = read_manifest(path)
+                manifest = _write_first_manifest(
+                    path, manifest or fresh_manifest(git_revision=revision), created
+                )
                 layers = [dict(entry) for entry in manifest["layers"]]
                 layer = layers[-1]["name"]
             run = cls(path, manifest, layers, layer, lock_fd)
@@ -377,6 +379,27 @@ class RunDir:
             _release_lock(lock_fd)
             raise
         return run
+
+    def _write_manifest_later(
+        self,
+        deferred: Mapping[str, DeferredHash],
+        digests: dict[str, str],
+        fresh_manifest: Callable[..., dict[str, Any]],
+        argv: list[str],
+        config: dict[str, Any],
+    ) -> None:
+        """A new run's manifest, written by a background thread once the deferred hashes
+        are computed (records and documents wait for it)."""
+
+        def write_deferred() -> tuple[dict[str, Any], list[dict]]:
+            digests.update(compute_deferred(deferred))
+            revision = metaeval_git_revision()
+            write_manifest(self.path, fresh_manifest(git_revision=revision))
+            written = read_manifest(self.path)
+            self._log_session(argv, config, revision)
+            return written, [dict(entry) for entry in written["layers"]]
+
+        self._pending = _PendingManifest(write_deferred)
 
     def _log_session(self, argv: list[str], config: dict[str, Any], revision: str | None) -> None:
         with JsonlWriter(self.path / SESSIONS_FILE) as writer:

@@ -54,7 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocols", ("protocols",)),
     ("demo", ("demo",)),
     ("view", ("view",)),
-    ("cli", ("cli", "cli_help", "schemas")),
+    ("cli", ("cli", "cli_help", "schemas", "doctor")),
 ]
 
 BIG, HUGE, LONG_FUNCTION = 400, 700, 60

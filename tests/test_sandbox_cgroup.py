@@ -168,14 +168,14 @@ def test_memory_parent_reads_a_v2_hierarchy_with_the_memory_controller(tmp_path,
 
 
 def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
-    from metaeval.cli import _cgroup_check
+    from metaeval.doctor import cgroup_check
 
-    name, ok, detail = _cgroup_check()
+    name, ok, detail = cgroup_check()
     assert (name, ok) == ("memory cgroup (optional)", True)
     assert detail.startswith("v") and f"under {cgroups} (agent CLIs capped)" in detail
     assert ours(cgroups) == set()  # the probe's cgroup is gone
     monkeypatch.setattr(cgroup_mod, "unavailable_reason", lambda: "not writable")
-    assert _cgroup_check() == (
+    assert cgroup_check() == (
         "memory cgroup (optional)",
         False,
         "not writable; agent CLIs bounded by time only",

@@ -134,7 +134,9 @@ def scan(root: Path) -> dict[str, Module]:
         text = path.read_text(encoding="utf-8")
         name = dotted(root, path)
         tree = ast.parse(text, filename=str(path))
-        modules[name] = Module(name, path, len(text.splitlines()), long_functions=_long_functions(tree))
+        modules[name] = Module(
+            name, path, len(text.splitlines()), long_functions=_long_functions(tree)
+        )
         trees[name] = tree
     for name, module in modules.items():
         is_package = module.path.name == "__init__.py"

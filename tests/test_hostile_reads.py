@@ -27,8 +27,8 @@ from metaeval.errors import MetaevalError
 from metaeval.models.registry import register_provider
 from metaeval.models.scripted import ScriptedModel
 from metaeval.models.types import ModelRequest
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox.workspace import Workspace
-from metaeval.tasks.harbor import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT_BENCH = ROOT / "examples" / "audit-bench"

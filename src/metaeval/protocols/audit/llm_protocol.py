@@ -36,7 +36,7 @@ from metaeval.protocols.audit.prompts import (
     render_messages,
     render_repair,
 )
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 
 __all__ = [
     "FINDINGS_OBJECT_SCHEMA",

@@ -60,7 +60,7 @@ def read_records(run: RunDir, min_tier: str | None = None) -> AuditRecords:
     return AuditRecords(cells, kept, min_tier, len(findings) - len(kept))
 
 
-def model_sources(findings: list[Finding], cells: dict[tuple[str, str], dict]) -> list[str]:
+def model_sources(cells: dict[tuple[str, str], dict]) -> list[str]:
     """Model sources that took part (static excluded), sorted."""
     return sorted({source for _, source in cells if source != STATIC_SOURCE})
 
@@ -120,7 +120,7 @@ def summarize_run(
     reported = [f for f in findings if f.reported]
     costs = cost_rows(cells)
     by_source = cost_by_source(costs)
-    models = model_sources(findings, cells)
+    models = model_sources(cells)
     views = ensemble_views([f for f in reported if f.source != STATIC_SOURCE])
     known_costs = [v for v in by_source.values() if v is not None]
     total_cost = sum(known_costs) if len(known_costs) == len(by_source) else None

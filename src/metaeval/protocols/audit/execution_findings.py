@@ -126,6 +126,7 @@ def build_finding(task: LoadedTask, image: ImageOutcome) -> Finding:
         confidence=0.95,
         source=SOURCE,
         protocol="static",
+        evidence_tier="executed",  # seen in a run of the task's own environment
     )
 
 
@@ -160,6 +161,7 @@ def oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits) 
         confidence=CONFIDENCE,
         source=SOURCE,
         protocol="static",
+        evidence_tier="executed",  # seen in a run of the task's own environment
         evidence=evidence,
     )
 
@@ -333,6 +335,7 @@ def null_agent_finding(task: LoadedTask, null: PhaseOutcome) -> Finding:
         confidence=CONFIDENCE,
         source=SOURCE,
         protocol="static",
+        evidence_tier="executed",  # seen in a run of the task's own environment
     )
 
 

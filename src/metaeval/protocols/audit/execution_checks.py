@@ -38,7 +38,9 @@ depend on the base image and stays Critical. A skipped check never counts as pas
 from __future__ import annotations
 
 import re
+import subprocess
 import tempfile
+import time
 from collections.abc import Collection
 from pathlib import Path
 
@@ -56,6 +58,7 @@ from metaeval.protocols.audit.execution_results import (
     ORACLE_LOG,
     ExecutionCheckResult,
     PhaseOutcome,
+    unavailable_reason,
 )
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.sandbox.container import (
@@ -227,9 +230,13 @@ def run_in_container(
     task: LoadedTask, engine: Engine, result: ExecutionCheckResult, limits: TrialLimits
 ) -> ExecutionCheckResult:
     """Build (or reuse) the task's image and run both trials in fresh containers."""
-    result.backend = describe_engine(engine)
     env = task.config.get("environment")
     env = env if isinstance(env, dict) else {}
+    missing = missing_image(engine, task, env)
+    if missing is not None:  # said before any engine call of this task: no time spent
+        result.skipped = unavailable_reason(engine.name, missing)
+        return result
+    result.backend = describe_engine(engine)
     image = ensure_image(
         engine,
         task.root,
@@ -270,6 +277,69 @@ def run_in_container(
         return result
     _judge(task, result, limits)
     return result
+
+
+LOCAL_IMAGES_TTL_S = 60.0
+_local_images: dict[str, tuple[float, frozenset[str] | None]] = {}
+
+
+def local_images(engine: Engine) -> frozenset[str] | None:
+    """The images `engine` holds (normalised names), listed at most once a minute per process;
+    None when they cannot be listed."""
+    now = time.monotonic()
+    cached = _local_images.get(engine.binary)
+    if cached is not None and now - cached[0] < LOCAL_IMAGES_TTL_S:
+        return cached[1]
+    try:
+        done = subprocess.run(
+            engine.command("images", "--format", "{{.Repository}}:{{.Tag}}"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        names = None
+    else:
+        names = (
+            frozenset(
+                image_key(line.strip())
+                for line in done.stdout.splitlines()
+                if line.strip() and "<none>" not in line
+            )
+            if done.returncode == 0
+            else None
+        )
+    _local_images[engine.binary] = (now, names)
+    return names
+
+
+def image_key(ref: str) -> str:
+    """An image name as both engines may list it: no `docker.io/`, `library/` or `localhost/`
+    prefix, `:latest` when no tag (lenient: a name is never taken for missing by spelling)."""
+    for prefix in ("docker.io/", "library/", "localhost/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+    last = ref.rsplit("/", 1)[-1]
+    return ref if ":" in last else ref + ":latest"
+
+
+def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
+    """The task's image (`docker_image` without a Dockerfile) or a base image its Dockerfile
+    starts from that `engine` does not have, or None (also when that cannot be told: a digest
+    or a `$VAR` reference, an engine that cannot list its images)."""
+    if (task.root / "environment" / "Dockerfile").is_file():
+        wanted = _base_images(task, env)
+    else:
+        image = env.get("docker_image")
+        wanted = [image] if isinstance(image, str) and image else []
+    wanted = [w for w in wanted if w != "scratch" and "$" not in w and "@" not in w]
+    if not wanted:
+        return None
+    have = local_images(engine)
+    if have is None:
+        return None
+    return next((w for w in wanted if image_key(w) not in have), None)
 
 
 def _number(value: object) -> float | None:

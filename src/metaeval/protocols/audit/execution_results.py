@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import Finding
@@ -56,3 +58,49 @@ class ExecutionCheckResult(BaseModel):
     def logs(self) -> dict[str, str]:
         """Log texts by name (e.g. "logs/oracle.log"), for storing as blobs."""
         return {o.log_name: o.log for o in (self.oracle, self.null_agent) if o.ran and o.log_name}
+
+
+_UNAVAILABLE = re.compile(r"\bimage (\S+) is not available here\b")
+
+
+def unavailable_reason(engine: str, image: str) -> str:
+    """The skip reason of a task whose image (or base image) this machine does not have."""
+    return f"{engine}: image {image} is not available here (not present locally, not pulled)"
+
+
+def unavailable_image(skip_reason: str | None) -> str | None:
+    """The image an `unavailable_reason` names, or None for any other skip reason."""
+    match = _UNAVAILABLE.search(skip_reason or "")
+    return match.group(1) if match else None
+
+
+SHOWN_IMAGES = 5  # images named in the one summary line; the rest are counted
+
+
+def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
+    """What the execution checks did, said once: `outcomes` holds (ran, skip reason) per task.
+    Tasks skipped because their image is not here make one line naming the images; other
+    reasons one line each with their task count."""
+    unavailable: dict[str, int] = {}
+    others: dict[str, int] = {}
+    for ran, reason in outcomes:
+        if ran or not reason.strip():
+            continue
+        image = unavailable_image(reason)
+        if image is not None:
+            unavailable[image] = unavailable.get(image, 0) + 1
+        else:
+            others[reason.strip()] = others.get(reason.strip(), 0) + 1
+    lines = []
+    if unavailable:
+        could_run = sum(1 for did, _ in outcomes if did)
+        shown = ", ".join(list(unavailable)[:SHOWN_IMAGES])
+        more = len(unavailable) - SHOWN_IMAGES
+        lines.append(
+            f"{could_run} of {len(outcomes)} tasks could run: {sum(unavailable.values())} need an image "
+            f"that is not available here ({shown}{f' and {more} more' if more > 0 else ''}); "
+            "`--no-execution` skips this step"
+        )
+    for reason, count in others.items():
+        lines.append(f"{reason} ({count} task{'s' if count != 1 else ''})")
+    return lines

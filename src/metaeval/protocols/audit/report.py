@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import BaseModel, Field
 
+from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import EVIDENCE_TIERS, SEVERITY_ORDER, Evidence, Finding
 from metaeval.protocols.audit.scoring import SCORE_COLUMNS, ScoreReport, fmt_cost, fmt_pct
 from metaeval.protocols.audit.tables import PaperTables
@@ -197,15 +198,16 @@ def score_headline(data: AuditReportData) -> str | None:
 
 
 def skip_summary(data: AuditReportData) -> list[str]:
-    """One line per distinct reason execution checks were skipped, with its task count."""
-    reasons: dict[str, int] = {}
-    for t in data.tasks:
-        if t.oracle == "skipped" and t.null_agent == "skipped" and t.execution_notes.strip():
-            reason = t.execution_notes.strip()
-            reasons[reason] = reasons.get(reason, 0) + 1
-    return [
-        f"{reason} ({count} task{'s' if count != 1 else ''})" for reason, count in reasons.items()
+    """What the execution checks did, said once (`execution_results.execution_lines`)."""
+    outcomes = [
+        (
+            not (t.oracle == "skipped" and t.null_agent == "skipped"),
+            t.execution_notes if t.oracle == "skipped" and t.null_agent == "skipped" else "",
+        )
+        for t in data.tasks
+        if t.oracle is not None or t.null_agent is not None
     ]
+    return execution_lines(outcomes)
 
 
 def suppressed_text(n: int) -> str:

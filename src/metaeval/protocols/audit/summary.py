@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.exit_codes import one_line
 from metaeval.protocols.audit.ensemble import ensemble_views
+from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import Finding
 from metaeval.records.run import is_final
 
@@ -153,4 +154,16 @@ def summarize_run(
         "cost_usd_by_model": by_source,
         "cost_usd": total_cost,
         "skipped_dirs": [list(s) for s in getattr(audit, "skipped", [])],
+        "execution": execution_lines(
+            [
+                (not (rec.get("execution") or {}).get("skipped"), _skip_reason(rec))
+                for (_, source), rec in sorted(cells.items())
+                if source == STATIC_SOURCE and rec.get("execution") is not None
+            ]
+        ),
     }
+
+
+def _skip_reason(rec: dict[str, Any]) -> str:
+    execution = rec.get("execution") or {}
+    return str(execution.get("skipped") or "")

@@ -144,6 +144,9 @@ def run_cmd(
         )
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 

@@ -223,7 +223,7 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
     """Write the stratified evidence-audit sample for labelling, with each answer's cited
     evidence from the find records; once a person has filled `evidence_label`, summarize it
     (Table 12). A filled file is never overwritten."""
-    from metaeval.protocols.buildfind.analysis.extras import evidence_audit_summary
+    from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
 
     path = run.path / LABELS_DIR / EVIDENCE_AUDIT_CSV
     if not path.is_file():

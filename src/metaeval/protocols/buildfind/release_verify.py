@@ -298,7 +298,7 @@ def compare_csv(label: str, path: Path, recomputed: pl.DataFrame) -> list[str]:
 
 def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """(recomputed tables, rows frames by released path, problems reading the data)."""
-    from metaeval.protocols.buildfind.analysis.extras import evidence_audit_summary
+    from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
     from metaeval.protocols.buildfind.pipeline import analyze_rows
     from metaeval.protocols.buildfind.record_files import RecordFiles
     from metaeval.protocols.buildfind.rows import read_rows

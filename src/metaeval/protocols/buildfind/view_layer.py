@@ -168,7 +168,8 @@ def view_tables(
     `full` holds the full view's calibration, finder_calibration, rb_effort and recovery_gate
     (computed from `rows` with the same `panels`). Returns {} when there are no view rows.
     """
-    from metaeval.protocols.buildfind.analysis import core, extras
+    from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration
+    from metaeval.protocols.buildfind.analysis.suite import analyze
 
     if view_rows.height == 0:
         return {}
@@ -182,8 +183,8 @@ def view_tables(
     for name in sorted(view_rows.get_column("view").unique().to_list()):
         frame = pl.concat([view_rows.filter(pl.col("view") == name).drop("view"), controls])
         frame = form_panels(frame, panels)[0].collect()
-        tables = core.analyze(frame)
-        finders = extras.finder_calibration(frame)
+        tables = analyze(frame)
+        finders = finder_calibration(frame)
         tag = pl.lit(name, pl.Utf8).alias("view")
         parts["view_accuracy"].append(_accuracy(tables["calibration"], full["calibration"], tag))
         parts["view_finder"].append(_finder(finders, full["finder_calibration"], tag))

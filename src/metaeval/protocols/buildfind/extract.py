@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.protocols.buildfind.rows import SCHEMA, conform, empty_rows
-from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval.exit_codes import one_line
-from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS
+from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS
 from metaeval.records import is_final
 
 if TYPE_CHECKING:

@@ -245,7 +245,7 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
 
 
 def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> None:
-    from metaeval.protocols.buildfind.runner import FIND_KEY, FINDS, logical_view
+    from metaeval.protocols.buildfind.records import FIND_KEY, FINDS, logical_view
 
     finds = logical_view(run.read(FINDS), FIND_KEY)
     evidence = []

@@ -156,7 +156,7 @@ def check_json_records(root: Path, files: list[str]) -> list[str]:
 def check_checksums(root: Path, files: list[str] | None = None) -> list[str]:
     """Problems with SHA256SUMS: missing, unreadable lines, wrong hashes, unlisted files.
     `files` are the release's regular files (walked here when not given)."""
-    from metaeval.protocols.buildfind.release import CHECKSUMS
+    from metaeval.protocols.buildfind.records import CHECKSUMS
 
     if files is None:
         files, problems = release_files(root)
@@ -301,8 +301,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
     from metaeval.protocols.buildfind.pipeline import analyze_rows
     from metaeval.protocols.buildfind.record_files import RecordFiles
+    from metaeval.protocols.buildfind.records import VIEW_FIND_KEY, VIEW_FINDS, logical_view
     from metaeval.protocols.buildfind.rows import read_rows
-    from metaeval.protocols.buildfind.runner import VIEW_FIND_KEY, VIEW_FINDS, logical_view
     from metaeval.protocols.buildfind.view_layer import read_view_rows, view_files, view_tables
 
     problems: list[str] = []
@@ -359,7 +359,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         read_review_csv,
     )
     from metaeval.protocols.buildfind.record_files import RecordFiles
-    from metaeval.protocols.buildfind.runner import (
+    from metaeval.protocols.buildfind.records import (
         BUILD_KEY,
         BUILDS,
         FIND_KEY,
@@ -422,7 +422,7 @@ def check_claims(
 ) -> list[str]:
     """Every released claim holds in the released tables and rows, and recomputes the same."""
     from metaeval.protocols.buildfind.claims import claims, count_rows, same_value, with_row_counts
-    from metaeval.protocols.buildfind.release import CLAIMS
+    from metaeval.protocols.buildfind.records import CLAIMS
 
     try:
         released = read_json(root / CLAIMS, root, expect=list)

@@ -35,6 +35,18 @@ from metaeval.protocols.buildfind.prompts import (
     render_finder_prompt,
     template_hashes,
 )
+from metaeval.protocols.buildfind.records import (
+    BUILD_KEY,
+    BUILDS,
+    FIND_KEY,
+    FINDS,
+    VIEW_FIND_KEY,
+    VIEW_FINDS,
+    BuildRecord,
+    FindRecord,
+    failed_cell,
+    logical_view,
+)
 from metaeval.protocols.buildfind.seeds import (
     LETTERS,
     derive_seed,
@@ -49,12 +61,6 @@ from metaeval.records.run import is_final
 from metaeval.sandbox.workspace import Workspace
 from metaeval.transient import describe, is_transient
 
-BUILDS = "builds"
-FINDS = "finds"
-BUILD_KEY = ("task", "builder", "build_trial")
-FIND_KEY = ("slice", "task", "builder", "build_trial", "finder", "find_trial")
-VIEW_FINDS = "view_finds"  # restricted-view find runs: a separate evidence layer
-VIEW_FIND_KEY = ("view", *FIND_KEY)
 # run config keys that do not change what a recorded cell means (see `meaning_settings`)
 SELECTION_KEYS = frozenset({"pack", "tasks", "concurrency", "views"})
 
@@ -84,15 +90,6 @@ def _plan(
             continue  # recovery budget spent: stays an infrastructure failure in the report
         todo.append(Cell(key, failures))
     return todo
-
-
-def logical_view(records: list[dict], key_fields: tuple[str, ...]) -> dict[tuple, dict]:
-    """The latest final record per cell (infrastructure failures never enter the view)."""
-    view: dict[tuple, dict] = {}
-    for record in records:
-        if is_final(record):
-            view[tuple(record.get(k) for k in key_fields)] = record
-    return view
 
 
 class BuildFindRun:
@@ -183,15 +180,8 @@ class BuildFindRun:
             if outcome.status == "done":
                 return writer.submit(outcome.value)
             cell: Cell = outcome.job.fn.cell  # type: ignore[attr-defined]
-            return writer.submit(
-                {
-                    **cell.key,
-                    "recovery": cell.recovery,
-                    "status": "error",
-                    "infra_error": True,
-                    "error": (outcome.error or outcome.status)[-4000:],
-                }
-            )
+            error = (outcome.error or outcome.status)[-4000:]
+            return writer.submit(failed_cell(cell.key, cell.recovery, True, error))
 
         jobs = []
         for cell in cells:
@@ -358,17 +348,17 @@ class BuildFindRun:
             **compile_probe(workspace, pack_task.config.compile_probe),
             **structure(artifact),
         }
-        return {
+        return BuildRecord(
             **key,
-            "recovery": cell.recovery,
-            "attempt": attempt,
+            recovery=cell.recovery,
+            attempt=attempt,
             **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
-            "artifact": str(artifact.relative_to(run.path.resolve())),
-            "validation": validation,
-            "compile_pass": validation["compile_pass"],
-            "leakage": leakage_scan(artifact, pack_task),
-        }
+            artifact=str(artifact.relative_to(run.path.resolve())),
+            validation=validation,
+            compile_pass=validation["compile_pass"],
+            leakage=leakage_scan(artifact, pack_task),
+        ).as_record()
 
     def _find_cell(self, run: RunDir, cell: Cell) -> dict[str, Any]:
         key = cell.key
@@ -421,25 +411,24 @@ class BuildFindRun:
         finally:
             workspace.remove()
         answers, problem = parse_answers(result.submission, orders, pack_task)
-        record = {
+        extra = {"view_info": view_info} if view_info is not None else {}
+        return FindRecord(
             **key,
-            "recovery": cell.recovery,
-            "attempt": attempt,
+            recovery=cell.recovery,
+            attempt=attempt,
             **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
-            "permutation": orders,
-            "find_answers_blob": run.blobs.put(result.submission or ""),
-            "answers_problem": problem,
-            "answers_status": answers_status(problem),
-            "answers": answers,
-            "compile_pass": build.get("compile_pass") if build else None,
-            "build_attempt": build.get("attempt") if build else None,
-        }
-        if view_info is not None:
-            record["view_info"] = view_info
-        record["n_correct"] = sum(1 for a in answers.values() if a["correct"])
-        record["n_unanswered"] = sum(1 for a in answers.values() if a["answer"] is None)
-        return record
+            permutation=orders,
+            find_answers_blob=run.blobs.put(result.submission or ""),
+            answers_problem=problem,
+            answers_status=answers_status(problem),
+            answers=answers,
+            compile_pass=build.get("compile_pass") if build else None,
+            build_attempt=build.get("attempt") if build else None,
+            **extra,
+            n_correct=sum(1 for a in answers.values() if a["correct"]),
+            n_unanswered=sum(1 for a in answers.values() if a["answer"] is None),
+        ).as_record()
 
 
 class _CellFn:
@@ -452,13 +441,7 @@ class _CellFn:
         try:
             return self.fn(self.run, self.cell)
         except Exception as exc:  # noqa: BLE001 - recorded: transient is infra, the rest final
-            return {
-                **self.cell.key,
-                "recovery": self.cell.recovery,
-                "status": "error",
-                "infra_error": is_transient(exc),
-                "error": describe(exc),
-            }
+            return failed_cell(self.cell.key, self.cell.recovery, is_transient(exc), describe(exc))
 
 
 def _agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:

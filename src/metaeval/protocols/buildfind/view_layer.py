@@ -22,14 +22,14 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.extract import rows_from_finds
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
-from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
-from metaeval.protocols.buildfind.runner import (
+from metaeval.protocols.buildfind.records import (
     BUILD_KEY,
     BUILDS,
     VIEW_FIND_KEY,
     VIEW_FINDS,
     logical_view,
 )
+from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:

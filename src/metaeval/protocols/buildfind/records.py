@@ -136,6 +136,8 @@ class FindRecord(_AgentRun, _FindKey):
     answers: dict[str, Answer]
     build_attempt: str | None
     view_info: dict[str, Any] | None = None
+    # with `retry_unparsable`: the first run's problem, blobs and agent fields
+    unparsable_first_attempt: dict[str, Any] | None = None
     n_correct: int
     n_unanswered: int
 

@@ -299,11 +299,11 @@ def compare_csv(label: str, path: Path, recomputed: pl.DataFrame) -> list[str]:
 def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """(recomputed tables, rows frames by released path, problems reading the data)."""
     from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
-    from metaeval.protocols.buildfind.pipeline import analyze_rows
+    from metaeval.protocols.buildfind.finalize import analyze_rows
     from metaeval.protocols.buildfind.record_files import RecordFiles
     from metaeval.protocols.buildfind.records import VIEW_FIND_KEY, VIEW_FINDS, logical_view
     from metaeval.protocols.buildfind.rows import read_rows
-    from metaeval.protocols.buildfind.view_layer import read_view_rows, view_files, view_tables
+    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_files, view_tables
 
     problems: list[str] = []
     frames: dict[str, pl.DataFrame] = {}
@@ -316,7 +316,7 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    from metaeval.protocols.buildfind.pipeline import mark_self_labelled, self_labelled_finders
+    from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
 
     config = RecordFiles(root / "records").manifest.get("config", {})
     tables = analyze_rows(rows, builds, config.get("panels", "matched"))
@@ -368,7 +368,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         VIEW_FINDS,
         logical_view,
     )
-    from metaeval.protocols.buildfind.view_layer import view_rows_from
+    from metaeval.protocols.buildfind.view_evidence import view_rows_from
 
     records = RecordFiles(root / "records")
     config = records.manifest.get("config", {})

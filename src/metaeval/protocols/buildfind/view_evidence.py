@@ -1,6 +1,6 @@
 """The restricted-view evidence layer: view rows and per-view tables.
 
-View find runs (`runner.VIEW_FINDS`) never enter the canonical question rows, so no full-view
+View find runs (`records.VIEW_FINDS`) never enter the canonical question rows, so no full-view
 table can change because of them. They get their own rows table, ``view_rows.{parquet,csv}``:
 the canonical columns plus a leading ``view`` column. Their implementation labels are the
 full-view audit's labels of the same (artifact, question) pair: the label describes the

@@ -55,7 +55,7 @@ from metaeval.protocols.buildfind.seeds import (
     shuffle_options,
 )
 from metaeval.protocols.buildfind.validation import compile_probe, leakage_scan, structure
-from metaeval.protocols.buildfind.views import restricted_clone
+from metaeval.protocols.buildfind.view_specs import restricted_clone
 from metaeval.records import RunDir, environment_hash, sha256_text
 from metaeval.records.run import is_final
 from metaeval.sandbox.workspace import Workspace
@@ -63,6 +63,10 @@ from metaeval.transient import describe, is_transient
 
 # run config keys that do not change what a recorded cell means (see `meaning_settings`)
 SELECTION_KEYS = frozenset({"pack", "tasks", "concurrency", "views"})
+UNPARSABLE_REMINDER = (
+    "\n\nREMINDER: your previous answer could not be read. Write find_answers.json as one "
+    "JSON object mapping every question id to its answer letter, and nothing else."
+)
 
 
 @dataclass
@@ -364,29 +368,18 @@ class BuildFindRun:
         key = cell.key
         pack_task = self.pack.tasks[key["task"]]
         spec, agent = self.finders[key["finder"]]
-        # A view run gets the seed (and option order) of its full-view cell: only the view differs.
+        # A view run gets the seed (and option order) of its full-view cell: only the view
+        # differs. The recovery index is not part of the seed: a cell re-run after an
+        # infrastructure failure shows the finder the same option order.
         full_key = [v for k, v in key.items() if k != "view"]
-        seed = derive_seed(self.config.seed0, "find", *full_key, cell.recovery)
-        view = next((v for v in self.config.views if v.name == key.get("view")), None)
-        view_info = None
+        seed = derive_seed(self.config.seed0, "find", *full_key, 0)
         orders = {q.id: permutation(seed, q.id) for q in pack_task.questions}
         shuffled = {q.id: shuffle_options(q.options, orders[q.id]) for q in pack_task.questions}
         prompt = render_finder_prompt(key["slice"], pack_task, shuffled)
         attempt = uuid.uuid4().hex[:10]
-        scratch = run.path / "work" / f"find-{attempt}"
         build = None
         if key["slice"] == "formal":
             build = self._builds_view[(key["task"], key["builder"], key["build_trial"])]
-            if view is None:
-                workspace = Workspace.read_only_clone(run.path / build["artifact"], scratch)
-            else:
-                workspace, view_info = restricted_clone(run.path / build["artifact"], scratch, view)
-        else:
-            empty = run.path / "work" / f"empty-{attempt}"
-            empty.mkdir(parents=True)
-            workspace = Workspace.read_only_clone(empty, scratch)
-            shutil.rmtree(empty)
-        budget = self.config.budgets.find_time_s or pack_task.config.find_time_s
         builder_agent = self.builders[key["builder"]][0].agent if build else None
         task = Task(
             id=key["task"],
@@ -401,34 +394,74 @@ class BuildFindRun:
                 "reference_builder": builder_agent,
             },
         )
+        result, view_info = self._run_finder(run, key, build, agent, spec, task, attempt)
+        answers, problem = parse_answers(result.submission, orders, pack_task)
+        first: dict[str, Any] | None = None
+        if answers_status(problem) == "unparsable" and self.config.retry_unparsable:
+            first = {
+                "answers_problem": problem,
+                "find_answers_blob": run.blobs.put(result.submission or ""),
+                **{k: v for k, v in _agent_fields(result, run).items() if k != "usage"},
+            }
+            retry = task.model_copy(update={"instruction": prompt + UNPARSABLE_REMINDER})
+            result, view_info = self._run_finder(run, key, build, agent, spec, retry, attempt)
+            answers, problem = parse_answers(result.submission, orders, pack_task)
+        record: dict[str, Any] = {
+            **key,
+            "recovery": cell.recovery,
+            "attempt": attempt,
+            **self._common(spec, agent, seed, prompt, pack_task),
+            **_agent_fields(result, run),
+            "permutation": orders,
+            "find_answers_blob": run.blobs.put(result.submission or ""),
+            "answers_problem": problem,
+            "answers_status": answers_status(problem),
+            "answers": answers,
+            "compile_pass": build.get("compile_pass") if build else None,
+            "build_attempt": build.get("attempt") if build else None,
+            "n_correct": sum(1 for a in answers.values() if a["correct"]),
+            "n_unanswered": sum(1 for a in answers.values() if a["answer"] is None),
+        }
+        if view_info is not None:
+            record["view_info"] = view_info
+        if first is not None:
+            record["unparsable_first_attempt"] = first
+        return FindRecord.model_validate(record).as_record()
+
+    def _run_finder(
+        self,
+        run: RunDir,
+        key: dict[str, Any],
+        build: dict[str, Any] | None,
+        agent: Any,
+        spec: AgentSpec,
+        task: Task,
+        attempt: str,
+    ) -> tuple[AgentResult, dict[str, Any] | None]:
+        """One finder run on a fresh read-only clone (restricted when the cell has a view)."""
+        pack_task = self.pack.tasks[key["task"]]
+        view = next((v for v in self.config.views if v.name == key.get("view")), None)
+        view_info = None
+        scratch = run.path / "work" / f"find-{attempt}"
+        if build is not None:
+            if view is None:
+                workspace = Workspace.read_only_clone(run.path / build["artifact"], scratch)
+            else:
+                workspace, view_info = restricted_clone(run.path / build["artifact"], scratch, view)
+        else:
+            empty = run.path / "work" / f"empty-{attempt}"
+            empty.mkdir(parents=True)
+            workspace = Workspace.read_only_clone(empty, scratch)
+            shutil.rmtree(empty)
         limits = Limits(
             max_steps=spec.max_steps or self.config.budgets.find_max_steps,
-            time_limit_s=budget,
+            time_limit_s=self.config.budgets.find_time_s or pack_task.config.find_time_s,
             max_tokens_per_step=self.config.budgets.find_max_tokens_per_step,
         )
         try:
-            result = agent.run(task, workspace, limits)
+            return agent.run(task, workspace, limits), view_info
         finally:
             workspace.remove()
-        answers, problem = parse_answers(result.submission, orders, pack_task)
-        extra = {"view_info": view_info} if view_info is not None else {}
-        return FindRecord(
-            **key,
-            recovery=cell.recovery,
-            attempt=attempt,
-            **self._common(spec, agent, seed, prompt, pack_task),
-            **_agent_fields(result, run),
-            permutation=orders,
-            find_answers_blob=run.blobs.put(result.submission or ""),
-            answers_problem=problem,
-            answers_status=answers_status(problem),
-            answers=answers,
-            compile_pass=build.get("compile_pass") if build else None,
-            build_attempt=build.get("attempt") if build else None,
-            **extra,
-            n_correct=sum(1 for a in answers.values() if a["correct"]),
-            n_unanswered=sum(1 for a in answers.values() if a["answer"] is None),
-        ).as_record()
 
 
 class _CellFn:

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
-from metaeval.sandbox.container import ensure_image, environment_digest, find_engine, image_exists
-from metaeval.tasks.harbor import Hints, load_task
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.task_view import Hints, load_task
+from metaeval.sandbox.container import find_engine
+from metaeval.tasks.images import ensure_image, environment_digest, image_exists
 from metaeval.tasks.sources.terminal_bench import convert_tb1_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.protocols.audit.cells.static import static_cell
 from metaeval.protocols.audit.findings import Evidence, Finding, apply_tier_rule
-from metaeval.protocols.audit.static_cell import static_cell
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.records.blobs import BlobStore
-from metaeval.tasks.harbor import load_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-truth"
 CLEAN = sorted(p.name for p in (BENCH / "clean").iterdir())

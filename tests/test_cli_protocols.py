@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metaeval.agents.cli.base import resolve_binary
+from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.agents.registry import get_agent
 from metaeval.agents.types import Limits
 from metaeval.models.registry import register_provider

@@ -27,8 +27,8 @@ from metaeval.errors import MetaevalError
 from metaeval.models.registry import register_provider
 from metaeval.models.scripted import ScriptedModel
 from metaeval.models.types import ModelRequest
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox.workspace import Workspace
-from metaeval.tasks.harbor import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT_BENCH = ROOT / "examples" / "audit-bench"
@@ -315,7 +315,7 @@ def test_agent_results_folder_linking_out_is_refused_and_noted(tmp_path, outside
 
 
 def test_audit_execution_tier_never_sends_a_linked_results_folder(tmp_path, outside):
-    from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+    from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
     results = tmp_path / "agent_results"
     results.mkdir()

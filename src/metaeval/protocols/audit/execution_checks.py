@@ -48,19 +48,16 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
-from metaeval.sandbox.container import (
+from metaeval.protocols.audit.task_view import Hints, LoadedTask
+from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine
+from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, python_prefixes
+from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
-    ContainerError,
-    Engine,
     ImageOutcome,
-    describe_engine,
     ensure_image,
-    find_engine,
     stand_in_images,
 )
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, python_prefixes
-from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import Hints, LoadedTask
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import (

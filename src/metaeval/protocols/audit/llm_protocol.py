@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from metaeval.engine.call_slots import call_slot
 from metaeval.models.base import Model
-from metaeval.models.call_slots import call_slot
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, SUBCATEGORIES, Finding
 from metaeval.protocols.audit.findings import Protocol as FindingProtocol
@@ -36,7 +36,7 @@ from metaeval.protocols.audit.prompts import (
     render_messages,
     render_repair,
 )
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 
 __all__ = [
     "FINDINGS_OBJECT_SCHEMA",

@@ -22,8 +22,8 @@ from typing import Any
 
 from metaeval import __version__
 from metaeval.agents.types import AgentResult, Limits, Task
+from metaeval.engine.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.errors import ConfigError
-from metaeval.executor import Job, JobOutcome, JobResources, make_executor
 from metaeval.models.pricing import price_table
 from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.answer_json import extract_answer_object

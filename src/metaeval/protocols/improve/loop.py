@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
+from metaeval.engine.executor import selected_backend
+from metaeval.engine.progress import StepProgress
 from metaeval.errors import MetaevalError, RetryableRunError
-from metaeval.executor import selected_backend
-from metaeval.progress import StepProgress
 from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.protocols.improve.config import TargetModelSettings

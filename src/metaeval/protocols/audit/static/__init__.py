@@ -25,7 +25,7 @@ from metaeval.protocols.audit.static.mounted import check_mounted_files
 from metaeval.protocols.audit.static.network import check_test_network
 from metaeval.protocols.audit.static.paths import check_absolute_paths
 from metaeval.protocols.audit.static.reward import check_reward_written
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ from metaeval.protocols.audit.static.shell import (
     parse_script,
     runtime_path,
 )
-from metaeval.tasks.harbor import MAX_CONFIG_BYTES, LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 from metaeval.tasks.safe_files import read_regular
+from metaeval.tasks.task_dirs import MAX_CONFIG_BYTES
 
 STATIC_SOURCE = "static"
 

@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from metaeval.sandbox.bwrap import sandbox_env
-from metaeval.sandbox.harbor_root import (
+from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
+from metaeval.sandbox.python_env import sandbox_path
+from metaeval.sandbox.workspace import Workspace, _shell_argv
+from metaeval.tasks.harbor_root import (
     APP_DIR,
     build_harbor_root_argv,
     harbor_sandbox_unavailable,
-    sandbox_path,
 )
-from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
-from metaeval.sandbox.workspace import Workspace, _shell_argv
 
 
 class TaskRootWorkspace(Workspace):

@@ -14,6 +14,15 @@ The contract every executor keeps (local threads here; a Ray executor later):
 
 So a job that fails or times out never loses or blocks the records of others, and the event
 loop that starts jobs never waits for a disk.
+
+A job's `duration_s` counts from the moment its body starts running, so the time it waited
+for a slot (queue wait) is not in it. When output is not a terminal (a log, CI, `tee`), each
+finished job prints one line and every job still running prints a heartbeat line every
+`heartbeat_s` seconds (30 by default; `METAEVAL_HEARTBEAT_S` changes it), naming the job and
+how long its body has run.
+
+Backends are found by name (`BACKENDS`: "module:Class"), so this module imports none of them:
+a backend imports the executor, never the other way round.
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,7 +52,7 @@ from rich.progress import (
 )
 
 from metaeval.console import SafeConsole
-from metaeval.progress import write_line
+from metaeval.engine.progress import write_line
 
 OutcomeStatus = Literal["done", "failed", "timeout"]
 
@@ -88,6 +98,24 @@ class JobOutcome:
 OutcomeCallback = Callable[[JobOutcome], "concurrent.futures.Future[Any] | None"]
 
 
+DEFAULT_HEARTBEAT_S = 30.0
+
+
+def heartbeat_interval() -> float:
+    """Seconds between heartbeat lines of a running job (`METAEVAL_HEARTBEAT_S`, else 30)."""
+    raw = os.environ.get("METAEVAL_HEARTBEAT_S")
+    try:
+        value = float(raw) if raw else DEFAULT_HEARTBEAT_S
+    except ValueError:
+        value = DEFAULT_HEARTBEAT_S
+    return value if value > 0 else DEFAULT_HEARTBEAT_S
+
+
+def heartbeat_line(description: str, job: Job, elapsed_s: float) -> str:
+    """The line a job still running prints: its name and how long its body has run."""
+    return f"{description}: {job.label or job.key} still running, {elapsed_s:.1f}s"
+
+
 def available_cores() -> int:
     """CPU cores this process may run on (its affinity mask, else the machine's count)."""
     try:
@@ -115,6 +143,7 @@ class LocalExecutor(Executor):
         description: str = "jobs",
         console: Console | None = None,
         lanes: dict[str, int] | None = None,
+        heartbeat_s: float | None = None,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -127,6 +156,7 @@ class LocalExecutor(Executor):
         self.lines = progress is None and not self.console.is_terminal
         self.progress = self.console.is_terminal if progress is None else progress
         self.description = description
+        self.heartbeat_s = heartbeat_s or heartbeat_interval()
 
     def run(self, jobs: Sequence[Job], on_outcome: OutcomeCallback) -> list[JobOutcome]:
         """Run `jobs`; Ctrl-C cancels pending jobs, outcomes already handled stay written."""
@@ -136,6 +166,7 @@ class LocalExecutor(Executor):
         semaphore = asyncio.Semaphore(self.concurrency)
         lanes = {name: asyncio.Semaphore(bound) for name, bound in self.lanes.items()}
         outcomes: list[JobOutcome] = []
+        running: dict[int, tuple[Job, _JobClock]] = {}  # jobs whose body runs
         workers = _Workers(min(self.concurrency + sum(self.lanes.values()), len(jobs)))
         with (
             workers,
@@ -154,7 +185,7 @@ class LocalExecutor(Executor):
 
             async def one(job: Job) -> None:
                 async with lanes.get(job.lane or "", semaphore):
-                    outcome = await _run_job(job, workers)
+                    outcome = await _run_job(job, workers, running)
                 written = on_outcome(outcome)
                 outcomes.append(outcome)
                 if written is not None:
@@ -163,8 +194,24 @@ class LocalExecutor(Executor):
                 if self.lines:
                     self._line(outcome, len(outcomes), len(jobs))
 
-            await asyncio.gather(*(one(job) for job in jobs))
+            beat = asyncio.create_task(self._heartbeat(running)) if self.lines else None
+            try:
+                await asyncio.gather(*(one(job) for job in jobs))
+            finally:
+                if beat is not None:
+                    beat.cancel()
         return outcomes
+
+    async def _heartbeat(self, running: dict[int, tuple[Job, _JobClock]]) -> None:
+        """Every `heartbeat_s`, one line per job whose body has run that long or longer
+        (not counting, nor while, it waits in a queue)."""
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            now = time.monotonic()
+            for job, clock in list(running.values()):
+                elapsed = clock.elapsed(now)
+                if elapsed is not None and elapsed >= self.heartbeat_s:
+                    write_line(self.console, heartbeat_line(self.description, job, elapsed))
 
     def _line(self, outcome: JobOutcome, done: int, total: int) -> None:
         """One plain line per finished job, for output that is not a terminal."""
@@ -215,16 +262,27 @@ class _Workers:
             body()
 
 
-async def _run_job(job: Job, workers: _Workers) -> JobOutcome:
+async def _run_job(
+    job: Job, workers: _Workers, running: dict[int, tuple[Job, _JobClock]]
+) -> JobOutcome:
+    """Run one job's body on a worker thread; its duration is the body's own time (from its
+    start, less its waits in queues)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
-    started = time.monotonic()
+    clock = _JobClock()
 
     def body() -> None:
+        clock.start()
+        running[id(future)] = (job, clock)
+        _job_state.clock = clock
         try:
             value, error = job.fn(), None
         except BaseException:  # noqa: BLE001 - reported as a failed outcome
             value, error = None, traceback.format_exc()
+        finally:
+            _job_state.clock = None
+            running.pop(id(future), None)
+            clock.stop()
         # RuntimeError: the run already ended (job timed out), so the late result is discarded.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_settle, future, value, error)
@@ -237,10 +295,53 @@ async def _run_job(job: Job, workers: _Workers) -> JobOutcome:
         return JobOutcome(
             job, "timeout", error=f"job exceeded {job.timeout_s}s", duration_s=job.timeout_s or 0
         )
-    duration = time.monotonic() - started
+    finally:
+        running.pop(id(future), None)
+    duration = clock.duration_s
     if error is not None:
         return JobOutcome(job, "failed", error=error, duration_s=duration)
     return JobOutcome(job, "done", value=value, duration_s=duration)
+
+
+_job_state = threading.local()
+
+
+class _JobClock:
+    """A job body's own time: from its start to its end, less its waits in queues."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.queued = 0.0
+        self.waiting_since: float | None = None
+        self.duration_s = 0.0
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def stop(self) -> None:
+        self.duration_s = time.monotonic() - self.started - self.queued
+
+    def elapsed(self, now: float) -> float | None:
+        """The body's own time so far; None while it waits in a queue."""
+        if self.waiting_since is not None:
+            return None
+        return now - self.started - self.queued
+
+
+@contextmanager
+def queued() -> Iterator[None]:
+    """Around a wait for a shared slot inside a job's body (e.g. a model call slot): the
+    wait is queue time, left out of the job's `duration_s` and its heartbeat."""
+    clock: _JobClock | None = getattr(_job_state, "clock", None)
+    if clock is None or clock.waiting_since is not None:
+        yield
+        return
+    clock.waiting_since = time.monotonic()
+    try:
+        yield
+    finally:
+        clock.queued += time.monotonic() - clock.waiting_since
+        clock.waiting_since = None
 
 
 def _settle(future: asyncio.Future, value: Any, error: str | None) -> None:
@@ -250,7 +351,11 @@ def _settle(future: asyncio.Future, value: Any, error: str | None) -> None:
 
 # --------------------------------------------------------------------------- backend switch
 
-BACKENDS = ("local", "ray")
+BACKENDS = {
+    "local": "metaeval.engine.executor:LocalExecutor",
+    "ray": "metaeval.engine.ray_backend:RayExecutor",
+}
+"""Executor backends by name: "module:Class", imported only when chosen."""
 _backend: dict[str, str | None] = {
     "name": os.environ.get("METAEVAL_EXECUTOR") or "local",
     "ray_address": os.environ.get("METAEVAL_RAY_ADDRESS") or None,
@@ -275,20 +380,21 @@ def make_executor(
     description: str = "jobs",
     console: Console | None = None,
     lanes: dict[str, int] | None = None,
+    heartbeat_s: float | None = None,
 ) -> Executor:
     """The executor of the selected backend (local unless `select_backend("ray")` was called).
 
     `lanes` bound jobs of a named lane separately from `concurrency` (local backend only;
     Ray schedules every job on its declared resources)."""
-    if _backend["name"] != "local":
-        # a backend is found by name (`metaeval.executor_<name>.<Name>Executor`), so this
-        # module never imports one: backends import the executor, not the other way round
-        import importlib
-
-        name = selected_backend()
-        module = importlib.import_module(f"metaeval.executor_{name}")
-        backend: type[Executor] = getattr(module, f"{name.capitalize()}Executor")
-        return backend(  # type: ignore[call-arg]  # a remote backend takes its address
-            concurrency, progress, description, console, address=_backend["ray_address"]
+    name = selected_backend()
+    if name == "local":
+        return LocalExecutor(
+            concurrency, progress, description, console, lanes=lanes, heartbeat_s=heartbeat_s
         )
-    return LocalExecutor(concurrency, progress, description, console, lanes=lanes)
+    import importlib
+
+    module, _, class_name = BACKENDS[name].partition(":")
+    backend: type[Executor] = getattr(importlib.import_module(module), class_name)
+    return backend(  # type: ignore[call-arg]  # a remote backend takes its address
+        concurrency, progress, description, console, address=_backend["ray_address"]
+    )

@@ -32,8 +32,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from metaeval.console import SafeConsole
+from metaeval.engine.executor import (
+    Executor,
+    Job,
+    JobOutcome,
+    JobResources,
+    OutcomeCallback,
+    heartbeat_interval,
+    heartbeat_line,
+)
+from metaeval.engine.progress import write_line
 from metaeval.errors import MetaevalError
-from metaeval.executor import Executor, Job, JobOutcome, JobResources, OutcomeCallback
 from metaeval.models.base import Model
 from metaeval.records.blobs import BlobStore
 from metaeval.records.redact import is_secret_field, redact_bytes
@@ -63,7 +72,8 @@ class _CollectingBlobs:
         self.collected: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def put(self, data: bytes | str) -> str:
+    def put(self, data: bytes | str, *, defer_sync: bool = False) -> str:
+        """The blob's ref; the driver writes (and syncs) it before the job's records."""
         import hashlib
 
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -197,7 +207,7 @@ def ray_options(resources: JobResources | None, max_retries: int) -> dict[str, A
     return options
 
 
-START_LINE = 'ray start --resources "$(python -m metaeval.executor_ray)"'
+START_LINE = 'ray start --resources "$(python -m metaeval.engine.ray_backend)"'
 """How a node offers the resources metaeval's jobs ask for (with the node's usual options)."""
 
 
@@ -344,6 +354,10 @@ class RayExecutor(Executor):
         self.description = description
         self.address = address
         self.max_retries = max_retries
+        # not a terminal: a heartbeat line per job still in flight (see engine.executor)
+        self.lines = progress is None and not self.console.is_terminal
+        self.heartbeat_s = heartbeat_interval()
+        self._last_beat = time.monotonic()
 
     def run(self, jobs: Sequence[Job], on_outcome: OutcomeCallback) -> list[JobOutcome]:
         """Run `jobs` on the cluster; `on_outcome` runs here, on the driver, once per job."""
@@ -379,6 +393,7 @@ class RayExecutor(Executor):
                         outcome = self._collect(ray, ref, job, started, job_stores)
                         self._finish(outcome, on_outcome, outcomes, bar, task_id)
                     self._expire(ray, in_flight, on_outcome, outcomes, bar, task_id)
+                    self._heartbeat(in_flight)
             except BaseException:
                 for ref in in_flight:
                     ray.cancel(ref, force=True)
@@ -446,6 +461,17 @@ class RayExecutor(Executor):
                 )
                 self._finish(outcome, on_outcome, outcomes, bar, task_id)
 
+    def _heartbeat(self, in_flight: dict) -> None:
+        """Every `heartbeat_s`, one line per job in flight that long (counted from its
+        submission: the driver cannot see when a worker started it)."""
+        now = time.monotonic()
+        if not self.lines or now - self._last_beat < self.heartbeat_s:
+            return
+        self._last_beat = now
+        for job, started, _stores in list(in_flight.values()):
+            if now - started >= self.heartbeat_s:
+                write_line(self.console, heartbeat_line(self.description, job, now - started))
+
     @staticmethod
     def _finish(outcome: JobOutcome, on_outcome, outcomes: list, bar, task_id) -> None:
         on_outcome(outcome)
@@ -479,7 +505,9 @@ def _rename(value: Any, renamed: Mapping[str, str]) -> Any:
     return value
 
 
-if __name__ == "__main__":  # `python -m metaeval.executor_ray` prints --resources for ray start
+if (
+    __name__ == "__main__"
+):  # `python -m metaeval.engine.ray_backend` prints --resources for ray start
     import json
 
     print(json.dumps(node_resources()))

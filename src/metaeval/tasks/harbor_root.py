@@ -11,7 +11,7 @@ command line whose root is a fresh tmpfs holding only:
   size (`metaeval.sandbox.storage`: a phase's /tmp is its task's `storage_mb`);
 - the running Python installation, read-only at its own path, so that `python3` works even
   when it lives outside /usr (pyenv, a venv); first on PATH is a *stdlib-only* `python3`
-  (a cached venv of the base interpreter without pip or site-packages, see `bare_python`),
+  (a cached venv of the base interpreter without pip or site-packages, see `metaeval.sandbox.python_env`),
   the stand-in for a slim image's Python: a task never sees metaeval's own dependencies,
   so a missing module is found missing whatever extras the host has installed;
 - a writable host directory at `/app` (a copy of the task's environment files),
@@ -28,14 +28,8 @@ returns a failed ExecResult saying why, and callers record the check as skipped.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import logging
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,15 +41,14 @@ from metaeval.sandbox.bwrap import (
     sandbox_env,
 )
 from metaeval.sandbox.policy import (
-    DEFAULT_PATH,
     DEFAULT_TMP_MB,
-    SYSTEM_DIRS,
     Mount,
     SandboxSpec,
     bwrap_argv,
     running_python_prefixes,
 )
 from metaeval.sandbox.process import ExecResult, run_process
+from metaeval.sandbox.python_env import sandbox_path, task_python_prefixes
 from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.sandbox.storage import tmp_size_mb, tmpfs_reason, tree_watch, with_tmpfs_check
 from metaeval.tasks.limits import DEFAULT_MEMORY_MB, DEFAULT_STORAGE_MB
@@ -68,8 +61,6 @@ SOLUTION_DIR = "/solution"
 VERIFIER_LOGS_DIR = "/logs/verifier"
 AGENT_LOGS_DIR = "/logs/agent"
 
-HOST_SYSTEM_DIRS = SYSTEM_DIRS
-BARE_PYTHON_ENV = "METAEVAL_BARE_PYTHON_DIR"  # where the stdlib-only venvs are cached
 
 log = logging.getLogger(__name__)
 DOCKER_BUILD_FILES = frozenset(
@@ -91,74 +82,6 @@ def harbor_sandbox_unavailable() -> str | None:
 def python_prefixes() -> list[str]:
     """Resolved install prefixes of the running interpreter outside the bound system dirs."""
     return running_python_prefixes()
-
-
-def _under_system_dirs(path: str) -> bool:
-    for system in HOST_SYSTEM_DIRS:
-        real = os.path.realpath(system)
-        if path == real or path.startswith(real.rstrip("/") + "/"):
-            return True
-    return False
-
-
-def _base_interpreter() -> str:
-    """The interpreter a venv (if any) was made from: the base installation's python."""
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    return os.path.realpath(base)
-
-
-@functools.lru_cache(maxsize=1)
-def bare_python() -> str | None:
-    """A stdlib-only Python venv for task roots (cached on disk); None if it cannot be made.
-
-    Made once per base interpreter with `python -m venv --without-pip` (no system
-    site-packages), under $METAEVAL_BARE_PYTHON_DIR or ~/.cache/metaeval/bare-python.
-    """
-    base = _base_interpreter()
-    key = hashlib.sha256(f"{base}\n{sys.version}".encode()).hexdigest()[:16]
-    root = Path(
-        os.environ.get(BARE_PYTHON_ENV)
-        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "metaeval/bare-python"
-    )
-    target = root / f"py{sys.version_info[0]}{sys.version_info[1]}-{key}"
-    if (target / "bin" / "python3").exists():
-        return str(target)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".bare-", dir=root))
-        venv_dir = staging / "venv"
-        subprocess.run(
-            [base, "-m", "venv", "--without-pip", str(venv_dir)],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        with contextlib.suppress(OSError):  # another process may have made it first
-            venv_dir.rename(target)
-        shutil.rmtree(staging, ignore_errors=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("no stdlib-only python for task roots (%s); tasks see the host's", exc)
-        return None
-    return str(target) if (target / "bin" / "python3").exists() else None
-
-
-def task_python_prefixes() -> list[str]:
-    """What a task root binds of Python: the stdlib-only venv and the base installation it
-    links to, never metaeval's own environment (nor the directory holding it)."""
-    bare = bare_python()
-    if bare is None:  # no venv could be made: the host's base interpreter, as it is
-        return [p for p in [os.path.realpath(sys.base_prefix)] if not _under_system_dirs(p)]
-    base = os.path.realpath(sys.base_prefix)
-    return [p for p in (base, bare) if not _under_system_dirs(p)]
-
-
-def sandbox_path() -> str:
-    """PATH inside the root: the stdlib-only python first, then the usual system dirs."""
-    bare = bare_python()
-    if bare is not None:
-        return f"{bare}/bin:{DEFAULT_PATH}"
-    base_bin = os.path.join(os.path.realpath(sys.base_prefix), "bin")
-    return f"{base_bin}:{DEFAULT_PATH}"
 
 
 def build_harbor_root_argv(

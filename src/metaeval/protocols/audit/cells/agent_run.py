@@ -41,15 +41,16 @@ from typing import Any
 
 from metaeval.agents.registry import get_agent
 from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
+from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
+from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
-from metaeval.executor import Job, JobOutcome, JobResources, make_executor
+from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, seed_app
-from metaeval.sandbox.task_workspace import TaskRootWorkspace
-from metaeval.tasks.harbor import LoadedTask, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
+from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import Room, run_trial
 
 PROTOCOL = "audit-agent"
@@ -85,7 +86,7 @@ class AgentRuns:
 
     def __init__(self, settings: AgentRunSettings, agent: Any = None):
         """`agent` overrides building one from `settings.agent` (tests, embedding)."""
-        from metaeval.protocols.audit.runner import AuditSettings, _plan_tasks
+        from metaeval.protocols.audit.run import AuditSettings, plan_tasks
 
         if not settings.bench_dir.is_dir():
             raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
@@ -98,7 +99,7 @@ class AgentRuns:
             static_only=True,
             task_filter=settings.task_filter,
         )
-        self.task_dirs, _ = _plan_tasks(plan)
+        self.task_dirs, _ = plan_tasks(plan)
         self._given = agent
         _ = self.agent  # a bad spec fails here, before anything runs
 
@@ -111,7 +112,7 @@ class AgentRuns:
         return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
     def _bench_tasks(self) -> list[Path]:
-        from metaeval.tasks.harbor import discover_tasks
+        from metaeval.tasks.task_dirs import discover_tasks
 
         return discover_tasks(self.settings.bench_dir)[0]
 
@@ -143,7 +144,7 @@ class AgentRuns:
 
     def run(self) -> dict[str, Any]:
         """Run every task without a final record; returns a summary of all records."""
-        from metaeval.protocols.audit.runner import benchmark_hash
+        from metaeval.tasks.bench_hash import benchmark_hash
 
         for task_dir in self.task_dirs:  # a name that would shadow the run's bookkeeping
             first = self.task_id(task_dir).split("/", 1)[0]
@@ -166,50 +167,63 @@ class AgentRuns:
         )
         try:
             remove_tree(run.path / WORK_DIR)  # scratch of a killed run (we hold the lock)
-            done = run.completed_cells(RECORDS, ("task_id",))
-            jobs = [
-                Job(
-                    key=self.task_id(d),
-                    fn=partial(self._one, run, d),
-                    timeout_s=None,
-                    label=f"{self.task_id(d)} {self.settings.agent}",
+            by_id = {self.task_id(d): d for d in self.task_dirs}
+            plan = plan_cells(run, RECORDS, ("task_id",), [(t,) for t in by_id])
+            cells = [
+                Cell(
+                    key=(task_id,),
+                    fn=partial(self._one, run, by_id[task_id]),
+                    label=f"{task_id} {self.settings.agent}",
                     resources=JobResources(sandbox=True),
                 )
-                for d in self.task_dirs
-                if (self.task_id(d),) not in done
+                for (task_id,), _ in plan.todo
             ]
-
-            def record(outcome: JobOutcome):
-                # on the driver: the task's folder first, then the record that completes it
-                if outcome.status == "done":
-                    cell, documents = outcome.value
-                    write_documents(run, cell["task_id"], documents)
-                    return run.submit([(RECORDS, cell)])
-                failure = {
-                    "task_id": outcome.job.key,
-                    "agent": self.settings.agent,
-                    "status": "error",
-                    "classification": "infra_error",
-                    "infra_error": True,
-                    "error": (outcome.error or outcome.status)[-4000:],
-                }
-                return run.submit([(RECORDS, failure)])
-
-            executor = make_executor(
-                self.settings.concurrency, self.settings.progress, "agent runs"
+            run_cells(
+                run,
+                cells,
+                partial(self._write, run),
+                concurrency=self.settings.concurrency,
+                progress=self.settings.progress,
+                description="agent runs",
             )
-            executor.run(jobs, record)
             run.flush()
             latest = run.latest_records(RECORDS, ("task_id",))
-            wanted = {(self.task_id(d),) for d in self.task_dirs}
-            summary = summarize([r for key, r in latest.items() if key in wanted])
-            reused = sum(1 for d in self.task_dirs if (self.task_id(d),) in done)  # selected
-            summary.update(skipped_completed=reused, ran=len(jobs))
+            summary = summarize([r for key, r in latest.items() if key[0] in by_id])
+            summary.update(skipped_completed=plan.reused, ran=len(cells))
             run.write_summary(summary)
             return summary
         finally:
             remove_tree(run.path / WORK_DIR)
             run.close()
+
+    def _write(self, run: RunDir, result: CellResult) -> Stages:
+        """On the driver: the task's folder first, then the record that completes it."""
+        (task_id,) = result.cell.key
+        if result.kind == "ok":
+            cell, files = result.value
+        elif result.kind == "final":  # the harness fails the same way every time
+            cell = {
+                "task_id": task_id,
+                "agent": self.settings.agent,
+                "attempt": uuid.uuid4().hex[:12],
+                "status": "error",
+                "classification": "error",
+                "infra_error": False,
+                "error": f"deterministic failure, not retried: {result.error}"[:2000],
+            }
+            files = documents(cell, "", "", f"not run: {cell['error']}\n")
+        else:  # infrastructure: retried on resume, no folder
+            failure = {
+                "task_id": task_id,
+                "agent": self.settings.agent,
+                "status": "error",
+                "classification": "infra_error",
+                "infra_error": True,
+                "error": (result.error or "")[-4000:],
+            }
+            return [[(RECORDS, failure)]]
+        write_documents(run, cell["task_id"], files)
+        return [[(RECORDS, cell)]]
 
     # ------------------------------------------------------------------ one task
 

@@ -1,9 +1,10 @@
 """The static source's cell of one task: static checks, execution checks, evidence.
 
 It is plain CPU work (parsers, AST walks) plus sandboxed child processes, so a run with
-more than one job in flight does it in worker processes (`static_pool.StaticPool`, which calls
-`in_worker`), where it uses the other cores instead of contending for the interpreter lock
-with the model calls. The worker writes its logs into the run's content-addressed blob store
+more than one job in flight does it in the engine's process lane (`metaeval.engine.
+process_lane`, which calls `in_worker` by name: the orchestrating process never imports the
+parsers), where it uses the other cores instead of contending for the interpreter lock with
+the model calls. The worker writes its logs into the run's content-addressed blob store
 itself (idempotent, atomic) and hands the cell and its findings back; only the orchestrating
 process appends records.
 """
@@ -18,9 +19,10 @@ from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import Finding, apply_tier_rule
 from metaeval.protocols.audit.static_checks import run_static_checks_report
-from metaeval.protocols.audit.static_pool import Cell
+from metaeval.protocols.audit.task_view import Hints, LoadedTask, load_task
 from metaeval.records.blobs import BlobStore
-from metaeval.tasks.harbor import Hints, LoadedTask, load_task
+
+Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 def static_cell(
@@ -110,6 +112,7 @@ def in_worker(
     checks: dict[str, Any],
     blobs_root: Path,
 ) -> Cell:
+    """The static cell of `task_dir`, in a worker process (blobs written by the worker)."""
     task = load_task(task_dir, hints=checks["hints"], **load)  # the run's hints, read once
     return static_cell(
         task, {**base, "task_id": task.task_id}, blobs=BlobStore(blobs_root), **checks

@@ -1,5 +1,5 @@
-"""Static cells in worker processes give exactly what they give in-process, and a killed
-worker is an infrastructure error, not a verdict on the task."""
+"""Static cells in the engine's process lane give exactly what they give in-process, and a
+killed worker is an infrastructure error, not a verdict on the task."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import signal
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from metaeval.executor import available_cores
-from metaeval.protocols.audit import static_pool as static_pool_mod
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.engine.executor import available_cores
+from metaeval.engine.process_lane import ProcessLane
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.transient import is_transient
-from metaeval.transient import is_transient as model_level_transient
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
 VOLATILE = {"attempt", "created_at", "ts", "layer", "duration_s"}
@@ -41,14 +40,14 @@ def audit(run_dir: Path, concurrency: int) -> None:
 
 def test_worker_processes_give_the_in_process_result(tmp_path: Path, monkeypatch) -> None:
     in_workers: list[int] = []
-    original = static_pool_mod.StaticPool.run
+    original = ProcessLane.call_named
 
-    def counting(self, task_dir, base):
-        cell = original(self, task_dir, base)
+    def counting(self, target, *args):
+        cell = original(self, target, *args)
         in_workers.append(1)
         return cell
 
-    monkeypatch.setattr(static_pool_mod.StaticPool, "run", counting)
+    monkeypatch.setattr(ProcessLane, "call_named", counting)
     audit(tmp_path / "serial", 1)
     assert in_workers == []  # one job in flight: no worker processes
     audit(tmp_path / "pooled", 4)
@@ -61,25 +60,26 @@ def _kill_myself(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_killed_worker_is_an_infrastructure_error_retried_on_resume(tmp_path: Path) -> None:
-    pool = static_pool_mod.StaticPool(
-        2, tmp_path / "blobs", None, "definition", BENCH, None, False, "auto"
-    )
+def test_a_killed_worker_is_an_infrastructure_error_and_the_lane_recovers(tmp_path: Path) -> None:
+    lane = ProcessLane(2, preload=["metaeval.protocols.audit.cells.static"])
     try:
-        broken = pool._executor().submit(_kill_myself)
         try:
-            broken.result(timeout=60)
+            lane.call(_kill_myself)
         except BrokenProcessPool as exc:
             error: BaseException = exc
-        assert is_transient(error) and model_level_transient(error)
+        assert is_transient(error)
         # the pool is replaced: the next cell is computed normally
-        pool._pool = None
-        cell, findings = pool.run(
-            BENCH / "word-count", {"task_id": "word-count", "source": "static"}
+        cell, findings = lane.call_named(
+            "metaeval.protocols.audit.cells.static:in_worker",
+            BENCH / "word-count",
+            {"task_id": "word-count", "source": "static"},
+            {"tier": "definition", "bench_root": BENCH, "agent_results": None},
+            {"hints": None, "execution_checks": False, "sandbox": "auto", "host_env": ()},
+            tmp_path / "blobs",
         )
         assert cell["status"] == "ok" and cell["task_id"] == "word-count"
     finally:
-        pool.close()
+        lane.close()
 
 
 def test_the_benchmark_hash_is_the_same_from_a_worker_and_a_changed_task_refuses_resume(
@@ -97,13 +97,13 @@ def test_the_benchmark_hash_is_the_same_from_a_worker_and_a_changed_task_refuses
     tasks = sorted(p.parent for p in bench.glob("*/task.toml"))
     expected = benchmark_hash(bench, tasks)
     in_worker: list[int] = []
-    original = static_pool_mod.StaticPool.benchmark_hash
+    original = ProcessLane.background
 
-    def recorded(self, *args):
+    def recorded(self, fn, *args):
         in_worker.append(1)
-        return original(self, *args)
+        return original(self, fn, *args)
 
-    monkeypatch.setattr(static_pool_mod.StaticPool, "benchmark_hash", recorded)
+    monkeypatch.setattr(ProcessLane, "background", recorded)
 
     def settings(concurrency: int) -> AuditSettings:
         return AuditSettings(

@@ -10,8 +10,9 @@ ready, and a slot freed by a returning call is taken at once by a prepared cell.
 
 A job binds the run's `CallSlots` to its thread (`CallSlots.bound`); `call_slot()` around a
 model call then holds one slot for the call, and is a no-op on threads with no binding.
-Waiting for a slot gives the thread's CPU-gate slot back (see `metaeval.cpu_gate`).
-Slots only bound calls within one process.
+Waiting for a slot gives the thread's CPU-gate slot back (see `metaeval.engine.cpu_gate`).
+Slots only bound calls within one process. The wait for a slot is queue time: it is left out
+of the job's `duration_s` (`metaeval.engine.executor.queued`).
 
 `when_all_busy(callback)` runs a callback once, on a daemon thread, the first time every slot
 is in service: from then until a call returns, the run's own work is only preparing cells
@@ -24,7 +25,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from metaeval.cpu_gate import waiting
+from metaeval.engine.cpu_gate import waiting
+from metaeval.engine.executor import queued
 
 _state = threading.local()
 
@@ -67,7 +69,8 @@ class CallSlots:
 
     @contextmanager
     def _held(self) -> Iterator[None]:
-        self._semaphore.acquire()
+        with queued():
+            self._semaphore.acquire()
         callback = None
         with self._lock:
             self._in_service += 1

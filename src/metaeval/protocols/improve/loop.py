@@ -24,7 +24,7 @@ from metaeval.agents.types import Limits
 from metaeval.errors import MetaevalError, RetryableRunError
 from metaeval.executor import selected_backend
 from metaeval.progress import StepProgress
-from metaeval.protocols.improve.boundary import MutationBoundary, check_patch
+from metaeval.protocols.improve.boundary import MutationBoundary
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.evaluate import evaluate_suite
@@ -50,6 +50,7 @@ from metaeval.protocols.improve.gitops import (
 )
 from metaeval.protocols.improve.meta_agents import MetaOutput, apply_tool_menu
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
+from metaeval.protocols.improve.patch_check import check_patch
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import (

@@ -65,7 +65,7 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
     changes = [
         f"{key} changed: {before[key]} -> {resolved.get(key)}"
-        for key in ("trial_budget", "seed", "meta_agent_limits")
+        for key in ("trial_budget", "seed", "meta_agent_limits", "sandbox")
         if key in before and before[key] != resolved.get(key)
     ]
     for split, suite in (before.get("suites") or {}).items():

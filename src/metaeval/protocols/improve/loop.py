@@ -89,6 +89,7 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
+    sandbox: str = "bwrap"  # where tasks run: bwrap, auto, docker, podman (episode_room)
     meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
     meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
@@ -122,6 +123,7 @@ def _suite_summary(result: Any) -> dict[str, Any]:
             "reward": o.reward,
             "steps": o.steps,
             "reason": o.reason,
+            "backend": o.backend,
         }
         for o in result.outcomes
     ]
@@ -359,6 +361,7 @@ class TrialLoop:
             command_timeout_s=plan.command_timeout_s,
             work_root=work_root,
             host_env=plan.host_env,
+            sandbox=plan.sandbox,
         )
 
     # ----------------------------------------------------------------- state

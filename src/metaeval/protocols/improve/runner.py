@@ -13,6 +13,7 @@ from typing import Any
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.config import resolve_manifest
+from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.loop import (
     BASELINE_EVAL,
     LEDGER,
@@ -58,11 +59,17 @@ def build_plan(
     output: Path | None = None,
     budget: int | None = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> tuple[Plan, Any]:
     """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
 
-    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`).
+    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
+    `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`).
     """
+    try:
+        check_sandbox(sandbox)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="sandbox") from None
     resolved = resolve_manifest(manifest_path)
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
@@ -81,6 +88,7 @@ def build_plan(
     # the contract as it runs: the effective budget (`--budget` included) and every suite's
     # content, so a resume with any of them changed is refused (see `open_bundle`)
     resolved_json["trial_budget"] = budget or manifest.trial_budget
+    resolved_json["sandbox"] = sandbox  # where the tasks and their verifiers run
     resolved_json["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
@@ -117,6 +125,7 @@ def build_plan(
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
+        sandbox=sandbox,
         meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
@@ -153,9 +162,10 @@ def run_experiment(
     budget: int | None = None,
     meta_agent: Any = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget, host_env)
+    plan, spec = build_plan(manifest_path, output, budget, host_env, sandbox)
     agent = meta_agent or make_meta_agent(spec.model_dump())
     return TrialLoop(plan, agent).run()
 

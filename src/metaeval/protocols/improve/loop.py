@@ -105,6 +105,7 @@ class NodeEval:
     optimize: dict[str, Any] | None = None
     held_out: dict[str, Any] | None = None
     error: str | None = None
+    target_usage: dict[str, Any] | None = None  # the target's model calls (`target_usage`)
 
     @property
     def optimize_score(self) -> float | None:
@@ -124,6 +125,7 @@ def _suite_summary(result: Any) -> dict[str, Any]:
             "steps": o.steps,
             "reason": o.reason,
             "backend": o.backend,
+            "usage": o.usage,
         }
         for o in result.outcomes
     ]
@@ -200,6 +202,25 @@ def propose_within(
     return output
 
 
+def target_usage(counted: dict[str, Any] | None, node: NodeEval) -> dict[str, Any]:
+    """The target's tokens and cost in one evaluation (retry included): the gateway's count
+    when the harness's gateway served its model; otherwise (a local model server, a model the
+    target loads itself, no model) the per-step usage the target reported over PACT, summed
+    over the suites' tasks, labelled `target_reported` (the candidate's own word), cost
+    unknown unless no tokens were used."""
+    if counted is not None:
+        return counted
+    rows = [t for s in (node.optimize, node.held_out) if s for t in s.get("tasks", [])]
+    totals = {"input_tokens": 0, "output_tokens": 0}
+    for row in rows:
+        usage = row.get("usage") or {}
+        for key in totals:
+            value = usage.get(key)
+            totals[key] += value if isinstance(value, int) and value > 0 else 0
+    used = totals["input_tokens"] + totals["output_tokens"]
+    return {"source": "target_reported", **totals, "cost_usd": None if used else 0.0}
+
+
 LOG_TAIL_LINES = 6
 
 
@@ -243,9 +264,11 @@ class TrialLoop:
         """Score the target in `worktree` on the suites; an evaluation in which the harness
         could not run some task is tried once more, and if it fails again it is a
         framework failure (not comparable with its parent, never promoted)."""
+        mark = self.model_service.usage_mark()
         node = self._evaluate_once(worktree, label, out_dir, held_out)
         if node.status == "framework_failure" and node.optimize is not None:
             node = self._evaluate_once(worktree, f"{label}-retry", out_dir, held_out)
+        node.target_usage = target_usage(self.model_service.usage_since(mark), node)
         return node
 
     def _evaluate_once(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
@@ -650,6 +673,7 @@ class TrialLoop:
                 "usage": output.usage,
                 "cost_usd": output.cost_usd,
             },
+            "target": None if node is None else node.target_usage,
             "patch_bytes": len(patch.encode()),
             "wall_clock_s": round(time.time() - started, 3),
         }

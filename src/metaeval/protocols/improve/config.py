@@ -59,7 +59,7 @@ RESOLVED_SCHEMA = "metaeval.improve.resolved_manifest/1"
 SOURCE_MANIFEST_NAME = "source_manifest.json"
 RESOLVED_MANIFEST_NAME = "resolved_manifest.json"
 
-MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli"]
+MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli", "pact"]
 Contract = Literal["patch/1", "edit/1"]
 SelectionGate = Literal["record_only", "must_not_regress", "must_improve"]
 
@@ -95,7 +95,9 @@ class SutConfig(_Strict):
     `contract` fixes what one proposal is: `patch/1` - the meta-agent returns a unified diff and
     names the parent it was derived from; `edit/1` - the meta-agent edits the optimizer
     worktree and the framework takes the diff against the parent. `launch_profile` is the
-    meta-agent's SystemProfile (recorded only: metaeval starts its lanes itself);
+    meta-agent's SystemProfile: the PACT server of the `pact` lane, which the harness launches
+    and drives each trial (`metaeval.protocols.improve.pact.meta_agent`); the other lanes are
+    started by metaeval itself and refuse a launch profile;
     `sum_profile` is the target-agent SystemProfile, which declares `mutable_root` and
     `allowed_mutation_paths`.
     Both paths are relative to this file.
@@ -404,6 +406,33 @@ def load_system_profile(path: Path) -> SystemProfile:
     return _validate(SystemProfile, _read_json_object(path))
 
 
+def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_path: Path) -> None:
+    """A launch profile is honoured by the `pact` lane only, which needs one; its server runs
+    in the optimizer worktree, so a profile naming another working directory is refused."""
+    lane = sut.meta_agent.agent
+    if lane == "pact" and profile is None:
+        raise ConfigError(
+            "the pact meta-agent lane is the PACT server a launch_profile describes; none given",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if lane != "pact" and profile is not None:
+        raise ConfigError(
+            f"the meta-agent lane '{lane}' is started by metaeval itself and cannot honour a "
+            "launch profile; remove launch_profile, or set meta_agent.agent to 'pact' to run "
+            "the profile's PACT server as the meta-agent",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if profile is not None and profile.cwd is not None and str(profile.cwd) != ".":
+        raise ConfigError(
+            f"cwd {profile.cwd}: the meta-agent's server runs in the optimizer worktree; "
+            "leave cwd out or set it to '.'",
+            file=str(sut.launch_profile),
+            field="cwd",
+        )
+
+
 def _absolute_sut(sut: SutConfig, sut_path: Path) -> SutConfig:
     launch = _resolve_ref(sut.launch_profile, sut_path) if sut.launch_profile else None
     return sut.model_copy(
@@ -649,6 +678,7 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
         )
         launch_profile = _validate(SystemProfile, loaded)
         files["launch_profile"] = loaded.record
+    _check_launch_profile(sut, launch_profile, sut_path)
     loaded = _read_json_object(
         sut.sum_profile, referenced_by=sut_path, ref_field="sum_profile", ref=raw_sut.sum_profile
     )

@@ -61,7 +61,7 @@ def build_plan(
     host_env: Sequence[str] = (),
     sandbox: str = DEFAULT_SANDBOX,
 ) -> tuple[Plan, Any]:
-    """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
+    """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
     `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
     `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`).
@@ -100,9 +100,7 @@ def build_plan(
         "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
         "max_steps": sut.max_steps,
         "tool_menu": list(sut.tool_menu) or "full",
-        "launch_profile": "recorded only: metaeval starts its meta-agent lanes itself"
-        if sut.launch_profile
-        else None,
+        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
     }
     held = manifest.evaluation.held_out
     plan = Plan(
@@ -153,7 +151,7 @@ def build_plan(
             "sum_boundary.json": json.loads(boundary.to_json()),
         },
     )
-    return plan, resolved.sut.meta_agent
+    return plan, resolved
 
 
 def run_experiment(
@@ -165,8 +163,10 @@ def run_experiment(
     sandbox: str = DEFAULT_SANDBOX,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget, host_env, sandbox)
-    agent = meta_agent or make_meta_agent(spec.model_dump())
+    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox)
+    agent = meta_agent or make_meta_agent(
+        resolved.sut.meta_agent.model_dump(), launch_profile=resolved.launch_profile
+    )
     return TrialLoop(plan, agent).run()
 
 

@@ -159,3 +159,31 @@ def test_an_unavailable_engine_makes_the_task_an_infra_error(tmp_path, monkeypat
     assert outcome.reason == "no container engine: docker is not installed"
     with pytest.raises(ValueError, match="unknown sandbox 'kvm'"):
         evaluate_task(task, client, sandbox="kvm")
+
+
+@pytest.mark.bwrap
+def test_auto_falls_back_to_bubblewrap_and_a_task_without_an_environment_never_needs_one(
+    tmp_path, monkeypatch
+):
+    from metaeval.protocols.improve.episode_room import choose_backend
+    from metaeval.tasks.rooms import BwrapBackend
+
+    plain = tmp_path / "plain"
+    (plain / "environment").mkdir(parents=True)
+    (plain / "environment" / "data.txt").write_text("no Dockerfile here\n")
+    stamped = stamp_task(tmp_path / "suite", "stamp-alpha")
+    monkeypatch.setattr(
+        "metaeval.protocols.improve.episode_room.find_engine",
+        lambda kind: (None, "no container engine: docker is not installed"),
+    )
+    assert isinstance(choose_backend(plain, {}, "podman"), BwrapBackend)
+    assert isinstance(choose_backend(stamped, {}, "auto"), BwrapBackend)
+
+
+def test_auto_takes_a_working_engine_for_a_dockerfile_task(podman, tmp_path):
+    from metaeval.protocols.improve.episode_room import choose_backend
+    from metaeval.tasks.rooms import ContainerBackend
+
+    backend = choose_backend(stamp_task(tmp_path / "suite", "stamp-alpha"), {}, "auto")
+    assert isinstance(backend, ContainerBackend) and backend.engine.name in ("docker", "podman")
+    assert backend.image.startswith("localhost/metaeval-env:")

@@ -133,5 +133,7 @@ def test_without_a_gateway_the_targets_own_report_is_summed_and_labelled():
         "output_tokens": 5,
         "cost_usd": None,
     }
+    # a local model costs nothing, whatever the target reports
+    assert target_usage(None, node, free=True)["cost_usd"] == 0.0
     idle = NodeEval(status="evaluated", optimize={"tasks": [{"status": "failed", "usage": {}}]})
     assert target_usage(None, idle)["cost_usd"] == 0.0  # no model call: nothing spent

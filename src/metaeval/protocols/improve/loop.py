@@ -202,12 +202,15 @@ def propose_within(
     return output
 
 
-def target_usage(counted: dict[str, Any] | None, node: NodeEval) -> dict[str, Any]:
+def target_usage(
+    counted: dict[str, Any] | None, node: NodeEval, free: bool = False
+) -> dict[str, Any]:
     """The target's tokens and cost in one evaluation (retry included): the gateway's count
     when the harness's gateway served its model; otherwise (a local model server, a model the
     target loads itself, no model) the per-step usage the target reported over PACT, summed
-    over the suites' tasks, labelled `target_reported` (the candidate's own word), cost
-    unknown unless no tokens were used."""
+    over the suites' tasks, labelled `target_reported` (the candidate's own word), cost 0
+    when the model costs nothing (`free`: a local model, or none) or no tokens were used,
+    else unknown."""
     if counted is not None:
         return counted
     rows = [t for s in (node.optimize, node.held_out) if s for t in s.get("tasks", [])]
@@ -218,7 +221,8 @@ def target_usage(counted: dict[str, Any] | None, node: NodeEval) -> dict[str, An
             value = usage.get(key)
             totals[key] += value if isinstance(value, int) and value > 0 else 0
     used = totals["input_tokens"] + totals["output_tokens"]
-    return {"source": "target_reported", **totals, "cost_usd": None if used else 0.0}
+    cost = 0.0 if free or not used else None
+    return {"source": "target_reported", **totals, "cost_usd": cost}
 
 
 LOG_TAIL_LINES = 6
@@ -268,7 +272,8 @@ class TrialLoop:
         node = self._evaluate_once(worktree, label, out_dir, held_out)
         if node.status == "framework_failure" and node.optimize is not None:
             node = self._evaluate_once(worktree, f"{label}-retry", out_dir, held_out)
-        node.target_usage = target_usage(self.model_service.usage_since(mark), node)
+        counted = self.model_service.usage_since(mark)
+        node.target_usage = target_usage(counted, node, free=self.model_service.free())
         return node
 
     def _evaluate_once(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:

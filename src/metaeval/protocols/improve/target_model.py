@@ -261,6 +261,12 @@ class TargetModelService:
         except OSError:
             return True
 
+    def free(self) -> bool:
+        """True when the target's model costs nothing: none, or one run on this machine."""
+        return self.model == "none" or (
+            self.settings.base_url is None and self.provider in IN_PROCESS_PROVIDERS
+        )
+
     def usage_mark(self) -> int:
         """A position in the gateway's exchanges; `usage_since` counts what came after."""
         with self._lock:

@@ -23,6 +23,7 @@ from metaeval.protocols.audit.report import (
     render_html,
     render_markdown,
 )
+from metaeval.protocols.audit.review import review_summary
 from metaeval.protocols.audit.scoring import ScoreReport, score
 from metaeval.protocols.audit.summary import (
     STATIC_SOURCE,
@@ -180,6 +181,8 @@ def score_run(
         costs: dict[str, float | None] = {STATIC_SOURCE: 0.0}  # checks make no model calls
         costs.update(cost_by_source(cost_rows(final_cells(run))))
         report = score(score_groups(run, min_tier), gold, judge, costs=costs)
+        findings = [f for f in valid_findings(run) if f.at_least(min_tier)]
+        report.review = review_summary(run.path, findings)
         payload = report.model_dump(mode="json")
         payload["judge_prompt_sha256"] = _sha(JUDGE_PROMPT_TEMPLATE)
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))

@@ -25,7 +25,8 @@ def view(
     ] = 7575,
 ) -> None:
     """Look at runs in a browser: findings with their evidence, build-and-find grids and
-    transcripts, improve lineages and trials, diffs of two runs. Read-only."""
+    transcripts, improve lineages and trials, diffs of two runs. Writes nothing but an audit
+    run's review sheet (the review controls of a finding)."""
     from metaeval.errors import ConfigError
     from metaeval.view.server import start
 

@@ -6,6 +6,12 @@ nothing. On any other address every request needs the token printed at start-up 
 ``?token=`` once, then a cookie), compared in constant time. Every page is sent with a
 Content-Security-Policy that allows only the viewer's own script and stylesheet, so even
 markup that escaped escaping could not run.
+
+Writes: the one thing the viewer writes is an audit run's review sheet (`POST
+/run/ID/review`, from a finding's review controls). Such a request passes the same access
+checks, and must carry the form token of this server's pages (a secret a page of another site
+cannot read) and, when the browser sends them, an ``Origin`` of this server and
+``Sec-Fetch-Site: same-origin``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from metaeval.errors import ConfigError
 from metaeval.gateway.access import host_allowed
+from metaeval.protocols.audit import review
 from metaeval.view import audit_pages, buildfind_pages, diff_pages, improve_pages
 from metaeval.view.render import render, static_file
 from metaeval.view.runs import Run, discover
@@ -57,15 +65,24 @@ class NotFound(Exception):
     pass
 
 
+TEXT = "text/plain; charset=utf-8"
+MAX_FORM_BYTES = 64 << 10
+
+
 class Page:
-    """A response: status, content type, body."""
+    """A response: status, content type, body, extra headers."""
 
     def __init__(
-        self, body: str | bytes, status: int = 200, ctype: str = "text/html; charset=utf-8"
+        self,
+        body: str | bytes,
+        status: int = 200,
+        ctype: str = "text/html; charset=utf-8",
+        extra: dict[str, str] | None = None,
     ):
         self.body = body.encode("utf-8") if isinstance(body, str) else body
         self.status = status
         self.ctype = ctype
+        self.extra = extra or {}
 
 
 class Viewer:
@@ -74,6 +91,7 @@ class Viewer:
 
     def __init__(self, paths: Sequence[Path]):
         self.paths = [Path(p) for p in paths]
+        self.form_token = secrets.token_urlsafe(24)
         self._lock = threading.Lock()
         self._runs: dict[str, Run] = {}
         self.refresh()
@@ -183,7 +201,36 @@ class Viewer:
         page = audit_pages.finding_page(audit_pages.load(run), _int(rest))
         if page is None:
             raise NotFound("finding")
-        return Page(render("finding.html", run=run, **page))
+        saved = params.get("saved", "")
+        return Page(render("finding.html", run=run, csrf=self.form_token, saved=saved, **page))
+
+    def post(self, path: str, form: dict[str, str]) -> Page:
+        """`POST /run/ID/review`: one verdict and note into the run's review sheet, then back
+        to the finding (303)."""
+        parts = [p for p in path.split("/") if p]
+        if len(parts) != 3 or parts[0] != "run" or parts[2] != "review":
+            raise NotFound(path)
+        run = self.run(parts[1])
+        if not audit_pages.reviewable(run):
+            raise NotFound(f"{run.id} is not an audit run directory (no review sheet)")
+        if not hmac.compare_digest(form.get("csrf", "").encode(), self.form_token.encode()):
+            return Page("the form token is missing or stale: reload the page\n", 403, TEXT)
+        view = audit_pages.load(run)
+        index = _int([form.get("index", "")])
+        if not 0 <= index < len(view.findings):
+            raise NotFound("finding")
+        try:
+            row = review.set_verdict(
+                run.path,
+                view.findings,
+                review.finding_id(view.findings[index]),
+                form.get("verdict", ""),
+                form.get("note", ""),
+            )
+        except ConfigError as exc:
+            return Page(render("error.html", title="Not saved", message=str(exc)), 400)
+        target = f"/run/{run.id}/finding/{index}?{urlencode({'saved': row.verdict or 'cleared'})}"
+        return Page("", 303, extra={"Location": target + "#review"})
 
     def buildfind_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
         return Page(
@@ -256,7 +303,7 @@ def make_handler(viewer: Viewer, token: str | None, port_of: Callable[[], int]) 
 
         def _send(self, page: Page, extra: dict[str, str] | None = None, body: bool = True) -> None:
             self.send_response(page.status)
-            for name, value in {**HEADERS, **(extra or {})}.items():
+            for name, value in {**HEADERS, **page.extra, **(extra or {})}.items():
                 self.send_header(name, value)
             self.send_header("Content-Type", page.ctype)
             self.send_header("Content-Length", str(len(page.body)))
@@ -304,8 +351,11 @@ def make_handler(viewer: Viewer, token: str | None, port_of: Callable[[], int]) 
                 cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
                 self._send(Page("", 303), {"Location": target, "Set-Cookie": cookie}, body)
                 return
+            self._answer(lambda: viewer.handle(url.path, params), body)
+
+        def _answer(self, make: Callable[[], Page], body: bool = True) -> None:
             try:
-                page = viewer.handle(url.path, params)
+                page = make()
             except NotFound as exc:
                 page = Page(render("error.html", title="Not found", message=str(exc)), 404)
             except Exception as exc:  # noqa: BLE001 - a broken record shows as an error page
@@ -322,13 +372,52 @@ def make_handler(viewer: Viewer, token: str | None, port_of: Callable[[], int]) 
         def do_HEAD(self) -> None:  # noqa: N802
             self._serve(False)
 
+        def do_POST(self) -> None:  # noqa: N802
+            url = urlsplit(self.path)
+            params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if not url.path.rstrip("/").endswith("/review"):
+                self._not_allowed()
+                return
+            if not self._admitted(params, True):
+                return
+            problem = self._cross_site()
+            if problem:
+                self._refuse(403, problem, True)
+                return
+            form = self._form()
+            if form is None:
+                self._refuse(400, "expected a form (application/x-www-form-urlencoded)", True)
+                return
+            self._answer(lambda: viewer.post(url.path, form))
+
+        def _cross_site(self) -> str:
+            """Why a write looks like it comes from another site's page ("" when it does not)."""
+            origin = self.headers.get("Origin")
+            if origin is not None and origin != f"http://{self.headers.get('Host')}":
+                return f"a write from another origin ({origin!r}) is refused"
+            site = (self.headers.get("Sec-Fetch-Site") or "same-origin").strip().lower()
+            if site not in ("same-origin", "none"):
+                return f"a write from another site (Sec-Fetch-Site: {site}) is refused"
+            return ""
+
+        def _form(self) -> dict[str, str] | None:
+            media = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            try:
+                length = int(self.headers.get("Content-Length") or "-1")
+            except ValueError:
+                return None
+            if media != "application/x-www-form-urlencoded" or not 0 <= length <= MAX_FORM_BYTES:
+                return None
+            text = self.rfile.read(length).decode("utf-8", "replace")
+            return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+
         def _not_allowed(self) -> None:
             self._send(
-                Page("read-only viewer: GET and HEAD only\n", 405, "text/plain"),
+                Page("GET and HEAD only (POST only to /run/ID/review)\n", 405, TEXT),
                 {"Allow": "GET, HEAD"},
             )
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
+        do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
 
     return Handler
 

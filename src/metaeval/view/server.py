@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import logging
 import secrets
 import socket
@@ -33,7 +34,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from metaeval.errors import ConfigError
 from metaeval.gateway.access import host_allowed
 from metaeval.protocols.audit import review
-from metaeval.view import audit_pages, buildfind_pages, diff_pages, improve_pages
+from metaeval.view import api, audit_pages, buildfind_pages, diff_pages, improve_pages
 from metaeval.view.render import render, static_file
 from metaeval.view.runs import Run, discover
 
@@ -43,6 +44,7 @@ COOKIE = "metaeval_view_token"
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; "
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -126,6 +128,8 @@ class Viewer:
             return Page(found[0], ctype=found[1])
         if parts == ["diff"]:
             return self.diff_page(params)
+        if parts[0] == "api":
+            return json_page(self.api(parts[1:], params))
         if parts[0] == "run" and len(parts) >= 2:
             run = self.run(parts[1])
             rest = parts[2:]
@@ -145,7 +149,33 @@ class Viewer:
             return handler(run, rest[1:], params)
         raise NotFound(path)
 
+    def api(self, parts: list[str], params: dict[str, str]) -> Any:
+        if parts == ["runs"]:
+            return [
+                {**api.run_json(r["run"]), "status": r["status"], "models": r["models"]}
+                if r["status"] != "unreadable"
+                else {"id": r["run"].id, "status": "unreadable", "error": r["headline"]}
+                for r in self.run_rows()
+            ]
+        if len(parts) < 2 or parts[0] != "run":
+            raise NotFound("/api/" + "/".join(parts))
+        run = self.run(parts[1])
+        what = parts[2] if len(parts) == 3 else "" if len(parts) == 2 else None
+        if what == "":
+            return api.run_json(run)
+        if what == "state":
+            return api.state(run)
+        if what == "cells":
+            return api.cells_json(run, params)
+        if what == "findings" and run.protocol == "audit":
+            return api.findings_json(run, params)
+        raise NotFound("/api/" + "/".join(parts))
+
     def runs_page(self) -> Page:
+        return Page(render("runs.html", rows=self.run_rows(), paths=self.paths))
+
+    def run_rows(self) -> list[dict[str, Any]]:
+        """Every run with its status, short headline and models, for the runs list."""
         rows = []
         for run in self.refresh():
             try:
@@ -182,16 +212,18 @@ class Viewer:
             except Exception as exc:  # noqa: BLE001 - one unreadable run must not hide the others
                 status, headline, models = "unreadable", f"{type(exc).__name__}: {exc}", []
             rows.append({"run": run, "status": status, "headline": headline, "models": models})
-        return Page(render("runs.html", rows=rows, paths=self.paths))
+        return rows
 
     def audit_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
         if rest:
             raise NotFound("/".join(rest))
-        view = audit_pages.load(run)
+        version = api.state(run)["version"]  # before the records are read: a change after it
+        view = audit_pages.load(run)  # shows as a newer version at the next poll
         return Page(
             render(
                 "audit.html",
                 run=run,
+                version=version,
                 h=audit_pages.headline(view),
                 table=audit_pages.finding_rows(view, params),
             )
@@ -237,6 +269,7 @@ class Viewer:
             render(
                 "buildfind.html",
                 run=run,
+                version=api.state(run)["version"],
                 grid=buildfind_pages.grid(run),
                 summary=run.summary(),
                 status=buildfind_pages.status(run),
@@ -267,7 +300,8 @@ class Viewer:
         )
 
     def improve_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
-        return Page(render("improve.html", run=run, **improve_pages.overview(run)))
+        version = api.state(run)["version"]
+        return Page(render("improve.html", run=run, version=version, **improve_pages.overview(run)))
 
     def trial_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
         page = improve_pages.trial_page(run, _int(rest))
@@ -283,6 +317,10 @@ class Viewer:
         except ValueError as exc:
             return Page(render("error.html", title="Cannot compare", message=str(exc)), 400)
         return Page(render("diff.html", a=a, b=b, d=data))
+
+
+def json_page(data: Any) -> Page:
+    return Page(json.dumps(data, default=str, ensure_ascii=False), ctype="application/json")
 
 
 def _int(rest: list[str]) -> int:

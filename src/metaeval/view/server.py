@@ -34,7 +34,14 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from metaeval.errors import ConfigError
 from metaeval.gateway.access import host_allowed
 from metaeval.protocols.audit import review
-from metaeval.view import api, audit_pages, buildfind_pages, diff_pages, improve_pages
+from metaeval.view import (
+    api,
+    audit_pages,
+    buildfind_pages,
+    diff_pages,
+    improve_pages,
+    question_pages,
+)
 from metaeval.view.render import render, static_file
 from metaeval.view.runs import Run, discover
 
@@ -140,6 +147,7 @@ class Viewer:
                 ("buildfind", "cell"): self.cell_page,
                 ("buildfind", "find"): self.find_page,
                 ("buildfind", "build"): self.build_page,
+                ("buildfind", "questions"): self.questions_page,
                 ("improve", ""): self.improve_page,
                 ("improve", "trial"): self.trial_page,
             }
@@ -169,6 +177,8 @@ class Viewer:
             return api.cells_json(run, params)
         if what == "findings" and run.protocol == "audit":
             return api.findings_json(run, params)
+        if what == "rows" and run.protocol == "buildfind":
+            return question_pages.question_rows(run, params)
         raise NotFound("/api/" + "/".join(parts))
 
     def runs_page(self) -> Page:
@@ -298,6 +308,11 @@ class Viewer:
         return Page(
             render("transcript.html", run=run, rec=rec, t=t, what="build", params=params, tree=tree)
         )
+
+    def questions_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
+        version = api.state(run)["version"]
+        table = question_pages.question_rows(run, params)
+        return Page(render("questions.html", run=run, version=version, t=table))
 
     def improve_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
         version = api.state(run)["version"]

@@ -5,9 +5,7 @@ and a page open in headless Chromium swaps in the new findings without a reload.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 
 from metaeval.records import RunDir
 from test_view import BENCH, start_viewer, stop
+from test_view_browser import Chromium
 
 MODEL = "scripted/live"
 
@@ -128,65 +127,6 @@ def test_state_api_and_page_follow_a_run_that_appends(tmp_path: Path) -> None:
         assert "resumable (4 of 12 cells done)" in viewer.page(f"/run/{rid}")
     finally:
         stop(viewer)
-
-
-class Chromium:
-    """Headless Chromium driven over its DevTools pipe (fd 3 in, fd 4 out; JSON messages ending
-    in NUL), so a test can look at a page while it lives."""
-
-    def __init__(self, binary: str, profile: Path):
-        to_browser, self._write = os.pipe()
-        self._read, from_browser = os.pipe()
-
-        def fds() -> None:
-            os.dup2(to_browser, 3)
-            os.dup2(from_browser, 4)
-
-        self.proc = subprocess.Popen(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update",
-             "--proxy-server=http://127.0.0.1:9", f"--user-data-dir={profile}",
-             "--remote-debugging-pipe", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        os.close(to_browser)
-        os.close(from_browser)
-        self._buffer = b""
-        self._id = 0
-        self.session = ""
-
-    def call(self, method: str, **params: object) -> dict:
-        self._id += 1
-        message = {"id": self._id, "method": method, "params": params}
-        if self.session:
-            message["sessionId"] = self.session
-        os.write(self._write, json.dumps(message).encode() + b"\0")
-        while True:
-            while b"\0" not in self._buffer:
-                chunk = os.read(self._read, 1 << 16)
-                assert chunk, "chromium closed its DevTools pipe"
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._id:
-                assert "error" not in reply, reply
-                return reply["result"]
-
-    def open(self, url: str) -> None:
-        target = self.call("Target.createTarget", url=url)["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
-            "sessionId"
-        ]
-
-    def js(self, expression: str) -> object:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return result["result"].get("value")
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        os.close(self._write)
-        os.close(self._read)
 
 
 def test_an_open_page_in_chromium_updates_without_reload(tmp_path: Path) -> None:

@@ -319,6 +319,17 @@ class Viewer:
         return Page(render("improve.html", run=run, version=version, **improve_pages.overview(run)))
 
     def trial_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
+        if len(rest) == 2 and rest[1] == "task" and rest[0].isdigit():
+            found = improve_pages.task_file(
+                run,
+                int(rest[0]),
+                params.get("suite", ""),
+                params.get("task", ""),
+                params.get("kind", ""),
+            )
+            if found is None:
+                raise NotFound("no such task file kept in this bundle")
+            return Page(render("task_file.html", run=run, **found))
         page = improve_pages.trial_page(run, _int(rest))
         if page is None:
             raise NotFound("trial")

@@ -57,7 +57,8 @@ def finding_form(v: Viewer, rid: str, title: str) -> tuple[str, dict[str, str]]:
     index = re.search(rf'href="/run/{rid}/finding/(\d+)">{re.escape(title)}', html).group(1)
     page = v.page(f"/run/{rid}/finding/{index}")
     csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
-    return f"/run/{rid}/finding/{index}", {"csrf": csrf, "index": index}
+    fid = re.search(r'name="finding" value="(F-[0-9a-f]{10})"', page).group(1)
+    return f"/run/{rid}/finding/{index}", {"csrf": csrf, "finding": fid}
 
 
 def sheet(run: Path) -> dict[str, dict[str, str]]:
@@ -121,6 +122,8 @@ def test_review_controls_write_the_sheet_and_the_score_follows(served, tmp_path)
     assert done.returncode == 0, done.stderr
     [row] = json.loads((copy / "score.json").read_text())["review"]["rows"]
     assert (row["confirmed"], row["rejected"], row["precision"]) == (1, 1, 0.5)
+    status, _, _ = post(v, f"/run/{rid}/review", {**form2, "finding": "F-0000000000"})
+    assert status == 404
     # clearing a verdict
     status, _, _ = post(v, f"/run/{rid}/review", {**form2, "verdict": "", "note": ""})
     assert status == 303 and sheet(run)["sales-revenue"]["verdict"] == ""

@@ -258,16 +258,15 @@ class Viewer:
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.form_token.encode()):
             return Page("the form token is missing or stale: reload the page\n", 403, TEXT)
         view = audit_pages.load(run)
-        index = _int([form.get("index", "")])
-        if not 0 <= index < len(view.findings):
-            raise NotFound("finding")
+        fid = form.get("finding", "")
+        # by id: a running run may have reordered its findings since the page was shown
+        ids = [review.finding_id(f) for f in view.findings]
+        if fid not in ids:
+            raise NotFound(f"no finding {fid!r} in this run")
+        index = ids.index(fid)
         try:
             row = review.set_verdict(
-                run.path,
-                view.findings,
-                review.finding_id(view.findings[index]),
-                form.get("verdict", ""),
-                form.get("note", ""),
+                run.path, view.findings, fid, form.get("verdict", ""), form.get("note", "")
             )
         except ConfigError as exc:
             return Page(render("error.html", title="Not saved", message=str(exc)), 400)

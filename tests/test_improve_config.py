@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.improve.config import (
-    RESOLVED_SCHEMA,
-    ExperimentManifest,
-    HeldOut,
+from metaeval.protocols.improve.config import ExperimentManifest, HeldOut
+from metaeval.protocols.improve.contract import RESOLVED_SCHEMA
+from metaeval.protocols.improve.resolve import (
     load_sut_config,
     load_system_profile,
     resolve_base_commit,

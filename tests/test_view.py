@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.records import BlobStore
 from test_improve_run import experiment
 

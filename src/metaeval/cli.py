@@ -160,7 +160,7 @@ def _main(
     ] = None,
 ) -> None:
     """metaeval: meta-level evaluations of AI coding agents."""
-    from metaeval.executor import BACKENDS, select_backend
+    from metaeval.engine.executor import BACKENDS, select_backend
 
     global _debug
     _debug = debug
@@ -350,7 +350,7 @@ def _demo_audit(run_dir: Path, model: str, concurrency: int, new_layer: str | No
     from metaeval.examples import example_audit_bench
     from metaeval.protocols.audit.judge import CATEGORY_JUDGE
     from metaeval.protocols.audit.render import score_run
-    from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+    from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
     bench = example_audit_bench()
     settings = AuditSettings(
@@ -393,7 +393,7 @@ app.command(name="schema")(user_errors(schema_cmd))
 def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
     from metaeval.examples import example_path
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     config = load_config(example_path("buildfind-local.yaml"))
     for finder in config.finders:

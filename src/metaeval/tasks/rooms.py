@@ -1,6 +1,6 @@
 """The two places a Harbor trial runs (`metaeval.tasks.trial.Backend`).
 
-- `BwrapBackend`: the container-like bubblewrap root of `metaeval.sandbox.harbor_root`. /app
+- `BwrapBackend`: the container-like bubblewrap root of `metaeval.tasks.harbor_root`. /app
   is a host copy of the task's environment/ files (Docker build files left out); each
   command is its own sandbox with the phase's network, the trial's memory as an address-space
   limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it),
@@ -23,8 +23,8 @@ from functools import cached_property
 from pathlib import Path
 
 from metaeval.sandbox.container import Container, Engine, Limits, describe_engine
-from metaeval.sandbox.harbor_root import run_harbor_phase, seed_app
 from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.harbor_root import run_harbor_phase, seed_app
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.trial import Backend, Room
 

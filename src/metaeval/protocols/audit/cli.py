@@ -97,7 +97,7 @@ def run_cmd(
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.audit.findings import parse_evidence_tier
-    from metaeval.protocols.audit.runner import AuditRun, AuditSettings, default_concurrency
+    from metaeval.protocols.audit.run import AuditRun, AuditSettings, default_concurrency
 
     models = [] if static_only else list(model or ["local/smollm2"])
     prefetch_sdks(models)  # the provider SDK imports while the run plans
@@ -144,6 +144,9 @@ def run_cmd(
         )
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 
@@ -200,7 +203,7 @@ def agent_run_cmd(
     """Run an agent on every task in its sandbox, score it with the task's tests, and write
     the agent results the execution tier reads; re-running resumes."""
     from metaeval.cli_options import apply_model_options
-    from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+    from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
     run_dir = output or Path("runs") / f"agent-{bench_dir.resolve().name}"

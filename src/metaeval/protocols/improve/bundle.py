@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
 from metaeval.records import RunDir, redact
+from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, read_manifest
-from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import NodeEval, Plan

@@ -68,6 +68,6 @@ def check_patch_cmd(
     ] = None,
 ) -> None:
     """Check a patch against a mutation boundary: exit 0 accepted, 1 rejected (every reason)."""
-    from metaeval.protocols.improve.boundary import check_patch_cli
+    from metaeval.protocols.improve.patch_check import check_patch_cli
 
     raise typer.Exit(check_patch_cli(boundary, patch, worktree=worktree))

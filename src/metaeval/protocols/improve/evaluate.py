@@ -71,7 +71,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from metaeval.executor import Executor, Job, JobOutcome, make_executor
+from metaeval.engine.executor import Executor, Job, JobOutcome, make_executor
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
     ActResponse,
@@ -82,12 +82,12 @@ from metaeval.protocols.improve.pact.protocol import (
     WriteFileAction,
 )
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import parse_task_toml
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree
+from metaeval.tasks.task_dirs import parse_task_toml
 from metaeval.tasks.trial import Room, TrialResult, run_trial
 
 TaskStatus = Literal["passed", "failed", "infra_error", "target_error"]

@@ -12,7 +12,6 @@ from typing import Any
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
-from metaeval.protocols.improve.config import resolve_manifest
 from metaeval.protocols.improve.loop import (
     BASELINE_EVAL,
     LEDGER,
@@ -22,6 +21,7 @@ from metaeval.protocols.improve.loop import (
     TrialLoop,
 )
 from metaeval.protocols.improve.meta_agents import make_meta_agent
+from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json

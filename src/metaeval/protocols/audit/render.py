@@ -24,6 +24,7 @@ from metaeval.protocols.audit.report import (
     render_html,
     render_markdown,
 )
+from metaeval.protocols.audit.review import review_summary
 from metaeval.protocols.audit.scoring import ScoreReport, score
 from metaeval.protocols.audit.summary import (
     STATIC_SOURCE,
@@ -236,6 +237,7 @@ def score_run(
         report.warnings = coverage_warnings(cells, gold, models)
         records = read_records(run, min_tier)
         tables = paper_tables(records.findings, cells)
+        report.review = review_summary(run.path, records.findings)
         payload = report.model_dump(mode="json")
         payload["judge_prompt_sha256"] = _sha(JUDGE_PROMPT_TEMPLATE)
         payload["tables"] = tables.model_dump(mode="json")

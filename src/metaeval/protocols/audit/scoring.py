@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.gold import Gold, GoldIssue
 from metaeval.protocols.audit.judge import JudgeLike, Verdict, VerdictLabel
+from metaeval.protocols.audit.review import ReviewSummary
 from metaeval.report.markdown import markdown_table
 
 SCORE_COLUMNS = (
@@ -155,6 +156,7 @@ class ScoreReport(BaseModel):
     judge_errors: int = 0  # distinct pairs whose verdict was forced by malformed judge output
     judge_pairs: int = 0  # distinct pairs judged
     warnings: list[str] = Field(default_factory=list)  # gold tasks a row could not have seen
+    review: ReviewSummary | None = None  # precision against the run's review sheet, if any
 
     def row(self, name: str) -> RowScore:
         for r in self.rows:
@@ -265,6 +267,8 @@ class ScoreReport(BaseModel):
             parts.append(f"\n**Warning:** {warning}\n")
         if self.rows_note():
             parts.append(f"\n{self.rows_note()}\n")
+        if self.review is not None:
+            parts.append("\n" + self.review.to_markdown())
         if self.judge_errors:
             parts.append(
                 f"\n**Warning:** {self.judge_errors} judge verdict(s) were forced to UNRELATED "

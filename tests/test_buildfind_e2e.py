@@ -244,7 +244,7 @@ def test_bad_config_and_pack_exit_with_file_and_field(tmp_path):
     )
     validate = cli("buildfind", "validate", str(tmp_path / "pack"))
     assert validate.returncode == 1
-    assert "questions[0].gold" in validate.stdout and "questions[0].traces[0]" in validate.stdout
+    assert "questions.0.gold" in validate.stdout and "questions.0.traces.0" in validate.stdout
 
 
 def test_evidence_audit_sample_is_labelled_and_summarized(tmp_path):
@@ -292,7 +292,7 @@ def test_demo_config_labels_come_from_an_independent_base_finder(tmp_path):
     """The demo's config: the scripted reference finder makes the labels with the default step
     budget; the model finder's own `max_steps` caps only that finder."""
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     config = load_config(ROOT / "examples" / "buildfind-local.yaml")
     model_finder = next(f for f in config.finders if f.model is not None)

@@ -169,7 +169,7 @@ register_provider(
 
 def test_buildfind_with_real_cli_builder_and_finders_on_gateways(tmp_path):
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     for binary in ("claude", "codex", "gemini"):
         if resolve_binary(binary) is None:

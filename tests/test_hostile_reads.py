@@ -215,7 +215,7 @@ def test_buildfind_builder_links_reach_no_record_blob_or_report(tmp_path, outsid
     tries every file tool on it; the run's records, blobs, tables and reports stay clean,
     and the artifact's validation (lines of code, leakage scan) does not read it either."""
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     seen: list[ModelRequest] = []
     final = [("write_file", {"path": "main.py", "content": "print('hello')\n"})]

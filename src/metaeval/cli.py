@@ -311,7 +311,7 @@ app.command(name="schema")(user_errors(schema_cmd))
 def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
     from metaeval.examples import example_path
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     config = load_config(example_path("buildfind-local.yaml"))
     for finder in config.finders:

@@ -1,4 +1,4 @@
-"""`metaeval audit ...`: run, score, report, convert."""
+"""`metaeval audit ...`: run, score, review, report, convert."""
 
 from __future__ import annotations
 
@@ -144,6 +144,9 @@ def run_cmd(
         )
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 
@@ -271,6 +274,26 @@ def score_cmd(
             style="yellow",
         )
     out.print(f"scores: {run_dir / 'score.json'}; report updated: {run_dir / 'report.html'}")
+
+
+@audit_app.command("review")
+def review_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="An audit run directory.")],
+    to_gold: Annotated[
+        Path | None,
+        typer.Option(
+            "--to-gold",
+            help="Write the confirmed findings of the sheet as a gold file (added to it when "
+            "it exists) instead of writing the sheet.",
+        ),
+    ] = None,
+) -> None:
+    """Write the review sheet RUN_DIR/review.csv (verdicts given before are kept): mark each
+    finding confirmed, rejected or unsure, with a note; `audit score` reads it."""
+    from metaeval.protocols.audit.review import review_cli
+
+    for line in review_cli(run_dir, to_gold):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @audit_app.command("report")

@@ -27,7 +27,7 @@ def run_counts_text(counts: dict) -> str:
 
 def print_findings(summary: dict) -> None:
     """The headline figures (named as in the report) and the self-labelling warning."""
-    from metaeval.protocols.buildfind.pipeline import headline_text, self_label_warning
+    from metaeval.protocols.buildfind.finalize import headline_text, self_label_warning
 
     out.print(headline_text(summary), highlight=False)
     warning = self_label_warning(summary.get("self_labelled_finders") or [])
@@ -64,7 +64,7 @@ def run_cmd(
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     cfg = load_config(config)
     prefetch_sdks(a.model for a in [*cfg.builders, *cfg.finders] if a.model)
@@ -98,7 +98,12 @@ def run_cmd(
     raise typer.Exit(report_failures(out, failures))
 
 
-FAILURE_KINDS = {"infra_error": "infra errors", "timeout": "timeouts", "error": "failed cells"}
+FAILURE_KINDS = {
+    "infra_error": "infra errors",
+    "timeout": "timeouts",
+    "error": "failed cells",
+    "unparsable": "unparsable answers",
+}
 
 
 def cell_failures(rows: list[dict], max_recovery_attempts: int) -> list[CellFailure]:
@@ -120,8 +125,8 @@ def label_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A build-and-find run directory.")],
 ) -> None:
     """Merge consensus prelabels and the filled review CSV into the rows; re-analyze."""
-    from metaeval.protocols.buildfind.pipeline import LABELS_DIR, REVIEW_CSV, finalize_run
-    from metaeval.protocols.buildfind.runner import open_existing
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV, finalize_run
+    from metaeval.protocols.buildfind.run import open_existing
 
     run = open_existing(run_dir)
     try:
@@ -162,7 +167,7 @@ def analyze_cmd(
     """Recompute every table and the report from a run directory or from a rows file."""
     from metaeval.errors import ConfigError
     from metaeval.protocols.buildfind.analysis.panels import PANEL_MODES
-    from metaeval.protocols.buildfind.pipeline import analyze_rows_file
+    from metaeval.protocols.buildfind.finalize import analyze_rows_file
 
     if (run_dir is None) == (rows is None):
         raise ConfigError("give either a run directory or --rows FILE", field="rows")

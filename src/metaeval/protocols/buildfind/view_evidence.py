@@ -1,6 +1,6 @@
 """The restricted-view evidence layer: view rows and per-view tables.
 
-View find runs (`runner.VIEW_FINDS`) never enter the canonical question rows, so no full-view
+View find runs (`records.VIEW_FINDS`) never enter the canonical question rows, so no full-view
 table can change because of them. They get their own rows table, ``view_rows.{parquet,csv}``:
 the canonical columns plus a leading ``view`` column. Their implementation labels are the
 full-view audit's labels of the same (artifact, question) pair: the label describes the
@@ -22,14 +22,14 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.extract import rows_from_finds
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
-from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
-from metaeval.protocols.buildfind.runner import (
+from metaeval.protocols.buildfind.records import (
     BUILD_KEY,
     BUILDS,
     VIEW_FIND_KEY,
     VIEW_FINDS,
     logical_view,
 )
+from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:
@@ -168,7 +168,8 @@ def view_tables(
     `full` holds the full view's calibration, finder_calibration, rb_effort and recovery_gate
     (computed from `rows` with the same `panels`). Returns {} when there are no view rows.
     """
-    from metaeval.protocols.buildfind.analysis import core, extras
+    from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration
+    from metaeval.protocols.buildfind.analysis.suite import analyze
 
     if view_rows.height == 0:
         return {}
@@ -182,8 +183,8 @@ def view_tables(
     for name in sorted(view_rows.get_column("view").unique().to_list()):
         frame = pl.concat([view_rows.filter(pl.col("view") == name).drop("view"), controls])
         frame = form_panels(frame, panels)[0].collect()
-        tables = core.analyze(frame)
-        finders = extras.finder_calibration(frame)
+        tables = analyze(frame)
+        finders = finder_calibration(frame)
         tag = pl.lit(name, pl.Utf8).alias("view")
         parts["view_accuracy"].append(_accuracy(tables["calibration"], full["calibration"], tag))
         parts["view_finder"].append(_finder(finders, full["finder_calibration"], tag))

@@ -35,6 +35,18 @@ from metaeval.protocols.buildfind.prompts import (
     render_finder_prompt,
     template_hashes,
 )
+from metaeval.protocols.buildfind.records import (
+    BUILD_KEY,
+    BUILDS,
+    FIND_KEY,
+    FINDS,
+    VIEW_FIND_KEY,
+    VIEW_FINDS,
+    BuildRecord,
+    FindRecord,
+    failed_cell,
+    logical_view,
+)
 from metaeval.protocols.buildfind.seeds import (
     LETTERS,
     derive_seed,
@@ -43,20 +55,18 @@ from metaeval.protocols.buildfind.seeds import (
     shuffle_options,
 )
 from metaeval.protocols.buildfind.validation import compile_probe, leakage_scan, structure
-from metaeval.protocols.buildfind.views import restricted_clone
+from metaeval.protocols.buildfind.view_specs import restricted_clone
 from metaeval.records import RunDir, environment_hash, sha256_text
 from metaeval.records.run import is_final
 from metaeval.sandbox.workspace import Workspace
 from metaeval.transient import describe, is_transient
 
-BUILDS = "builds"
-FINDS = "finds"
-BUILD_KEY = ("task", "builder", "build_trial")
-FIND_KEY = ("slice", "task", "builder", "build_trial", "finder", "find_trial")
-VIEW_FINDS = "view_finds"  # restricted-view find runs: a separate evidence layer
-VIEW_FIND_KEY = ("view", *FIND_KEY)
 # run config keys that do not change what a recorded cell means (see `meaning_settings`)
 SELECTION_KEYS = frozenset({"pack", "tasks", "concurrency", "views"})
+UNPARSABLE_REMINDER = (
+    "\n\nREMINDER: your previous answer could not be read. Write find_answers.json as one "
+    "JSON object mapping every question id to its answer letter, and nothing else."
+)
 
 
 @dataclass
@@ -84,15 +94,6 @@ def _plan(
             continue  # recovery budget spent: stays an infrastructure failure in the report
         todo.append(Cell(key, failures))
     return todo
-
-
-def logical_view(records: list[dict], key_fields: tuple[str, ...]) -> dict[tuple, dict]:
-    """The latest final record per cell (infrastructure failures never enter the view)."""
-    view: dict[tuple, dict] = {}
-    for record in records:
-        if is_final(record):
-            view[tuple(record.get(k) for k in key_fields)] = record
-    return view
 
 
 class BuildFindRun:
@@ -183,15 +184,8 @@ class BuildFindRun:
             if outcome.status == "done":
                 return writer.submit(outcome.value)
             cell: Cell = outcome.job.fn.cell  # type: ignore[attr-defined]
-            return writer.submit(
-                {
-                    **cell.key,
-                    "recovery": cell.recovery,
-                    "status": "error",
-                    "infra_error": True,
-                    "error": (outcome.error or outcome.status)[-4000:],
-                }
-            )
+            error = (outcome.error or outcome.status)[-4000:]
+            return writer.submit(failed_cell(cell.key, cell.recovery, True, error))
 
         jobs = []
         for cell in cells:
@@ -358,45 +352,34 @@ class BuildFindRun:
             **compile_probe(workspace, pack_task.config.compile_probe),
             **structure(artifact),
         }
-        return {
+        return BuildRecord(
             **key,
-            "recovery": cell.recovery,
-            "attempt": attempt,
+            recovery=cell.recovery,
+            attempt=attempt,
             **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
-            "artifact": str(artifact.relative_to(run.path.resolve())),
-            "validation": validation,
-            "compile_pass": validation["compile_pass"],
-            "leakage": leakage_scan(artifact, pack_task),
-        }
+            artifact=str(artifact.relative_to(run.path.resolve())),
+            validation=validation,
+            compile_pass=validation["compile_pass"],
+            leakage=leakage_scan(artifact, pack_task),
+        ).as_record()
 
     def _find_cell(self, run: RunDir, cell: Cell) -> dict[str, Any]:
         key = cell.key
         pack_task = self.pack.tasks[key["task"]]
         spec, agent = self.finders[key["finder"]]
-        # A view run gets the seed (and option order) of its full-view cell: only the view differs.
+        # A view run gets the seed (and option order) of its full-view cell: only the view
+        # differs. The recovery index is not part of the seed: a cell re-run after an
+        # infrastructure failure shows the finder the same option order.
         full_key = [v for k, v in key.items() if k != "view"]
-        seed = derive_seed(self.config.seed0, "find", *full_key, cell.recovery)
-        view = next((v for v in self.config.views if v.name == key.get("view")), None)
-        view_info = None
+        seed = derive_seed(self.config.seed0, "find", *full_key, 0)
         orders = {q.id: permutation(seed, q.id) for q in pack_task.questions}
         shuffled = {q.id: shuffle_options(q.options, orders[q.id]) for q in pack_task.questions}
         prompt = render_finder_prompt(key["slice"], pack_task, shuffled)
         attempt = uuid.uuid4().hex[:10]
-        scratch = run.path / "work" / f"find-{attempt}"
         build = None
         if key["slice"] == "formal":
             build = self._builds_view[(key["task"], key["builder"], key["build_trial"])]
-            if view is None:
-                workspace = Workspace.read_only_clone(run.path / build["artifact"], scratch)
-            else:
-                workspace, view_info = restricted_clone(run.path / build["artifact"], scratch, view)
-        else:
-            empty = run.path / "work" / f"empty-{attempt}"
-            empty.mkdir(parents=True)
-            workspace = Workspace.read_only_clone(empty, scratch)
-            shutil.rmtree(empty)
-        budget = self.config.budgets.find_time_s or pack_task.config.find_time_s
         builder_agent = self.builders[key["builder"]][0].agent if build else None
         task = Task(
             id=key["task"],
@@ -411,17 +394,19 @@ class BuildFindRun:
                 "reference_builder": builder_agent,
             },
         )
-        limits = Limits(
-            max_steps=spec.max_steps or self.config.budgets.find_max_steps,
-            time_limit_s=budget,
-            max_tokens_per_step=self.config.budgets.find_max_tokens_per_step,
-        )
-        try:
-            result = agent.run(task, workspace, limits)
-        finally:
-            workspace.remove()
+        result, view_info = self._run_finder(run, key, build, agent, spec, task, attempt)
         answers, problem = parse_answers(result.submission, orders, pack_task)
-        record = {
+        first: dict[str, Any] | None = None
+        if answers_status(problem) == "unparsable" and self.config.retry_unparsable:
+            first = {
+                "answers_problem": problem,
+                "find_answers_blob": run.blobs.put(result.submission or ""),
+                **{k: v for k, v in _agent_fields(result, run).items() if k != "usage"},
+            }
+            retry = task.model_copy(update={"instruction": prompt + UNPARSABLE_REMINDER})
+            result, view_info = self._run_finder(run, key, build, agent, spec, retry, attempt)
+            answers, problem = parse_answers(result.submission, orders, pack_task)
+        record: dict[str, Any] = {
             **key,
             "recovery": cell.recovery,
             "attempt": attempt,
@@ -434,12 +419,49 @@ class BuildFindRun:
             "answers": answers,
             "compile_pass": build.get("compile_pass") if build else None,
             "build_attempt": build.get("attempt") if build else None,
+            "n_correct": sum(1 for a in answers.values() if a["correct"]),
+            "n_unanswered": sum(1 for a in answers.values() if a["answer"] is None),
         }
         if view_info is not None:
             record["view_info"] = view_info
-        record["n_correct"] = sum(1 for a in answers.values() if a["correct"])
-        record["n_unanswered"] = sum(1 for a in answers.values() if a["answer"] is None)
-        return record
+        if first is not None:
+            record["unparsable_first_attempt"] = first
+        return FindRecord.model_validate(record).as_record()
+
+    def _run_finder(
+        self,
+        run: RunDir,
+        key: dict[str, Any],
+        build: dict[str, Any] | None,
+        agent: Any,
+        spec: AgentSpec,
+        task: Task,
+        attempt: str,
+    ) -> tuple[AgentResult, dict[str, Any] | None]:
+        """One finder run on a fresh read-only clone (restricted when the cell has a view)."""
+        pack_task = self.pack.tasks[key["task"]]
+        view = next((v for v in self.config.views if v.name == key.get("view")), None)
+        view_info = None
+        scratch = run.path / "work" / f"find-{attempt}"
+        if build is not None:
+            if view is None:
+                workspace = Workspace.read_only_clone(run.path / build["artifact"], scratch)
+            else:
+                workspace, view_info = restricted_clone(run.path / build["artifact"], scratch, view)
+        else:
+            empty = run.path / "work" / f"empty-{attempt}"
+            empty.mkdir(parents=True)
+            workspace = Workspace.read_only_clone(empty, scratch)
+            shutil.rmtree(empty)
+        limits = Limits(
+            max_steps=spec.max_steps or self.config.budgets.find_max_steps,
+            time_limit_s=self.config.budgets.find_time_s or pack_task.config.find_time_s,
+            max_tokens_per_step=self.config.budgets.find_max_tokens_per_step,
+        )
+        try:
+            return agent.run(task, workspace, limits), view_info
+        finally:
+            workspace.remove()
 
 
 class _CellFn:
@@ -452,13 +474,7 @@ class _CellFn:
         try:
             return self.fn(self.run, self.cell)
         except Exception as exc:  # noqa: BLE001 - recorded: transient is infra, the rest final
-            return {
-                **self.cell.key,
-                "recovery": self.cell.recovery,
-                "status": "error",
-                "infra_error": is_transient(exc),
-                "error": describe(exc),
-            }
+            return failed_cell(self.cell.key, self.cell.recovery, is_transient(exc), describe(exc))
 
 
 def _agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
 from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 from metaeval.protocols.buildfind.rows import read_rows, write_rows
-from metaeval.protocols.buildfind.view_layer import view_layer
+from metaeval.protocols.buildfind.view_evidence import view_layer
 from metaeval.records import RunDir
 
 RUN_COLUMNS = ["slice", "task", "builder", "build_trial", "finder", "find_trial"]
@@ -74,7 +74,7 @@ def write_outputs(
     tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
 ) -> list[Path]:
     """tables/ (CSV, Parquet, README) plus report.md and report.html."""
-    from metaeval.protocols.buildfind.report import write_report
+    from metaeval.protocols.buildfind.report_pages import write_report
     from metaeval.protocols.buildfind.tables import write_tables
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
     """Write the stratified evidence-audit sample for labelling, with each answer's cited
     evidence from the find records; once a person has filled `evidence_label`, summarize it
     (Table 12). A filled file is never overwritten."""
-    from metaeval.protocols.buildfind.analysis.extras import evidence_audit_summary
+    from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
 
     path = run.path / LABELS_DIR / EVIDENCE_AUDIT_CSV
     if not path.is_file():
@@ -245,7 +245,7 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
 
 
 def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> None:
-    from metaeval.protocols.buildfind.runner import FIND_KEY, FINDS, logical_view
+    from metaeval.protocols.buildfind.records import FIND_KEY, FINDS, logical_view
 
     finds = logical_view(run.read(FINDS), FIND_KEY)
     evidence = []
@@ -291,7 +291,7 @@ def analyze_rows_file(
 ) -> list[Path]:
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
     per-view tables from released view rows, when given), with matched or cross panels."""
-    from metaeval.protocols.buildfind.view_layer import read_view_rows, view_tables
+    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
 
     rows = read_rows(path)
     tables = analyze_rows(rows, None, panels)
@@ -311,7 +311,7 @@ def analyze_rows_file(
 
 def run_and_finalize(config: Any, run_dir: Path, new_layer: str | None = None) -> tuple[dict, dict]:
     """Build and find (resuming), then rows, labels, analysis and report: (counts, summary)."""
-    from metaeval.protocols.buildfind.runner import BuildFindRun
+    from metaeval.protocols.buildfind.run import BuildFindRun
 
     bf = BuildFindRun(config, run_dir, new_layer=new_layer)
     counts = bf.run()

@@ -1,6 +1,6 @@
 """Report sections beyond the table dump: one per restricted view, and the claim-evidence map.
 
-Each section is a title, an introduction and blocks of (caption, table); `report.py` renders
+Each section is a title, an introduction and blocks of (caption, table); `report_pages.py` renders
 them in Markdown and in the HTML page.
 """
 

@@ -184,7 +184,7 @@ def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
 
 def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import _memory_outcome
+    from metaeval.agents.cli.outcome import memory_outcome
     from metaeval.agents.types import AgentResult
     from metaeval.sandbox.process import ExecResult
 
@@ -197,7 +197,7 @@ def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
         memory_note="cgroup v1 memory cap 128 MiB",
         memory_cap_hits=7,
     )
-    out = _memory_outcome(run, pressed, adapter)
+    out = memory_outcome(run, pressed, adapter)
     assert out.status == "timeout" and out.error == (
         "claude-code timed out after 60s (it reached its memory cap (128 MiB) 7 times: "
         "it may have been starved of memory)"
@@ -206,5 +206,5 @@ def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
         "memory: cgroup v1 memory cap 128 MiB",
         "memory: it reached its memory cap (128 MiB) 7 times",
     ]
-    calm = _memory_outcome(run, pressed.model_copy(update={"memory_cap_hits": 0}), adapter)
+    calm = memory_outcome(run, pressed.model_copy(update={"memory_cap_hits": 0}), adapter)
     assert calm.error == "claude-code timed out after 60s"

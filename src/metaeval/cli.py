@@ -128,7 +128,11 @@ def version() -> None:
 
 def _print_version(value: bool) -> None:
     if value:
+        from metaeval.agents.cli.doctor import component_versions
+
         out.print(f"metaeval {__version__}", highlight=False)
+        for name, found in component_versions():
+            out.print(f"  {name}: {found}", highlight=False, markup=False)
         raise typer.Exit()
 
 
@@ -222,8 +226,9 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
     checks.append(_mini_check())
     checks.append(_cgroup_check())
-    from metaeval.agents.cli.doctor import agent_cli_checks
+    from metaeval.agents.cli.doctor import agent_cli_checks, container_engine_check
 
+    checks.append(container_engine_check())
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
 
@@ -269,13 +274,18 @@ def _mini_check() -> tuple[str, bool, str]:
 def doctor(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any check fails.")] = False,
 ) -> None:
-    """Check bubblewrap, git, the local model, the llama.cpp build and the agent CLIs (each
-    run once through the gateway; METAEVAL_DOCTOR_LIVE=0 skips those runs)."""
+    """Check bubblewrap, git, the local model, the llama.cpp build, the container engine and
+    the agent CLIs (each run once through the gateway; METAEVAL_DOCTOR_LIVE=0 skips those
+    runs). Optional parts that are absent show as missing, not as a failure."""
+    from metaeval.agents.cli.doctor import optional_summary, status_text
+
     checks = doctor_checks()
     table = Table("check", "status", "detail", title="metaeval doctor")
     for name, passed, detail in checks:
-        table.add_row(name, "[green]ok[/]" if passed else "[red]FAIL[/]", detail)
+        table.add_row(name, status_text(name, passed, detail), escape(detail))
     out.print(table)
+    if optional_summary(checks):
+        out.print(optional_summary(checks), markup=False, highlight=False)
     if strict and not all(passed for name, passed, _ in checks if "(optional)" not in name):
         raise typer.Exit(1)
 

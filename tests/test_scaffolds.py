@@ -89,8 +89,8 @@ def test_audit_scaffold_runs_end_to_end(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     # gold.json sits beside the benchmark: the console names the scoring command
     assert (
-        "known issues beside the benchmark: metaeval audit score runs/a --gold bench/gold.json"
-        in run.stdout
+        "known issues beside the benchmark: metaeval audit score runs/a --gold bench/gold.json "
+        "--judge category (a rule judge, no model; or --judge provider/model)" in run.stdout
     )
     audits = [json.loads(line) for line in (tmp_path / "runs/a/audits.jsonl").open()]
     by_task = {a["task_id"]: a["execution"] for a in audits}

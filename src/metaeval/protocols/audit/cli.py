@@ -150,7 +150,8 @@ def run_cmd(
     gold = bench_dir / "gold.json"
     if gold.is_file():
         out.print(
-            f"known issues beside the benchmark: metaeval audit score {run_dir} --gold {gold}"
+            f"known issues beside the benchmark: metaeval audit score {run_dir} --gold {gold} "
+            "--judge category (a rule judge, no model; or --judge provider/model)"
         )
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 

@@ -392,8 +392,10 @@ def _first_rows(path: Path, n: int) -> list[dict[str, Any]]:
 
 
 def _text(value: Any) -> str | None:
-    """A cell as comparable text: bytes decoded, booleans lower-case, NaN and null as None."""
-    if value is None or (isinstance(value, float) and value != value):
+    """A cell as comparable text: bytes decoded, booleans lower-case, NaN, null and the empty
+    string as None (a CSV cell cannot tell an empty string from a missing value, and
+    mlcroissant reads both as null)."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
         return None
     if isinstance(value, bytes):
         return value.decode("utf-8")

@@ -48,8 +48,9 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
     checks.append(mini_check())
     checks.append(cgroup_check())
-    from metaeval.agents.cli.doctor import agent_cli_checks
+    from metaeval.agents.cli.doctor import agent_cli_checks, container_engine_check
 
+    checks.append(container_engine_check())
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
 

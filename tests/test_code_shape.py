@@ -75,3 +75,14 @@ def test_the_table_on_the_made_up_package(tmp_path: Path, capsys) -> None:
     assert "| functions over 60 lines | 1 |" in table
     assert "| import cycles between files (lazy imports included) | 2 |" in table
     assert "| imports running down-to-up | 2 |" in table
+
+
+def test_a_module_no_layer_claims_is_listed_not_fatal(tmp_path: Path, capsys) -> None:
+    shape = load()
+    root = make_package(tmp_path)
+    write(root, "oddity.py", "from metaeval.protocols.improve import loop\n")
+    assert shape.main([str(root), "--details"]) == 0
+    out = capsys.readouterr().out
+    assert "| modules in no declared layer (add them to LAYERS) | 1 |" in out
+    assert out.rstrip().endswith("modules in no declared layer\n  metaeval.oddity")
+    assert "| imports running down-to-up | 2 |" in out  # its import is not judged

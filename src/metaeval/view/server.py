@@ -34,18 +34,16 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from metaeval.errors import ConfigError
 from metaeval.gateway.access import host_allowed
 from metaeval.protocols.audit import review
-from metaeval.view import (
-    api,
-    audit_pages,
-    buildfind_pages,
-    diff_pages,
-    improve_pages,
-    question_pages,
-)
+from metaeval.view import api, audit_pages
+from metaeval.view.lazy import LazyModule
 from metaeval.view.render import render, static_file
 from metaeval.view.runs import Run, discover
 
 log = logging.getLogger(__name__)
+buildfind_pages = LazyModule("metaeval.view.buildfind_pages")
+improve_pages = LazyModule("metaeval.view.improve_pages")
+question_pages = LazyModule("metaeval.view.question_pages")
+diff_pages = LazyModule("metaeval.view.diff_pages")
 
 COOKIE = "metaeval_view_token"
 HEADERS = {

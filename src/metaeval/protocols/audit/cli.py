@@ -17,6 +17,7 @@ from metaeval.cli_options import (
 )
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
+from metaeval.protocols.audit.scaffold import init_cmd
 
 MinTier = Annotated[
     str | None,
@@ -32,6 +33,7 @@ audit_app = typer.Typer(
     help="Audit an agent benchmark for defects (BenchGuard).", no_args_is_help=True
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
+audit_app.command("init")(init_cmd)
 
 
 def _default_run_dir(bench_dir: Path) -> Path:
@@ -148,6 +150,12 @@ def run_cmd(
         if not line.startswith("disabled ("):  # --no-execution: the user knows
             out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+    gold = bench_dir / "gold.json"
+    if gold.is_file():
+        out.print(
+            f"known issues beside the benchmark: metaeval audit score {run_dir} --gold {gold} "
+            "--judge category (a rule judge, no model; or --judge provider/model)"
+        )
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 
 

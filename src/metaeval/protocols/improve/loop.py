@@ -87,6 +87,7 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
+    sandbox: str = "bwrap"  # where tasks run: bwrap, auto, docker, podman (episode_room)
     meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
     meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
@@ -278,6 +279,7 @@ class TrialLoop:
                 "usage": output.usage,
                 "cost_usd": output.cost_usd,
             },
+            "target": None if node is None else node.target_usage,
             "patch_bytes": len(got.patch.encode()),
             "wall_clock_s": round(time.time() - started, 3),
         }

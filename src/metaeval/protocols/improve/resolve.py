@@ -130,6 +130,33 @@ def load_system_profile(path: Path) -> SystemProfile:
     return _validate(SystemProfile, _read_json_object(path))
 
 
+def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_path: Path) -> None:
+    """A launch profile is honoured by the `pact` lane only, which needs one; its server runs
+    in the optimizer worktree, so a profile naming another working directory is refused."""
+    lane = sut.meta_agent.agent
+    if lane == "pact" and profile is None:
+        raise ConfigError(
+            "the pact meta-agent lane is the PACT server a launch_profile describes; none given",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if lane != "pact" and profile is not None:
+        raise ConfigError(
+            f"the meta-agent lane '{lane}' is started by metaeval itself and cannot honour a "
+            "launch profile; remove launch_profile, or set meta_agent.agent to 'pact' to run "
+            "the profile's PACT server as the meta-agent",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if profile is not None and profile.cwd is not None and str(profile.cwd) != ".":
+        raise ConfigError(
+            f"cwd {profile.cwd}: the meta-agent's server runs in the optimizer worktree; "
+            "leave cwd out or set it to '.'",
+            file=str(sut.launch_profile),
+            field="cwd",
+        )
+
+
 def _absolute_sut(sut: SutConfig, sut_path: Path) -> SutConfig:
     launch = _resolve_ref(sut.launch_profile, sut_path) if sut.launch_profile else None
     return sut.model_copy(
@@ -254,6 +281,7 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
         )
         launch_profile = _validate(SystemProfile, loaded)
         files["launch_profile"] = loaded.record
+    _check_launch_profile(sut, launch_profile, sut_path)
     loaded = _read_json_object(
         sut.sum_profile, referenced_by=sut_path, ref_field="sum_profile", ref=raw_sut.sum_profile
     )

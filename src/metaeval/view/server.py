@@ -16,6 +16,7 @@ cannot read) and, when the browser sends them, an ``Origin`` of this server and
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -163,6 +164,8 @@ class Viewer:
                 else {"id": r["run"].id, "status": "unreadable", "error": r["headline"]}
                 for r in self.run_rows()
             ]
+        if parts == ["state"]:
+            return self.state()
         if len(parts) < 2 or parts[0] != "run":
             raise NotFound("/api/" + "/".join(parts))
         run = self.run(parts[1])
@@ -179,8 +182,16 @@ class Viewer:
             return question_pages.question_rows(run, params)
         raise NotFound("/api/" + "/".join(parts))
 
+    def state(self) -> dict[str, Any]:
+        """`/api/state`: the runs found and each one's state version (the runs list polls it)."""
+        runs = {r.id: api.state(r)["version"] for r in self.refresh()}
+        text = repr(sorted(runs.items()))
+        return {"runs": runs, "version": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
     def runs_page(self) -> Page:
-        return Page(render("runs.html", rows=self.run_rows(), paths=self.paths))
+        version = self.state()["version"]
+        rows = self.run_rows()
+        return Page(render("runs.html", rows=rows, paths=self.paths, version=version))
 
     def run_rows(self) -> list[dict[str, Any]]:
         """Every run with its status, short headline and models, for the runs list."""

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
-from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.feedback import keep_task_logs
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
+from metaeval.protocols.improve.suite_eval import evaluate_suite
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import EpisodeServer, LeasedClient, target_sandbox
 

@@ -17,10 +17,12 @@ from metaeval.protocols.audit.findings import (
     TAXONOMY,
     Finding,
 )
-from metaeval.protocols.audit.prompts import (
+from metaeval.protocols.audit.output_schema import (
     FINDINGS_OBJECT_SCHEMA,
     FINDINGS_SCHEMA,
     MAX_FINDINGS,
+)
+from metaeval.protocols.audit.prompts import (
     PROMPT_TEMPLATES,
     SYSTEM_PROMPT,
     number_lines,

@@ -26,9 +26,15 @@ from metaeval.models.call_slots import call_slot
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, SUBCATEGORIES, Finding
 from metaeval.protocols.audit.findings import Protocol as FindingProtocol
-from metaeval.protocols.audit.prompts import (
+from metaeval.protocols.audit.output_schema import (
+    DEFAULT_ANSWER,
     FINDINGS_OBJECT_SCHEMA,
     FINDINGS_SCHEMA,
+    AnswerOptions,
+    findings_object_schema,
+    findings_schema,
+)
+from metaeval.protocols.audit.prompts import (
     AuditProtocol,
     prompt_chars,
     prompt_files,
@@ -108,11 +114,12 @@ class ModelAudit(BaseModel):
 
 
 def _candidates(text: str) -> list[tuple[str, str | None]]:
-    """JSON candidates in `text`: the whole reply, a fenced block, the outermost [..] / {..}."""
+    """JSON candidates in `text`: the whole reply, its fenced blocks (last first), the
+    outermost [..] / {..}."""
     out: list[tuple[str, str | None]] = [(text, None)]
-    fence = re.search(r"```[a-zA-Z]*\s*\n?(.*?)```", text, re.S)
-    if fence:
-        out.append((fence.group(1).strip(), "JSON taken from a markdown code fence"))
+    fences = re.findall(r"```[a-zA-Z]*\s*\n?(.*?)```", text, re.S)
+    for fence in dict.fromkeys(fences[::-1]):  # the last first: reasoning ends with its JSON
+        out.append((fence.strip(), "JSON taken from a markdown code fence"))
     for open_, close in (("[", "]"), ("{", "}")):
         i, j = text.find(open_), text.rfind(close)
         if 0 <= i < j and (i > 0 or j < len(text) - 1):
@@ -314,7 +321,11 @@ def _water_level(sizes: dict[str, int], available: int, floor: int) -> int:
 
 
 def fit_prompt(
-    task: LoadedTask, max_prompt_chars: int | None, *, protocol: AuditProtocol = "definition"
+    task: LoadedTask,
+    max_prompt_chars: int | None,
+    *,
+    protocol: AuditProtocol = "definition",
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> PromptFit:
     """The protocol's prompt, shortened to at most `max_prompt_chars` characters if needed.
 
@@ -323,7 +334,7 @@ def fit_prompt(
     with a marker naming the omitted lines, and its original line numbers. `fits` is False when
     even every file at MIN_FILE_CHARS does not fit (the shortest version is returned).
     """
-    messages = render_messages(task, protocol)
+    messages = render_messages(task, protocol, answer=answer)
     total = prompt_chars(messages)
     if max_prompt_chars is None or total <= max_prompt_chars:
         return PromptFit(messages, total, True)
@@ -338,7 +349,7 @@ def fit_prompt(
         cap = _water_level(sizes, available, MIN_FILE_CHARS)
         budgets = {path: cap for path, size in sizes.items() if size > cap}
         notes = []
-        messages = render_messages(task, protocol, file_budgets=budgets, notes=notes)
+        messages = render_messages(task, protocol, file_budgets=budgets, notes=notes, answer=answer)
         total = prompt_chars(messages)
         if total <= max_prompt_chars:
             return PromptFit(messages, total, True, budgets, notes)
@@ -398,13 +409,14 @@ def fit_prompt_for_model(
     protocol: AuditProtocol,
     max_tokens: int,
     max_prompt_chars: int | None = None,
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> PromptFit:
     """The prompt fitted to `max_prompt_chars` and to the model's context window (if known).
 
     The token limit leaves room for `max_tokens` of output and for one repair round; tokens
     are counted with the model's own tokenizer when it is in process, else estimated.
     """
-    fit = fit_prompt(task, max_prompt_chars, protocol=protocol)
+    fit = fit_prompt(task, max_prompt_chars, protocol=protocol, answer=answer)
     window = model_context_window(model)
     if window is None:
         return fit
@@ -430,7 +442,7 @@ def fit_prompt_for_model(
         lo, hi = 0, fit.chars  # lo fits (0 = none yet), hi does not
         guess = int(fit.chars * limit / tokens * 0.97)
         for _ in range(12):
-            candidate = fit_prompt(task, guess, protocol=protocol)
+            candidate = fit_prompt(task, guess, protocol=protocol, answer=answer)
             count_c = tokens_of(candidate)
             if candidate.fits and count_c <= limit:
                 best, lo = (candidate, count_c), guess
@@ -459,13 +471,17 @@ def fit_prompt_for_model(
 # The call
 
 
-def output_schema_for(model: Model) -> dict[str, Any]:
+def output_schema_for(
+    model: Model, answer: AnswerOptions = DEFAULT_ANSWER
+) -> dict[str, Any] | None:
     """The output schema sent to `model`: the findings array itself (the contract), or the
     array wrapped as {"findings": [...]} for providers that need an object at the root. The
-    parser accepts both shapes."""
+    parser accepts both shapes. None when the model reasons before its JSON (free text)."""
+    if answer.reasoning:
+        return None
     if getattr(model, "provider", "") in OBJECT_ROOT_PROVIDERS:
-        return FINDINGS_OBJECT_SCHEMA
-    return FINDINGS_SCHEMA
+        return findings_object_schema(answer)
+    return findings_schema(answer)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -493,8 +509,11 @@ def audit_task(
     seed: int = 0,
     temperature: float = 0.0,
     max_prompt_chars: int | None = None,
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> ModelAudit:
     """Audit `task` with `model` in one consolidated call (plus at most one repair retry).
+
+    `answer` sets the caps asked for and whether the model reasons before its JSON.
 
     The prompt is fitted to `max_prompt_chars` and to the model's context window when known
     (shortenings are listed in `notes`); a prompt that cannot fit gives an "audit_failure"
@@ -506,7 +525,12 @@ def audit_task(
     if protocol == "execution" and not task.by_role("agent"):
         audit.notes.append("execution protocol without agent files: the agent section is empty")
     fit = fit_prompt_for_model(
-        task, model, protocol=protocol, max_tokens=max_tokens, max_prompt_chars=max_prompt_chars
+        task,
+        model,
+        protocol=protocol,
+        max_tokens=max_tokens,
+        max_prompt_chars=max_prompt_chars,
+        answer=answer,
     )
     audit.notes.extend(fit.notes)
     audit.prompt_chars = fit.chars
@@ -517,7 +541,7 @@ def audit_task(
         return audit
 
     messages = list(fit.messages)
-    schema = output_schema_for(model)
+    schema = output_schema_for(model, answer)
     results: list[ModelResult] = []
     errors: list[str] = []
     items: list[Any] | None = None

@@ -16,6 +16,7 @@ schema), so a run manifest can hash them all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import posixpath
@@ -27,9 +28,15 @@ from typing import Any, Literal
 from metaeval.models.types import Message
 from metaeval.protocols.audit.findings import (
     CATEGORIES,
-    PAPER_SUBCATEGORIES,
     SEVERITY_ORDER,
     TAXONOMY,
+)
+from metaeval.protocols.audit.output_schema import (
+    DEFAULT_ANSWER,
+    FINDINGS_OBJECT_SCHEMA,
+    FINDINGS_SCHEMA,
+    MAX_TITLE_CHARS,
+    AnswerOptions,
 )
 from metaeval.tasks.harbor import LoadedTask, TaskFile
 
@@ -49,16 +56,6 @@ CATEGORY_NAMES: dict[str, str] = {
     "INST": "instruction",
     "ENV": "environment",
 }
-
-# Output size limits. They keep a small model from rambling under constrained decoding; they
-# are generation limits, not validation rules (a longer title from a frontier model is kept).
-MAX_FINDINGS = 8
-MAX_EVIDENCE = 3
-MAX_TITLE_CHARS = 120
-MAX_DESCRIPTION_CHARS = 600
-MAX_RECOMMENDATION_CHARS = 400
-MAX_SNIPPET_CHARS = 300
-MAX_PATH_CHARS = 200
 
 
 def taxonomy_block() -> str:
@@ -172,8 +169,21 @@ with []. If your reply must be a JSON object, put the array under the key "findi
 """
 
 
-def _render_system() -> str:
-    return Template(SYSTEM_TEMPLATE).substitute(
+REASONING_OUTPUT = """\
+Reasoning first: before the JSON, write out phases 1 to 5 of HOW TO WORK briefly, as notes \
+under the headings "Phase 1" to "Phase 5". Then end your reply with the findings as one JSON \
+array in a ```json fenced block; write nothing after that block."""
+JSON_ONLY_OUTPUT = "Reply with a JSON array and nothing else: no prose before or after it, no \
+markdown fences."
+JSON_ONLY_PHASE6 = "(e) Reply with the JSON array only."
+REASONING_PHASE6 = "(e) End your reply with the JSON array in a ```json fenced block."
+
+
+@functools.cache
+def system_prompt(answer: AnswerOptions = DEFAULT_ANSWER) -> str:
+    """The system prompt for `answer`'s caps; with `answer.reasoning`, the model writes its
+    analysis out before the JSON (the paper's phases) instead of answering with JSON only."""
+    text = Template(SYSTEM_TEMPLATE).substitute(
         area_gt=AREA_TITLES["GT"],
         area_eval=AREA_TITLES["EVAL"],
         area_inst=AREA_TITLES["INST"],
@@ -183,13 +193,14 @@ def _render_system() -> str:
         categories=", ".join(CATEGORIES),
         severities=", ".join(SEVERITY_ORDER),
         max_title=MAX_TITLE_CHARS,
-        max_description=MAX_DESCRIPTION_CHARS,
-        max_evidence=MAX_EVIDENCE,
-        max_findings=MAX_FINDINGS,
+        max_description=answer.max_description,
+        max_evidence=answer.max_evidence,
+        max_findings=answer.max_findings,
     )
+    return text.replace(JSON_ONLY_OUTPUT, REASONING_OUTPUT) if answer.reasoning else text
 
 
-SYSTEM_PROMPT = _render_system()
+SYSTEM_PROMPT = system_prompt()
 
 USER_TEMPLATE = """\
 Audit the benchmark task below. Every file is shown with its line numbers at the start of each \
@@ -303,76 +314,6 @@ Your previous reply was cut off at the output limit before the JSON was complete
 Reply again with ONLY the JSON array of findings, and keep it short: fewer findings (the most \
 important first) and brief descriptions. If the task has no defects, reply with [].
 """
-
-
-# ---------------------------------------------------------------------------------------------
-# Output schema
-
-
-def _string(max_length: int) -> dict[str, Any]:
-    return {"type": "string", "maxLength": max_length}
-
-
-EVIDENCE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "file": _string(MAX_PATH_CHARS),
-        "line_start": {"type": ["integer", "null"], "minimum": 1},
-        "line_end": {"type": ["integer", "null"], "minimum": 1},
-        "snippet": _string(MAX_SNIPPET_CHARS),
-    },
-    "required": ["file", "line_start", "line_end", "snippet"],
-    "additionalProperties": False,
-}
-
-FINDING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "category": {"type": "string", "enum": list(CATEGORIES)},
-        "subcategory": {"type": "string", "enum": list(PAPER_SUBCATEGORIES)},
-        "severity": {"type": "string", "enum": list(SEVERITY_ORDER)},
-        "finding_type": {"type": "string", "enum": ["Bug", "Warning"]},
-        "title": _string(MAX_TITLE_CHARS),
-        "description": _string(MAX_DESCRIPTION_CHARS),
-        "evidence": {
-            "type": "array",
-            "items": EVIDENCE_SCHEMA,
-            "minItems": 0,
-            "maxItems": MAX_EVIDENCE,
-        },
-        "recommendation": _string(MAX_RECOMMENDATION_CHARS),
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    },
-    "required": [
-        "category",
-        "subcategory",
-        "severity",
-        "finding_type",
-        "title",
-        "description",
-        "evidence",
-        "recommendation",
-        "confidence",
-    ],
-    "additionalProperties": False,
-}
-
-# The contract: a JSON array of findings (constrained decoders get exactly this).
-FINDINGS_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "items": FINDING_SCHEMA,
-    "minItems": 0,
-    "maxItems": MAX_FINDINGS,
-}
-
-# The same array wrapped in an object, for providers whose structured-output mode needs an
-# object at the root. The parser accepts both shapes.
-FINDINGS_OBJECT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"findings": FINDINGS_SCHEMA},
-    "required": ["findings"],
-    "additionalProperties": False,
-}
 
 
 PROMPT_TEMPLATES: dict[str, str] = {
@@ -573,9 +514,11 @@ def render_messages(
     *,
     file_budgets: dict[str, int] | None = None,
     notes: list[str] | None = None,
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> list[Message]:
     """System and user messages for `protocol`. `file_budgets` caps the numbered body of the
-    named files (chars); a description of every shortening is appended to `notes`."""
+    named files (chars); a description of every shortening is appended to `notes`. `answer`
+    shapes the answer asked for (see `system_prompt`)."""
     if protocol not in ("definition", "execution"):
         raise ValueError(f"unknown audit protocol {protocol!r}")
     budgets = file_budgets or {}
@@ -610,7 +553,10 @@ def render_messages(
         agent_section=agent_section,
         agent_phase1=agent_phase1,
     )
-    return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=user)]
+    if answer.reasoning:
+        user = user.replace(JSON_ONLY_PHASE6, REASONING_PHASE6)
+    system = system_prompt(answer)
+    return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
 def render_definition_prompt(

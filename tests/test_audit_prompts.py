@@ -22,14 +22,16 @@ from metaeval.protocols.audit.output_schema import (
     FINDINGS_SCHEMA,
     MAX_FINDINGS,
 )
-from metaeval.protocols.audit.prompts import (
-    PROMPT_TEMPLATES,
-    SYSTEM_PROMPT,
+from metaeval.protocols.audit.prompt_render import (
     number_lines,
     render_definition_prompt,
     render_execution_prompt,
     render_messages,
     render_repair,
+)
+from metaeval.protocols.audit.prompts import (
+    PROMPT_TEMPLATES,
+    SYSTEM_PROMPT,
     templates_digest,
 )
 from metaeval.tasks.harbor import LoadedTask, TaskFile

@@ -30,9 +30,11 @@ from metaeval.protocols.audit.output_schema import (
     findings_schema,
 )
 from metaeval.protocols.audit.prompt_fit import fit_prompt_for_model
+from metaeval.protocols.audit.prompt_render import (
+    render_repair,
+)
 from metaeval.protocols.audit.prompts import (
     AuditProtocol,
-    render_repair,
 )
 from metaeval.tasks.harbor import LoadedTask
 

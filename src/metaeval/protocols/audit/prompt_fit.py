@@ -15,12 +15,14 @@ from typing import Any
 from metaeval.models.base import Model
 from metaeval.models.types import Message
 from metaeval.protocols.audit.output_schema import DEFAULT_ANSWER, AnswerOptions
-from metaeval.protocols.audit.prompts import (
-    AuditProtocol,
+from metaeval.protocols.audit.prompt_render import (
     prompt_chars,
     prompt_files,
     render_file,
     render_messages,
+)
+from metaeval.protocols.audit.prompts import (
+    AuditProtocol,
 )
 from metaeval.tasks.harbor import LoadedTask
 

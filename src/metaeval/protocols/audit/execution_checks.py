@@ -25,8 +25,8 @@ Where the runs happen (`sandbox`): a task with an environment (environment/Docke
 task breaks is a finding with the build log as evidence; an engine or image this machine
 cannot get is a skip with the reason; an image (or base image) the engine does not hold is
 said so before any engine call (`missing_image`), naming it. Multi-container (compose) tasks
-are skipped. Tasks without an environment run in bubblewrap. A task with an environment runs in bubblewrap only
-with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks it local:
+are skipped. Tasks without an environment run in bubblewrap. A task with an environment runs
+in bubblewrap only with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks it local:
 that run only approximates the image, so its findings are capped at Low, confidence 0.3, and
 a missing module, blocked network or absent path is recorded as an environment mismatch
 instead of a finding. The same holds in a container whose base image is a local stand-in for

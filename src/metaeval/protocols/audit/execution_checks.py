@@ -50,7 +50,6 @@ from metaeval.protocols.audit.execution_findings import (
     MISMATCH_KINDS,
     build_finding,
     cap_approximate,
-    missing_dependency,
     null_agent_finding,
     oracle_finding,
 )
@@ -61,6 +60,7 @@ from metaeval.protocols.audit.execution_results import (
     PhaseOutcome,
     unavailable_reason,
 )
+from metaeval.protocols.audit.oracle_log import missing_dependency
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.sandbox.container import (
     DEFAULT_BUILD_TIMEOUT_S,

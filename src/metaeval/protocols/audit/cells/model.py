@@ -17,6 +17,7 @@ from metaeval.errors import MetaevalError
 from metaeval.models.base import Model
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
+from metaeval.protocols.audit.output_schema import DEFAULT_ANSWER, AnswerOptions
 from metaeval.protocols.audit.prompts import AuditProtocol
 from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.records.blobs import BlobStore
@@ -33,10 +34,19 @@ def model_cell(
     protocol: AuditProtocol,
     max_tokens: int,
     blobs: BlobStore,
+    temperature: float = 0.0,
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> Cell:
     """The cell record and findings of `model` auditing the loaded `task`."""
     try:
-        audit = audit_task(task, model, protocol=protocol, max_tokens=max_tokens)
+        audit = audit_task(
+            task,
+            model,
+            protocol=protocol,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            answer=answer,
+        )
     except MetaevalError as exc:
         if not is_transient(exc):
             raise

@@ -19,6 +19,7 @@ from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
 from metaeval.protocols.audit.call_options import PAPER_MAX_TOKENS
 from metaeval.protocols.audit.scaffold import init_cmd
+from metaeval.records.layers import recorded_setting
 
 MinTier = Annotated[
     str | None,
@@ -81,11 +82,13 @@ def run_cmd(
     model_timeout: ModelTimeout = None,
     max_connections: MaxConnections = None,
     max_tokens: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=64, help="Output budget per model call (the paper's 4096; -M max_tokens)."
+            min=64,
+            help="Output budget per model call (the paper's 4096; -M max_tokens). Resuming "
+            "a run keeps the budget it was started with unless this is given.",
         ),
-    ] = PAPER_MAX_TOKENS,
+    ] = None,
     no_execution: Annotated[
         bool, typer.Option(help="Skip the sandboxed oracle/null-agent runs.")
     ] = False,
@@ -111,6 +114,9 @@ def run_cmd(
     models = [] if static_only else list(model or ["local/smollm2"])
     prefetch_sdks(models)  # the provider SDK imports while the run plans
     audit_pairs = [p for p in model_arg or [] if p.partition("=")[0].strip() in AUDIT_KEYS]
+    run_dir = output or _default_run_dir(bench_dir)
+    if max_tokens is None:  # a resumed run keeps its budget; a new one gets the paper's
+        max_tokens = recorded_setting(run_dir, "max_tokens") or PAPER_MAX_TOKENS
     call, max_tokens = split_model_args(parse_model_args(audit_pairs), max_tokens)
     provider_pairs = [p for p in model_arg or [] if p not in audit_pairs]
     apply_model_options(provider_pairs, model_base_url, model_timeout, max_connections)
@@ -121,7 +127,6 @@ def run_cmd(
             f"unknown sandbox '{sandbox}' (auto, docker, podman, bwrap)", field="sandbox"
         )
     host_env = host_env_names(allow_host_env or [])
-    run_dir = output or _default_run_dir(bench_dir)
     summary = AuditRun(
         AuditSettings(
             bench_dir=bench_dir,

@@ -3,26 +3,27 @@
 The build queue drains before any find work starts. Each build cell (task, builder, trial) and
 find cell (slice, task, builder, build trial, finder, find trial) is one unit of resume: a
 final record (status ok, timeout or error from the agent) is reused; an infrastructure failure
-is rerun under a recovery seed as a new record, up to `max_recovery_attempts` times; a cell
-still failing after that is counted, with its reasons, by `failed_cells`. A cell that raises
-is recorded as infrastructure only for a transient cause (`metaeval.transient`); a parse or
-validation failure is a final error, recorded once. The logical view keeps the latest final
+is rerun as a new record (a build under a recovery seed; a find keeps its seed, so it sees the
+same option order), up to `max_recovery_attempts` times; a cell still failing after that is
+counted, with its reasons, by `failed_cells`. The cells run on the shared engine
+(`metaeval.engine.cells`), whose one rule sorts a cell that raises: infrastructure for a
+transient cause, else a final error recorded once. The logical view keeps the latest final
 record per planned cell.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import uuid
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
 from metaeval.agents.types import AgentResult, Limits, Task
-from metaeval.engine.executor import Job, JobOutcome, JobResources, make_executor
+from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
+from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
 from metaeval.models.pricing import price_table
 from metaeval.protocols.buildfind.agents import effort_setting, make_agent
@@ -57,9 +58,7 @@ from metaeval.protocols.buildfind.seeds import (
 from metaeval.protocols.buildfind.validation import compile_probe, leakage_scan, structure
 from metaeval.protocols.buildfind.view_specs import restricted_clone
 from metaeval.records import RunDir, environment_hash, sha256_text
-from metaeval.records.run import is_final
 from metaeval.sandbox.workspace import Workspace
-from metaeval.transient import describe, is_transient
 
 # run config keys that do not change what a recorded cell means (see `meaning_settings`)
 SELECTION_KEYS = frozenset({"pack", "tasks", "concurrency", "views"})
@@ -67,33 +66,6 @@ UNPARSABLE_REMINDER = (
     "\n\nREMINDER: your previous answer could not be read. Write find_answers.json as one "
     "JSON object mapping every question id to its answer letter, and nothing else."
 )
-
-
-@dataclass
-class Cell:
-    """One planned unit of work and the recovery attempt it is on."""
-
-    key: dict[str, Any]
-    recovery: int  # 0 for the first attempt; k for the k-th rerun after an infrastructure failure
-
-
-def _plan(
-    run: RunDir, name: str, key_fields: tuple[str, ...], planned: list[dict], limit: int
-) -> list[Cell]:
-    """Planned cells without a final record, with their recovery index (capped)."""
-    history: dict[tuple, list[dict]] = {}
-    for record in run.read(name):
-        history.setdefault(tuple(record.get(k) for k in key_fields), []).append(record)
-    todo = []
-    for key in planned:
-        records = history.get(tuple(key[k] for k in key_fields), [])
-        if records and is_final(records[-1]):
-            continue
-        failures = sum(1 for r in records if r.get("infra_error"))
-        if failures > limit:
-            continue  # recovery budget spent: stays an infrastructure failure in the report
-        todo.append(Cell(key, failures))
-    return todo
 
 
 class BuildFindRun:
@@ -176,31 +148,50 @@ class BuildFindRun:
         finally:
             run.close()
 
-    def _execute(self, run: RunDir, name: str, cells: list[Cell], fn, label: str) -> int:
-        writer = run.records(name)
-
-        def record(outcome: JobOutcome) -> Future[None]:
-            # Handed to the run's writer thread; the executor waits until it is durable.
-            if outcome.status == "done":
-                return writer.submit(outcome.value)
-            cell: Cell = outcome.job.fn.cell  # type: ignore[attr-defined]
-            error = (outcome.error or outcome.status)[-4000:]
-            return writer.submit(failed_cell(cell.key, cell.recovery, True, error))
-
-        jobs = []
-        for cell in cells:
-            job_fn = _CellFn(fn, run, cell)
-            jobs.append(
-                Job(
-                    key=json.dumps(cell.key, sort_keys=True),
-                    fn=job_fn,
-                    timeout_s=None,
-                    label=" ".join(str(v) for v in cell.key.values() if v not in ("", -1)),
-                    resources=JobResources(sandbox=True),  # agents' commands run in bubblewrap
-                )
+    def _execute(
+        self,
+        run: RunDir,
+        name: str,
+        key_fields: tuple[str, ...],
+        planned: list[dict[str, Any]],
+        fn: Callable[[RunDir, dict[str, Any], int], dict[str, Any]],
+        label: str,
+    ) -> int:
+        """Run the planned cells without a final record on the engine (`engine.cells`: the one
+        ok / final / transient rule); a cell that ends without its own record gets a
+        `failed_cell` record. Returns how many cells ran."""
+        keys = [tuple(cell[f] for f in key_fields) for cell in planned]
+        limit = self.config.max_recovery_attempts
+        plan = plan_cells(run, name, key_fields, keys, recovery_limit=limit)
+        self.reused[name] = len(planned) - len(plan.todo)
+        cells = [
+            Cell(
+                key=key,
+                fn=partial(fn, run, dict(zip(key_fields, key, strict=True)), recovery),
+                label=" ".join(str(v) for v in key if v not in ("", -1)),
+                resources=JobResources(sandbox=True),  # agents' commands run in bubblewrap
+                recovery=recovery,
             )
-        make_executor(self.config.concurrency, self.progress, label).run(jobs, record)
-        return len(jobs)
+            for key, recovery in plan.todo
+        ]
+
+        def write(result: CellResult) -> Stages:
+            if result.kind == "ok":
+                return [[(name, result.value)]]
+            key = dict(zip(key_fields, result.cell.key, strict=True))
+            transient = result.kind == "transient"
+            error = (result.error or "")[-4000:]
+            return [[(name, failed_cell(key, result.cell.recovery, transient, error))]]
+
+        run_cells(
+            run,
+            cells,
+            write,
+            concurrency=self.config.concurrency,
+            progress=self.progress,
+            description=label,
+        )
+        return len(cells)
 
     def _build_phase(self, run: RunDir) -> int:
         planned = [
@@ -209,9 +200,7 @@ class BuildFindRun:
             for b in self.builders
             for r in range(self.config.r_build)
         ]
-        cells = _plan(run, BUILDS, BUILD_KEY, planned, self.config.max_recovery_attempts)
-        self.reused[BUILDS] = len(planned) - len(cells)
-        return self._execute(run, BUILDS, cells, self._build_cell, "builds")
+        return self._execute(run, BUILDS, BUILD_KEY, planned, self._build_cell, "builds")
 
     def _find_phase(self, run: RunDir) -> int:
         builds = logical_view(run.read(BUILDS), BUILD_KEY)
@@ -247,10 +236,8 @@ class BuildFindRun:
                                 "find_trial": r,
                             }
                         )
-        cells = _plan(run, FINDS, FIND_KEY, planned, self.config.max_recovery_attempts)
-        self.reused[FINDS] = len(planned) - len(cells)
         self._builds_view = builds
-        return self._execute(run, FINDS, cells, self._find_cell, "finds")
+        return self._execute(run, FINDS, FIND_KEY, planned, self._find_cell, "finds")
 
     def _pair_wanted(self, builder: str, finder: str) -> bool:
         """Whether the formal pair is run: always, or with `find_pairs: matched` only when the
@@ -295,9 +282,8 @@ class BuildFindRun:
             if self._pair_wanted(builder, finder)
             for r in range(self.config.r_find)
         ]
-        cells = _plan(run, VIEW_FINDS, VIEW_FIND_KEY, planned, self.config.max_recovery_attempts)
         self._builds_view = builds
-        return self._execute(run, VIEW_FINDS, cells, self._find_cell, "view finds")
+        return self._execute(run, VIEW_FINDS, VIEW_FIND_KEY, planned, self._find_cell, "view finds")
 
     # ------------------------------------------------------------------ cells
 
@@ -317,11 +303,10 @@ class BuildFindRun:
             "environment_hash": self.env_hash,
         }
 
-    def _build_cell(self, run: RunDir, cell: Cell) -> dict[str, Any]:
-        key = cell.key
+    def _build_cell(self, run: RunDir, key: dict[str, Any], recovery: int) -> dict[str, Any]:
         pack_task = self.pack.tasks[key["task"]]
         spec, agent = self.builders[key["builder"]]
-        seed = derive_seed(self.config.seed0, "build", *key.values(), cell.recovery)
+        seed = derive_seed(self.config.seed0, "build", *key.values(), recovery)
         attempt = uuid.uuid4().hex[:10]
         artifact = (
             run.path
@@ -354,7 +339,7 @@ class BuildFindRun:
         }
         return BuildRecord(
             **key,
-            recovery=cell.recovery,
+            recovery=recovery,
             attempt=attempt,
             **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
@@ -364,8 +349,7 @@ class BuildFindRun:
             leakage=leakage_scan(artifact, pack_task),
         ).as_record()
 
-    def _find_cell(self, run: RunDir, cell: Cell) -> dict[str, Any]:
-        key = cell.key
+    def _find_cell(self, run: RunDir, key: dict[str, Any], recovery: int) -> dict[str, Any]:
         pack_task = self.pack.tasks[key["task"]]
         spec, agent = self.finders[key["finder"]]
         # A view run gets the seed (and option order) of its full-view cell: only the view
@@ -408,7 +392,7 @@ class BuildFindRun:
             answers, problem = parse_answers(result.submission, orders, pack_task)
         record: dict[str, Any] = {
             **key,
-            "recovery": cell.recovery,
+            "recovery": recovery,
             "attempt": attempt,
             **self._common(spec, agent, seed, prompt, pack_task),
             **_agent_fields(result, run),
@@ -462,19 +446,6 @@ class BuildFindRun:
             return agent.run(task, workspace, limits), view_info
         finally:
             workspace.remove()
-
-
-class _CellFn:
-    """A picklable-looking callable binding a cell to its phase function."""
-
-    def __init__(self, fn, run: RunDir, cell: Cell):
-        self.fn, self.run, self.cell = fn, run, cell
-
-    def __call__(self) -> dict[str, Any]:
-        try:
-            return self.fn(self.run, self.cell)
-        except Exception as exc:  # noqa: BLE001 - recorded: transient is infra, the rest final
-            return failed_cell(self.cell.key, self.cell.recovery, is_transient(exc), describe(exc))
 
 
 def _agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:

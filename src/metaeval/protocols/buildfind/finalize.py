@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,20 @@ def _question_texts(run: RunDir) -> dict[object, str]:
 
 
 def analyze_rows(
-    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None = None,
+    panels: str = DEFAULT_PANELS,
+    finders: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, from the rows table alone (plus builder tokens if known);
-    `panels` is matched (the paper's) or cross (see `analysis.panels`)."""
+    `panels` is matched (the paper's) or cross (see `analysis.panels`). `finders` (the run
+    config's finder entries) keeps every configured finder in finder_calibration."""
+    from metaeval.protocols.buildfind.analysis.finder_calibration import with_every_finder
     from metaeval.protocols.buildfind.analysis.suite import run_analysis
 
-    return run_analysis(rows, builds, panels)
+    tables = run_analysis(rows, builds, panels)
+    tables["finder_calibration"] = with_every_finder(tables["finder_calibration"], finders)
+    return tables
 
 
 def write_outputs(
@@ -165,7 +173,8 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     rows = label_rows(run, rows, base_finders)
     write_rows(rows, run.path)
     builds = builds_table(run)
-    tables = analyze_rows(rows, builds, config.get("panels", DEFAULT_PANELS))
+    panels = config.get("panels", DEFAULT_PANELS)
+    tables = analyze_rows(rows, builds, panels, config.get("finders", []))
     # restricted views: their own rows and tables
     tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)

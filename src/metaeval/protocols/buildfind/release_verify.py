@@ -319,7 +319,7 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
 
     config = RecordFiles(root / "records").manifest.get("config", {})
-    tables = analyze_rows(rows, builds, config.get("panels", "matched"))
+    tables = analyze_rows(rows, builds, config.get("panels", "matched"), config.get("finders", []))
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
     view_path = root / "data" / "view_rows.parquet"

@@ -55,7 +55,12 @@ from metaeval.protocols.buildfind.seeds import (
     permutation,
     shuffle_options,
 )
-from metaeval.protocols.buildfind.validation import compile_probe, leakage_scan, structure
+from metaeval.protocols.buildfind.validation import (
+    compile_probe,
+    leakage_scan,
+    structure,
+    wrote_nothing,
+)
 from metaeval.protocols.buildfind.view_specs import restricted_clone
 from metaeval.records import RunDir, environment_hash, sha256_text
 from metaeval.sandbox.workspace import Workspace
@@ -337,6 +342,10 @@ class BuildFindRun:
             **compile_probe(workspace, pack_task.config.compile_probe),
             **structure(artifact),
         }
+        if wrote_nothing(artifact, validation["file_list"], starter):
+            # a probe such as `python -m compileall .` passes on an empty tree
+            validation["compile_pass"] = False
+            validation["wrote_nothing"] = True
         return BuildRecord(
             **key,
             recovery=recovery,

@@ -32,8 +32,12 @@ TABLE_TITLES: dict[str, str] = {
     "aels": "Aggregate artifact-evidenced legibility score AELS (paper Table 9).",
     "coverage": "Builder-side implementation coverage from the audit labels (paper Table 11).",
     "kendall_tau": "Pairwise finder agreement on builder effort orderings (paper Figure 4).",
-    "affinity": "Builder-finder affinity residuals (paper Figure 5).",
-    "affinity_family": "Family-level affinity residuals (paper Table 15).",
+    "affinity_matrix": "Builder-finder affinity residuals of one matrix over every agent and "
+    "effort, as the paper lays it out (paper Figure 5).",
+    "affinity_matrix_family": "Family-level affinity of that matrix (paper Table 15).",
+    "affinity": "Builder-finder affinity residuals centred inside each effort panel (the "
+    "per-panel alternative to affinity_matrix).",
+    "affinity_family": "Family-level affinity residuals, per effort panel.",
     "finder_calibration": "Per-finder calibration: recovery and lifts over controls (paper Table 8).",
     "token_usage": "Vendor token usage by role and agent (paper Table 17).",
     "run_accuracy": "Per-find-run accuracy on the audited scoring set (paper eq. 1).",
@@ -151,6 +155,24 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "tau": "Kendall tau-b between the two finders' builder orderings by mean all-correct "
         "total inspection bytes; null when fewer than two builders or all ties",
         "n": "builders for which both finders have an all-correct cost",
+    },
+    "affinity_matrix": {
+        "builder": "builder name (one row of the matrix per builder at its effort)",
+        "finder": "finder name (one column per finder at its effort)",
+        "residual": "score minus the builder's mean minus the finder's mean plus the grand mean, "
+        "every mean taken over all observed cells of the one matrix (with matched panels the "
+        "off-diagonal effort blocks are unobserved and left out of every mean)",
+        "score": "the pair's matrix score: mean of the per-run Eq. 1 audited accuracy over the "
+        "pair's formal find runs (each run weighs the same; tasks and build trials pooled)",
+        "runs": "scored formal find runs of the pair",
+        "builder_family": "builder adapter family",
+        "finder_family": "finder adapter family",
+    },
+    "affinity_matrix_family": {
+        "builder_family": "builder adapter family",
+        "finder_family": "finder adapter family",
+        "residual": "unweighted mean of the affinity_matrix residuals of the family's pairs",
+        "cells": "number of builder-finder pairs averaged",
     },
     "affinity": {
         "effort_panel": _PANEL + "; affinity is panel-local: each panel is its own builder x "

@@ -30,6 +30,7 @@ from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
 from metaeval.protocols.buildfind.pack import Pack, PackTask, load_pack
+from metaeval.protocols.buildfind.plan import pair_wanted
 from metaeval.protocols.buildfind.prompts import (
     answers_schema,
     render_builder_prompt,
@@ -247,9 +248,9 @@ class BuildFindRun:
     def _pair_wanted(self, builder: str, finder: str) -> bool:
         """Whether the formal pair is run: always, or with `find_pairs: matched` only when the
         builder's and finder's efforts are equal (a builder no longer configured: kept)."""
-        if self.config.find_pairs != "matched" or builder not in self.builders:
+        if builder not in self.builders:
             return True
-        return self.builders[builder][0].effort == self.finders[finder][0].effort
+        return pair_wanted(self.config, self.builders[builder][0], self.finders[finder][0])
 
     def _check_views(self, run: RunDir) -> None:
         """A view name already run with other globs is refused (its records would be reused)."""

@@ -44,6 +44,10 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
+    "paper_table2": "Table 2 as the paper prints it, with its Build and Find columns.",
+    "paper_table3": "Table 3 as the paper prints it: effort panels side by side, G_task per task "
+    "with (contributing/total) finder cells.",
 }
 
 _PANEL = (
@@ -51,8 +55,28 @@ _PANEL = (
     "and its finders (e.g. high, low); in cross mode builder/finder effort (e.g. high/low)"
 )
 
+_PCT = "percent with one decimal (text; the fraction is in the table it comes from)"
+
 # table -> column -> meaning. Column order here is the documented order.
 TABLE_DOCS: dict[str, dict[str, str]] = {
+    "paper_table1": {
+        "Slice": "calibration slice as the paper names it",
+        "Task": "all (the per-task rows are in calibration)",
+        "Build": "artifacts in the slice; '–' for the controls",
+        "Find": "find runs in the slice",
+        "Accuracy": "mean per-run Eq. 1 accuracy, " + _PCT,
+        "Perfect": "share of all-correct runs, " + _PCT + "; '–' for the controls",
+        "Δ vs. question-only": "lift over question-only accuracy in percentage points",
+    },
+    "paper_table2": {
+        "Slice": "repeatability slice as the paper names it",
+        "Build": "compile-pass artifacts of the formal row; '–' for the controls",
+        "Find": "find runs of the slice (compile-pass panel for the formal row)",
+        "Answer rows": "scored question rows",
+        "3-trial agreement": "share of matched cells whose trials are all correct, " + _PCT,
+        "Reliable questions": "share of questions whose agreement reaches the threshold, " + _PCT,
+    },
+    "paper_table3": {},  # columns named by effort panel and task: see `column_doc`
     "effort_panels": {
         "builder_effort": "builder's configured effort",
         "finder_effort": "finder's configured effort; null for rows that predate the column",
@@ -397,6 +421,13 @@ def table_order(names: list[str] | tuple[str, ...] | set[str]) -> list[str]:
 
 def column_doc(table: str, column: str) -> str | None:
     """The documented meaning of a column, or None."""
+    if table == "paper_table3":  # "<panel> builder", then "<panel> <task>" per task
+        if column == "builder" or column.endswith(" builder"):
+            return "builder of that effort panel (the i-th by name on row i)"
+        return (
+            "G_task of the panel's builder on that task as a percent, with (contributing / "
+            "total) finder cells; '– (0/k)' when no finder cell contributes"
+        )
     return TABLE_DOCS.get(table, {}).get(column)
 
 

@@ -22,6 +22,7 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
+from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
@@ -41,6 +42,7 @@ def run_analysis(
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
+    tables.update(paper_tables(tables))
     tables.update(
         analyze_extras(
             rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM

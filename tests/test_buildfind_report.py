@@ -12,12 +12,8 @@ import pytest
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.report_figures import affinity_figure, kendall_figure, rb_figure
 from metaeval.protocols.buildfind.report_pages import render_report, write_report
-from metaeval.protocols.buildfind.tables import (
-    NOT_DOCUMENTED,
-    TABLE_DOCS,
-    undocumented_columns,
-    write_tables,
-)
+from metaeval.protocols.buildfind.table_docs import TABLE_DOCS
+from metaeval.protocols.buildfind.tables import NOT_DOCUMENTED, undocumented_columns, write_tables
 
 EVIL = "<b>x</b>"
 

@@ -25,7 +25,12 @@ from metaeval.protocols.buildfind.report_figures import (
     kendall_figure,
     rb_figure,
 )
-from metaeval.protocols.buildfind.tables import TABLE_DOCS, TABLE_TITLES, column_doc, table_order
+from metaeval.protocols.buildfind.table_docs import (
+    TABLE_DOCS,
+    TABLE_TITLES,
+    column_doc,
+    table_order,
+)
 from metaeval.records.durable import atomic_write
 from metaeval.report.html import printable_output, shared_css
 from metaeval.report.markdown import markdown_table, md_text

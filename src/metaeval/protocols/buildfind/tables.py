@@ -45,7 +45,7 @@ def _check_name(name: str) -> None:
         raise ConfigError(f"table name {name!r} cannot be used as a file name", field="tables")
 
 
-def _csv_ready(df: pl.DataFrame) -> pl.DataFrame:
+def csv_ready(df: pl.DataFrame) -> pl.DataFrame:
     """Nested columns (lists, structs) become JSON text, which CSV can hold; text cells are
     escaped against CSV injection (`frame_files.csv_escaped`)."""
     from metaeval.protocols.buildfind.frame_files import csv_escaped
@@ -126,8 +126,8 @@ def write_tables(
     for name in table_order(set(tables)):
         df = tables[name]
         csv_path, parquet_path = folder / f"{name}.csv", folder / f"{name}.parquet"
-        # _csv_ready escapes text cells already (the release check writes tables through it)
-        atomic_write(csv_path, _csv_ready(df).write_csv().encode("utf-8"), root=out_dir, mkdir=True)
+        # csv_ready escapes text cells already (the release check writes tables through it)
+        atomic_write(csv_path, csv_ready(df).write_csv().encode("utf-8"), root=out_dir, mkdir=True)
         write_parquet(df, parquet_path, out_dir)
         paths += [csv_path, parquet_path]
     readme = folder / "README.md"

@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit import execution_checks
-from metaeval.protocols.audit.execution_checks import (
-    ExecutionCheckResult,
-    log_tail,
-    run_execution_checks,
-)
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.execution_findings import log_tail
+from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_view import Hints, load_hints, load_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.audit.execution_checks import ExecutionCheckResult, run_execution_checks
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_view import Hints, load_task
 from metaeval.protocols.improve.evaluate import TaskOutcome, evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction

@@ -162,13 +162,18 @@ class Container:
         timeout_s: float,
         user: str | None = None,
         env: Mapping[str, str] | None = None,
+        data: bytes | None = None,
     ) -> ExecResult:
         """Run `script` with bash -c in the container's working directory (as the image's
         user, or `user`), with `env` exported first (passed on stdin, never on the engine's
-        command line or in its environment: `metaeval.sandbox.stdin_env`)."""
+        command line or in its environment: `metaeval.sandbox.stdin_env`), or with `data`
+        as its stdin (not both)."""
         start = time.monotonic()
         as_user = ["-u", user] if user else []
+        if data is not None and env:
+            raise ValueError("a command gets either variables or data on its stdin")
         command, stdin = shell_with_env("bash", script, env)
+        stdin = data if data is not None else stdin
         keep_stdin = ["-i"] if stdin is not None else []
         argv = self.engine.command("exec", *keep_stdin, *as_user, self.name, *command)
         try:

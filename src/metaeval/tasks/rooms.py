@@ -18,6 +18,7 @@ that command, through its stdin (`metaeval.sandbox.stdin_env`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -121,6 +122,14 @@ class ContainerRoom(Room):
             timeout_s=_phase_timeout(self.limits, phase, timeout_s),
             env=self.limits.with_environment(env),
         )
+
+    def write_file(self, path: str, data: bytes, timeout_s: float) -> ExecResult:
+        """Write `data` to the absolute container path `path` in the agent phase, as the
+        image's user (what the agent's own commands could write), creating its directory."""
+        self.box.set_network(self.limits.agent.network)
+        quoted = shlex.quote(path)
+        script = f'mkdir -p -- "$(dirname -- {quoted})" && cat > {quoted}'
+        return self.box.exec(script, timeout_s=timeout_s, data=data)
 
     def close(self) -> None:
         self.box.remove()

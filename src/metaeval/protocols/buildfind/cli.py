@@ -10,12 +10,14 @@ import typer
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
+from metaeval.protocols.buildfind.scaffold import init_cmd
 
 buildfind_app = typer.Typer(
     help="Build-and-find: can agents recover a repository's intended design?", no_args_is_help=True
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
 err = make_console(stderr=True)
+buildfind_app.command("init")(init_cmd)
 
 
 def run_counts_text(counts: dict) -> str:
@@ -44,7 +46,12 @@ def validate_cmd(pack: Annotated[Path, typer.Argument(help="A task pack director
     if problems:
         out.print(format_problems(problems), markup=False, highlight=False)
         raise typer.Exit(1)
-    out.print(f"{pack}: ok")
+    from metaeval.protocols.buildfind.pack import load_pack
+
+    tasks = load_pack(pack).tasks.values()
+    items = sum(len(t.spec.items) for t in tasks)
+    questions = sum(len(t.questions) for t in tasks)
+    out.print(f"{pack}: ok ({len(tasks)} task(s), {items} spec item(s), {questions} question(s))")
 
 
 @buildfind_app.command("plan")
@@ -121,8 +128,25 @@ def run_cmd(
     out.print(
         f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}; tables: {run_dir / 'tables'}"
     )
+    print_pending_labels(run_dir, summary)
     failures = cell_failures(summary.get("failed_cell_reasons") or [], cfg.max_recovery_attempts)
     raise typer.Exit(report_failures(out, failures))
+
+
+def print_pending_labels(run_dir: Path, summary: dict) -> None:
+    """Say when labels/review.csv holds rows only a person can label, and with what."""
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV
+    from metaeval.protocols.buildfind.labels import FILLABLE_LABELS
+
+    pending = summary.get("unlabeled_review_rows")
+    if pending:
+        out.print(
+            f"labels: {pending} row(s) of {run_dir / LABELS_DIR / REVIEW_CSV} wait for a person: "
+            f"fill their label column with {', '.join(FILLABLE_LABELS)} "
+            f"(docs/formats/buildfind.md), then run: metaeval buildfind label {run_dir}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 FAILURE_KINDS = {

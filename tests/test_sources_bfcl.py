@@ -1,7 +1,8 @@
-"""BFCL-style AST checker, the standalone checker copies, the task writer and the loader.
+"""tasks/sources/bfcl*.py: the BFCL-style AST checker, its standalone copies, the task writer
+and the loader.
 
 Every expected verdict below is worked out by hand from the checker rules in the
-metaeval.tasks.sources.bfcl docstring.
+metaeval.tasks.sources.bfcl_checker docstring.
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.sources import bfcl
 from metaeval.tasks.sources.bfcl import (
-    CheckResult,
     bfcl_data_dir,
     canonical_calls,
+    load_bfcl_tasks,
+    write_function_task,
+)
+from metaeval.tasks.sources.bfcl_checker import (
+    CheckResult,
     check_calls,
     check_file,
-    load_bfcl_tasks,
     normalize_string,
     render_checker,
-    write_function_task,
+    sync_checkers,
 )
 from metaeval.tasks.trial import ORACLE, run_trial
 
@@ -577,6 +581,6 @@ def test_sync_checkers_rewrites_stale_copies(tmp_path: Path) -> None:
     shutil.copytree(FC_SUITE, suite)
     stale = suite / "simple-triangle-area" / "tests" / "check.py"
     stale.write_text("# old checker\n")
-    assert bfcl.sync_checkers(suite) == [stale]
+    assert sync_checkers(suite) == [stale]
     assert stale.read_text() == render_checker()
-    assert bfcl.sync_checkers(suite) == []
+    assert sync_checkers(suite) == []

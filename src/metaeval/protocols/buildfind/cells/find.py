@@ -47,19 +47,8 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
     if key["slice"] == "formal":
         build = ctx.builds_view[(key["task"], key["builder"], key["build_trial"])]
     builder_agent = ctx.builders[key["builder"]][0].agent if build else None
-    task = Task(
-        id=key["task"],
-        instruction=prompt,
-        metadata={
-            "answer_schema": answers_schema(pack_task, LETTERS),
-            "seed": seed,
-            "slice": key["slice"],
-            "task_id": key["task"],
-            "pack_task_root": str(pack_task.root),
-            "shuffled": shuffled,
-            "reference_builder": builder_agent,
-        },
-    )
+    metadata = {"seed": seed, "shuffled": shuffled, "reference_builder": builder_agent}
+    task = _finder_task(key, pack_task, prompt, metadata)
     result, view_info = _run_finder(ctx, run, key, build, agent, spec, task, attempt)
     answers, problem = parse_answers(result.submission, orders, pack_task)
     first: dict[str, Any] | None = None
@@ -93,6 +82,25 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
     if first is not None:
         record["unparsable_first_attempt"] = first
     return FindRecord.model_validate(record).as_record()
+
+
+def _finder_task(
+    key: dict[str, Any], pack_task: PackTask, prompt: str, metadata: dict[str, Any]
+) -> Task:
+    """The finder's task: the prompt, the answer schema and what a reference finder reads."""
+    return Task(
+        id=key["task"],
+        instruction=prompt,
+        metadata={
+            "answer_schema": answers_schema(pack_task, LETTERS),
+            "seed": metadata["seed"],
+            "slice": key["slice"],
+            "task_id": key["task"],
+            "pack_task_root": str(pack_task.root),
+            "shuffled": metadata["shuffled"],
+            "reference_builder": metadata["reference_builder"],
+        },
+    )
 
 
 def _run_finder(

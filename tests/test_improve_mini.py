@@ -29,8 +29,8 @@ from metaeval.protocols.improve import init_target as init_module
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.init_target import MINI_VERSION, init_target
-from metaeval.protocols.improve.node_eval import SRC_DIR
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
+from metaeval.protocols.improve.node_eval import SRC_DIR
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.pact.protocol import ActRequest, Observation, ResetRequest
 from metaeval.protocols.improve.profiles import SystemProfile

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
+from metaeval.protocols.improve.records import FEEDBACK, trial_path
 from metaeval.records import RunDir, redact
 from metaeval.records.manifest import MANIFEST_NAME, read_manifest
 from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import NodeEval, Plan
+    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.records import NodeEval
 
 
 def open_bundle(plan: Plan) -> RunDir:
@@ -293,7 +295,7 @@ def write_summary_files(
     )
     final = {}
     if ledger:
-        packet = plan.bundle / "trials" / f"{ledger[-1]['trial']:03d}" / "feedback_packet.json"
+        packet = trial_path(plan.bundle, ledger[-1]["trial"]) / FEEDBACK
         if packet.exists():
             final = json.loads(packet.read_text())
     files.json("final_feedback_packet.json", final)

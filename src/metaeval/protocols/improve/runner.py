@@ -10,17 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from pydantic import ValidationError
+
+from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
-from metaeval.protocols.improve.loop import (
-    BASELINE_EVAL,
-    LEDGER,
-    LEDGER_NAME,
-    NodeEval,
-    Plan,
-    TrialLoop,
-)
+from metaeval.protocols.improve.loop import Plan, TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
+from metaeval.protocols.improve.records import BASELINE_EVAL, LEDGER, LEDGER_NAME, NodeEval
 from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
@@ -190,11 +187,9 @@ def rerender(bundle: Path) -> list[Path]:
         ) from exc
     baseline_data = _bundle_json(bundle, BASELINE_EVAL)
     try:
-        baseline = NodeEval(**baseline_data)
-    except TypeError as exc:
-        raise ConfigError(
-            f"not a baseline evaluation: {exc}", file=str(bundle / BASELINE_EVAL)
-        ) from exc
+        baseline = NodeEval.model_validate(baseline_data)
+    except ValidationError as exc:
+        raise validation_error(exc, file=bundle / BASELINE_EVAL) from None
     try:
         run = RunDir.open_existing(bundle, "improve")
     except RecursionError:  # a layers.jsonl line nested too deeply for the JSON parser

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.errors import RecordIntegrityError
 from metaeval.protocols.improve.records import FEEDBACK, trial_path
 from metaeval.records import RunDir, redact
-from metaeval.records.manifest import MANIFEST_NAME, read_manifest
+from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
 from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
@@ -55,9 +55,15 @@ def open_bundle(plan: Plan) -> RunDir:
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 
+CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits")
+"""The resolved manifest's keys that fix what a trial means; a resume may not change them."""
+
+
 def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     """Refuse a resume whose budget, seed, meta-agent limits or suites differ from the
-    bundle's, in words."""
+    bundle's, in words. Settings are compared by the run directory's one rule
+    (`records.manifest.diff_hashes`, "setting 'seed' changed: 0 -> 7"); a setting the bundle
+    did not record yet (an older metaeval) is not compared."""
     path = bundle / "resolved_manifest.json"
     if not path.is_file():
         return
@@ -65,11 +71,9 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
         before = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
-    changes = [
-        f"{key} changed: {before[key]} -> {resolved.get(key)}"
-        for key in ("trial_budget", "seed", "meta_agent_limits")
-        if key in before and before[key] != resolved.get(key)
-    ]
+    old = {key: before[key] for key in CONTRACT_SETTINGS if key in before}
+    new = {key: resolved.get(key) for key in old}
+    changes = diff_hashes(setting_hashes(old), setting_hashes(new), old, new)
     for split, suite in (before.get("suites") or {}).items():
         now = (resolved.get("suites") or {}).get(split) or {}
         if suite.get("tasks") != now.get("tasks"):

@@ -55,7 +55,7 @@ def open_bundle(plan: Plan) -> RunDir:
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 
-CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits")
+CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "models")
 """The resolved manifest's keys that fix what a trial means; a resume may not change them."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +18,7 @@ from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_
 from metaeval.protocols.improve.loop import Plan, TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
 from metaeval.protocols.improve.records import BASELINE_EVAL, LEDGER, LEDGER_NAME, NodeEval
-from metaeval.protocols.improve.resolve import resolve_manifest
+from metaeval.protocols.improve.resolve import resolve_manifest, with_models
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
@@ -55,12 +55,14 @@ def build_plan(
     output: Path | None = None,
     budget: int | None = None,
     host_env: Sequence[str] = (),
+    models: Mapping[str, str | None] | None = None,
 ) -> tuple[Plan, Any]:
     """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
 
-    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`).
+    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
+    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`).
     """
-    resolved = resolve_manifest(manifest_path)
+    resolved = with_models(resolve_manifest(manifest_path), **(models or {}))
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
     if bundle.exists() and not bundle.is_dir():
@@ -78,6 +80,10 @@ def build_plan(
     # the contract as it runs: the effective budget (`--budget` included) and every suite's
     # content, so a resume with any of them changed is refused (see `open_bundle`)
     resolved_json["trial_budget"] = budget or manifest.trial_budget
+    resolved_json["models"] = {
+        "target": resolved.manifest.sum.model,
+        "meta_agent": resolved.sut.meta_agent.model,
+    }
     resolved_json["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
@@ -109,15 +115,15 @@ def build_plan(
         selection_gate=held.selection_gate,
         trial_budget=budget or manifest.trial_budget,
         step_timeout_s=manifest.budget_step_timeout_s,
-        max_steps_per_task=manifest.target_budget.max_steps_per_task,
-        task_timeout_s=manifest.target_budget.task_timeout_s,
+        max_steps_per_task=resolved.target_budget.max_steps_per_task,
+        task_timeout_s=resolved.target_budget.task_timeout_s,
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
         meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
-        sut_config=str(manifest.sut.sut_config),
+        sut_config=resolved.sut_source,
         documents={
             "source_manifest.json": resolved.source_text,
             "resolved_manifest.json": resolved_json,
@@ -150,9 +156,10 @@ def run_experiment(
     budget: int | None = None,
     meta_agent: Any = None,
     host_env: Sequence[str] = (),
+    models: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget, host_env)
+    plan, spec = build_plan(manifest_path, output, budget, host_env, models)
     agent = meta_agent or make_meta_agent(spec.model_dump())
     return TrialLoop(plan, agent).run()
 

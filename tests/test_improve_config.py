@@ -273,6 +273,7 @@ def test_launch_profile_and_boundary_file_are_resolved_and_hashed(tree: Path) ->
     )
     sut = read_json(tree / "suts" / "toolloop_sut.json")
     sut["launch_profile"] = "../profiles/meta.json"
+    sut["meta_agent"] = {"agent": "pact"}  # the lane that runs a launch profile's server
     write_json(tree / "suts" / "toolloop_sut.json", sut)
     boundary = write_json(tree / "boundaries" / "narrow.json", {"allowed": ["target_agent/x"]})
     edit_manifest(

@@ -93,8 +93,8 @@ def test_an_inline_sut_profile_boundary_and_a_suite_directory_need_no_other_file
         "output": "out",
     }
     (root / "manifest.json").write_text(json.dumps(manifest))
-    plan, spec = build_plan(root / "manifest.json")
-    assert spec.agent == "scripted" and plan.meta_max_steps == 7
+    plan, resolved_manifest = build_plan(root / "manifest.json")
+    assert resolved_manifest.sut.meta_agent.agent == "scripted" and plan.meta_max_steps == 7
     assert [t.name for t in plan.optimize_tasks] == json.loads(
         (TERMINAL / "suite.json").read_text()
     )["splits"]["optimize"]

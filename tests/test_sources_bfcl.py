@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
-from metaeval.tasks.harbor import load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.sources import bfcl

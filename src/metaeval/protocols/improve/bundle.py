@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from metaeval.errors import RecordIntegrityError
 from metaeval.protocols.improve.records import FEEDBACK, trial_path
 from metaeval.records import RunDir, redact
+from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
-from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import Plan
@@ -55,7 +55,7 @@ def open_bundle(plan: Plan) -> RunDir:
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 
-CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "models")
+CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models")
 """The resolved manifest's keys that fix what a trial means; a resume may not change them."""
 
 
@@ -182,6 +182,23 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
             )
             for key in ("input_tokens", "output_tokens")
         },
+        **_target_totals(baseline, ledger),
+    }
+
+
+def _target_totals(baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
+    """The target's tokens and cost over the baseline's and every candidate's evaluation
+    (ledger entries written before these were recorded count as unknown cost)."""
+    usages = [getattr(baseline, "target_usage", None)]
+    usages += [e.get("target") for e in ledger if e.get("candidate_commit")]
+    known = [u for u in usages if u]
+    return {
+        "target_cost_usd": _total((u or {}).get("cost_usd") for u in usages),
+        "target_tokens": {
+            key: sum(int(u.get(key) or 0) for u in known)
+            for key in ("input_tokens", "output_tokens")
+        },
+        "target_usage_sources": sorted({str(u.get("source")) for u in known}),
     }
 
 

@@ -62,6 +62,14 @@ def run_cmd(
     meta_model: Annotated[
         str | None, typer.Option(help="Model of the meta-agent only (wins over -M).")
     ] = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Where tasks and their verifiers run: bwrap (every task in bubblewrap), "
+            "auto (a task with a Dockerfile or image in its own container when Docker or "
+            "Podman works, else bubblewrap), docker or podman (that engine, required)."
+        ),
+    ] = "bwrap",
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.exit_codes import report_failures
@@ -72,8 +80,10 @@ def run_cmd(
     host_env = host_env_names(allow_host_env or [])
     models = {"model": model, "target_model": target_model, "meta_model": meta_model}
     # the bundle path, planned first (suites may change)
-    plan, _ = build_plan(manifest, output, budget, host_env, models)
-    summary = run_experiment(manifest, output, budget, host_env=host_env, models=models)
+    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models)
+    summary = run_experiment(
+        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models
+    )
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
     failures = framework_failures(plan.bundle, summary["trials_consumed"])

@@ -47,7 +47,7 @@ DEFAULT_TARGET_REPO = "target"
 DEFAULT_META_MAX_STEPS = 40
 """Steps a meta-agent gets per trial when the SUT config sets no `max_steps`."""
 
-MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli"]
+MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli", "pact"]
 Contract = Literal["patch/1", "edit/1"]
 SelectionGate = Literal["record_only", "must_not_regress", "must_improve"]
 
@@ -75,7 +75,9 @@ class SutConfig(_Strict):
     `contract` fixes what one proposal is: `patch/1` - the meta-agent returns a unified diff and
     names the parent it was derived from; `edit/1` - the meta-agent edits the optimizer
     worktree and the framework takes the diff against the parent. `launch_profile` is the
-    meta-agent's SystemProfile (recorded only: metaeval starts its lanes itself);
+    meta-agent's SystemProfile: the PACT server of the `pact` lane, which the harness launches
+    and drives each trial (`metaeval.protocols.improve.pact.meta_agent`); the other lanes are
+    started by metaeval itself and refuse a launch profile;
     `sum_profile` is the target-agent SystemProfile, which declares `mutable_root` and
     `allowed_mutation_paths`. Either is a path (relative to the file that holds this SUT
     config) or the profile itself, inline; without a `sum_profile` the target is the toolloop

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
+from metaeval.engine.progress import StepProgress
 from metaeval.errors import MetaevalError, RetryableRunError
-from metaeval.progress import StepProgress
 from metaeval.protocols.improve.boundary import MutationBoundary
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.protocols.improve.config import TargetModelSettings
@@ -98,6 +98,7 @@ class Plan:
     command_timeout_s: float = 30.0
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
+    sandbox: str = "bwrap"  # where tasks run: bwrap, auto, docker, podman (episode_room)
     meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
     meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
@@ -286,6 +287,7 @@ class TrialLoop:
                 usage=output.usage,
                 cost_usd=output.cost_usd,
             ),
+            target=None if node is None else node.target_usage,
             patch_bytes=len(got.patch.encode()),
             wall_clock_s=round(time.time() - started, 3),
         ).model_dump()

@@ -13,8 +13,8 @@ import queue
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
-from metaeval.executor import selected_backend
 from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.feedback import keep_task_logs
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
@@ -37,6 +37,8 @@ def suite_summary(result: Any) -> dict[str, Any]:
             "reward": o.reward,
             "steps": o.steps,
             "reason": o.reason,
+            "backend": o.backend,
+            "usage": o.usage,
         }
         for o in result.outcomes
     ]
@@ -48,6 +50,29 @@ def suite_summary(result: Any) -> dict[str, Any]:
         "target_errors": result.target_errors,
         "tasks": outcomes,
     }
+
+
+def target_usage(
+    counted: dict[str, Any] | None, node: NodeEval, free: bool = False
+) -> dict[str, Any]:
+    """The target's tokens and cost in one evaluation (retry included): the gateway's count
+    when the harness's gateway served its model; otherwise (a local model server, a model the
+    target loads itself, no model) the per-step usage the target reported over PACT, summed
+    over the suites' tasks, labelled `target_reported` (the candidate's own word), cost 0
+    when the model costs nothing (`free`: a local model, or none) or no tokens were used,
+    else unknown."""
+    if counted is not None:
+        return counted
+    rows = [t for s in (node.optimize, node.held_out) if s for t in s.get("tasks", [])]
+    totals = {"input_tokens": 0, "output_tokens": 0}
+    for row in rows:
+        usage = row.get("usage") or {}
+        for key in totals:
+            value = usage.get(key)
+            totals[key] += value if isinstance(value, int) and value > 0 else 0
+    used = totals["input_tokens"] + totals["output_tokens"]
+    cost = 0.0 if free or not used else None
+    return {"source": "target_reported", **totals, "cost_usd": cost}
 
 
 LOG_TAIL_LINES = 6
@@ -90,9 +115,12 @@ class NodeEvaluator:
         """Score the target in `worktree` on the suites; an evaluation in which the harness
         could not run some task is tried once more, and if it fails again it is a
         framework failure (not comparable with its parent, never promoted)."""
+        mark = self.model_service.usage_mark()
         node = self._evaluate_once(worktree, label, out_dir, held_out)
         if node.status == "framework_failure" and node.optimize is not None:
             node = self._evaluate_once(worktree, f"{label}-retry", out_dir, held_out)
+        counted = self.model_service.usage_since(mark)
+        node.target_usage = target_usage(counted, node, free=self.model_service.free())
         return node
 
     def _evaluate_once(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
@@ -208,4 +236,5 @@ class NodeEvaluator:
             command_timeout_s=plan.command_timeout_s,
             work_root=work_root,
             host_env=plan.host_env,
+            sandbox=plan.sandbox,
         )

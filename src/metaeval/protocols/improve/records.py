@@ -56,6 +56,7 @@ class NodeEval(_Record):
     optimize: dict[str, Any] | None = None
     held_out: dict[str, Any] | None = None
     error: str | None = None
+    target_usage: dict[str, Any] | None = None  # the target's model calls (`target_usage`)
 
     @property
     def optimize_score(self) -> Number | None:
@@ -92,6 +93,7 @@ class LedgerEntry(_Record):
     held_out_score: Number | None = None
     task_failures: int = 0
     meta_agent: MetaAgentRun | None = None
+    target: dict[str, Any] | None = None  # the target's model usage in this evaluation
     patch_bytes: int = 0
     wall_clock_s: Number | None = None
 

@@ -138,6 +138,33 @@ def load_system_profile(path: Path) -> SystemProfile:
     return _validate(SystemProfile, _read_json_object(path))
 
 
+def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_path: Path) -> None:
+    """A launch profile is honoured by the `pact` lane only, which needs one; its server runs
+    in the optimizer worktree, so a profile naming another working directory is refused."""
+    lane = sut.meta_agent.agent
+    if lane == "pact" and profile is None:
+        raise ConfigError(
+            "the pact meta-agent lane is the PACT server a launch_profile describes; none given",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if lane != "pact" and profile is not None:
+        raise ConfigError(
+            f"the meta-agent lane '{lane}' is started by metaeval itself and cannot honour a "
+            "launch profile; remove launch_profile, or set meta_agent.agent to 'pact' to run "
+            "the profile's PACT server as the meta-agent",
+            file=str(sut_path),
+            field="launch_profile",
+        )
+    if profile is not None and profile.cwd is not None and str(profile.cwd) != ".":
+        raise ConfigError(
+            f"cwd {profile.cwd}: the meta-agent's server runs in the optimizer worktree; "
+            "leave cwd out or set it to '.'",
+            file=str(sut.launch_profile if isinstance(sut.launch_profile, Path) else sut_path),
+            field="cwd",
+        )
+
+
 def _absolute_sut(sut: SutConfig, sut_path: Path) -> SutConfig:
     """`sut` with its profile paths made absolute against the file that holds it."""
 
@@ -303,6 +330,7 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
 
     sut, launch_profile, sum_profile = _resolve_sut(manifest, manifest_path, files)
     sut_path = manifest_path if not isinstance(manifest.sut, SutRef) else files["sut_config"].path
+    _check_launch_profile(sut, launch_profile, sut_path)
 
     # layer 1: suite configs (relative to the manifest)
     ev = manifest.evaluation

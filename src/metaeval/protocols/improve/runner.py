@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
+from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.loop import Plan, TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
 from metaeval.protocols.improve.records import BASELINE_EVAL, LEDGER, LEDGER_NAME, NodeEval
@@ -55,13 +56,19 @@ def build_plan(
     output: Path | None = None,
     budget: int | None = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
     models: Mapping[str, str | None] | None = None,
 ) -> tuple[Plan, Any]:
-    """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
+    """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
     `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
+    `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`);
     `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`).
     """
+    try:
+        check_sandbox(sandbox)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="sandbox") from None
     resolved = with_models(resolve_manifest(manifest_path), **(models or {}))
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
@@ -84,6 +91,7 @@ def build_plan(
         "target": resolved.manifest.sum.model,
         "meta_agent": resolved.sut.meta_agent.model,
     }
+    resolved_json["sandbox"] = sandbox  # where the tasks and their verifiers run
     resolved_json["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
@@ -95,9 +103,7 @@ def build_plan(
         "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
         "max_steps": sut.max_steps,
         "tool_menu": list(sut.tool_menu) or "full",
-        "launch_profile": "recorded only: metaeval starts its meta-agent lanes itself"
-        if sut.launch_profile
-        else None,
+        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
     }
     held = manifest.evaluation.held_out
     plan = Plan(
@@ -120,6 +126,7 @@ def build_plan(
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
+        sandbox=sandbox,
         meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
@@ -147,7 +154,7 @@ def build_plan(
             "sum_boundary.json": json.loads(boundary.to_json()),
         },
     )
-    return plan, resolved.sut.meta_agent
+    return plan, resolved
 
 
 def run_experiment(
@@ -156,11 +163,14 @@ def run_experiment(
     budget: int | None = None,
     meta_agent: Any = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
     models: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget, host_env, models)
-    agent = meta_agent or make_meta_agent(spec.model_dump())
+    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox, models)
+    agent = meta_agent or make_meta_agent(
+        resolved.sut.meta_agent.model_dump(), launch_profile=resolved.launch_profile
+    )
     return TrialLoop(plan, agent).run()
 
 

@@ -316,6 +316,60 @@ def _view_identity(view: ResolvedSuite) -> tuple[str, str | None]:
     return where, view.split_id
 
 
+def _resolve_views(
+    manifest: ExperimentManifest, manifest_path: Path, files: dict[str, FileRecord]
+) -> tuple[ResolvedSuite, ResolvedSuite | None]:
+    """The optimize and (when required) held-out views; they may not be the same view."""
+    ev = manifest.evaluation
+    optimize, loaded = _suite_view(
+        "optimize",
+        ev.optimize.suite_config,
+        ev.optimize.split_id,
+        manifest_path,
+        "evaluation.optimize.suite_config",
+    )
+    files["optimize_suite"] = loaded.record
+    if not ev.held_out.required:
+        return optimize, None
+    assert ev.held_out.suite_config is not None  # HeldOut validation guarantees it
+    held_out, loaded = _suite_view(
+        "held_out",
+        ev.held_out.suite_config,
+        ev.held_out.split_id,
+        manifest_path,
+        "evaluation.held_out.suite_config",
+    )
+    files["held_out_suite"] = loaded.record
+    if _view_identity(held_out) == _view_identity(optimize):
+        raise ConfigError(
+            "the held-out view is the same suite and split as the optimize view "
+            f"(split {held_out.split_id!r}); held-out tasks must never be optimized on",
+            file=_show(manifest_path),
+            field="evaluation.held_out.split_id",
+        )
+    return optimize, held_out
+
+
+def _resolve_boundary(
+    manifest: ExperimentManifest, manifest_path: Path, files: dict[str, FileRecord]
+) -> tuple[Path | None, dict[str, Any] | None]:
+    """The mutation policy's boundary: (its file, its content as written), or inline."""
+    policy = manifest.mutation_policy
+    if isinstance(policy.boundary, Path):
+        boundary_path = _resolve_ref(policy.boundary, manifest_path)
+        loaded = _read_json_object(
+            boundary_path,
+            referenced_by=manifest_path,
+            ref_field="mutation_policy.boundary",
+            ref=policy.boundary,
+        )
+        files["boundary"] = loaded.record
+        return boundary_path, loaded.data
+    if policy.boundary is not None:  # inline in the manifest: the fields it sets
+        return None, policy.boundary.model_dump(mode="json", exclude_unset=True)
+    return None, None
+
+
 def resolve_manifest(path: Path | str) -> ResolvedManifest:
     """Load, validate, hash and resolve one experiment manifest and every file it references.
 
@@ -332,51 +386,9 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
     sut_path = manifest_path if not isinstance(manifest.sut, SutRef) else files["sut_config"].path
     _check_launch_profile(sut, launch_profile, sut_path)
 
-    # layer 1: suite configs (relative to the manifest)
-    ev = manifest.evaluation
-    optimize, loaded = _suite_view(
-        "optimize",
-        ev.optimize.suite_config,
-        ev.optimize.split_id,
-        manifest_path,
-        "evaluation.optimize.suite_config",
-    )
-    files["optimize_suite"] = loaded.record
-    held_out: ResolvedSuite | None = None
-    if ev.held_out.required:
-        assert ev.held_out.suite_config is not None  # HeldOut validation guarantees it
-        held_out, loaded = _suite_view(
-            "held_out",
-            ev.held_out.suite_config,
-            ev.held_out.split_id,
-            manifest_path,
-            "evaluation.held_out.suite_config",
-        )
-        files["held_out_suite"] = loaded.record
-        if _view_identity(held_out) == _view_identity(optimize):
-            raise ConfigError(
-                "the held-out view is the same suite and split as the optimize view "
-                f"(split {held_out.split_id!r}); held-out tasks must never be optimized on",
-                file=shown_manifest,
-                field="evaluation.held_out.split_id",
-            )
-
-    # mutation policy
+    optimize, held_out = _resolve_views(manifest, manifest_path, files)
     policy = manifest.mutation_policy
-    boundary_path: Path | None = None
-    boundary: dict[str, Any] | None = None
-    if isinstance(policy.boundary, Path):
-        boundary_path = _resolve_ref(policy.boundary, manifest_path)
-        loaded = _read_json_object(
-            boundary_path,
-            referenced_by=manifest_path,
-            ref_field="mutation_policy.boundary",
-            ref=policy.boundary,
-        )
-        boundary = loaded.data
-        files["boundary"] = loaded.record
-    elif policy.boundary is not None:  # inline in the manifest
-        boundary = policy.boundary.model_dump(mode="json", exclude_unset=True)
+    boundary_path, boundary = _resolve_boundary(manifest, manifest_path, files)
     if policy.source == "sum_profile" and not sum_profile.mutable_root:
         raise ConfigError(
             "mutation_policy.source is 'sum_profile' but this target-agent profile declares "
@@ -402,12 +414,12 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
             "baseline": manifest.baseline.model_copy(
                 update={"repo": repo, "base_commit": base_commit}
             ),
-            "evaluation": ev.model_copy(
+            "evaluation": manifest.evaluation.model_copy(
                 update={
                     "optimize": SuiteRef(
                         suite_config=optimize.suite_config, split_id=optimize.split_id
                     ),
-                    "held_out": ev.held_out.model_copy(
+                    "held_out": manifest.evaluation.held_out.model_copy(
                         update={
                             "suite_config": held_out.suite_config if held_out else None,
                             "split_id": held_out.split_id if held_out else None,

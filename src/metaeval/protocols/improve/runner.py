@@ -51,6 +51,53 @@ def suite_hash(tasks: Sequence[Path]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _contract_json(
+    resolved: Any, budget: int | None, sandbox: str, suites: dict[str, list[Path] | None]
+) -> dict[str, Any]:
+    """resolved_manifest.json: the resolved manifest and the contract as it runs: the
+    effective budget (`--budget` included), models, sandbox, every suite's content and the
+    meta-agent's limits, so a resume with any of them changed is refused (`open_bundle`)."""
+    manifest, sut = resolved.manifest, resolved.sut
+    data: dict[str, Any] = resolved.to_json()
+    data["trial_budget"] = budget or manifest.trial_budget
+    data["models"] = {"target": manifest.sum.model, "meta_agent": sut.meta_agent.model}
+    data["sandbox"] = sandbox  # where the tasks and their verifiers run
+    data["suites"] = {
+        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
+        for split, tasks in suites.items()
+        if tasks is not None
+    }
+    # the meta-agent's limits as they run (Plan.meta_*): the SUT config's, with its defaults
+    data["meta_agent_limits"] = {
+        "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
+        "max_steps": sut.max_steps,
+        "tool_menu": list(sut.tool_menu) or "full",
+        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
+    }
+    return data
+
+
+def _sut_contract(resolved: Any) -> dict[str, Any]:
+    """sut_contract.json: the SUT and what one proposal receives and returns."""
+    return {
+        "sut": resolved.sut.model_dump(mode="json"),
+        "contract": resolved.sut.contract,
+        "contract_input": [
+            "trial",
+            "parent",
+            "target_state",
+            "feedback",
+            "parent_results",
+            "invalid_trials",
+            "boundary",
+            "remaining_budget",
+            "suites",
+        ],
+        "contract_output": "edit/1: edits in the worktree, diff taken by the harness; "
+        "patch/1: a unified diff naming its parent",
+    }
+
+
 def build_plan(
     manifest_path: Path,
     output: Path | None = None,
@@ -78,33 +125,14 @@ def build_plan(
             file=str(manifest_path) if output is None else None,
             field="output",
         )
-    resolved_json = resolved.to_json()
     boundary = _boundary(resolved)
     optimize_tasks, optimize_config = _tasks(resolved.optimize)
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
-    # the contract as it runs: the effective budget (`--budget` included) and every suite's
-    # content, so a resume with any of them changed is refused (see `open_bundle`)
-    resolved_json["trial_budget"] = budget or manifest.trial_budget
-    resolved_json["models"] = {
-        "target": resolved.manifest.sum.model,
-        "meta_agent": resolved.sut.meta_agent.model,
-    }
-    resolved_json["sandbox"] = sandbox  # where the tasks and their verifiers run
-    resolved_json["suites"] = {
-        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
-        for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
-        if tasks is not None
-    }
+    suites = {"optimize": optimize_tasks, "held_out": held_tasks}
+    resolved_json = _contract_json(resolved, budget, sandbox, suites)
     sut = resolved.sut
-    # the meta-agent's limits as they run (Plan.meta_*): the SUT config's, with its defaults
-    resolved_json["meta_agent_limits"] = {
-        "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
-        "max_steps": sut.max_steps,
-        "tool_menu": list(sut.tool_menu) or "full",
-        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
-    }
     held = manifest.evaluation.held_out
     plan = Plan(
         bundle=bundle,
@@ -134,23 +162,7 @@ def build_plan(
         documents={
             "source_manifest.json": resolved.source_text,
             "resolved_manifest.json": resolved_json,
-            "sut_contract.json": {
-                "sut": resolved.sut.model_dump(mode="json"),
-                "contract": resolved.sut.contract,
-                "contract_input": [
-                    "trial",
-                    "parent",
-                    "target_state",
-                    "feedback",
-                    "parent_results",
-                    "invalid_trials",
-                    "boundary",
-                    "remaining_budget",
-                    "suites",
-                ],
-                "contract_output": "edit/1: edits in the worktree, diff taken by the harness; "
-                "patch/1: a unified diff naming its parent",
-            },
+            "sut_contract.json": _sut_contract(resolved),
             "sum_boundary.json": json.loads(boundary.to_json()),
         },
     )

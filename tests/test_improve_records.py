@@ -8,6 +8,7 @@ back with the bundle's own encodings, and must come out as the same bytes.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,24 @@ def test_a_record_missing_its_key_fields_is_refused() -> None:
         LedgerEntry.model_validate({"trial": 1, "parent_id": "baseline"})
     with pytest.raises(ValidationError, match="status"):
         NodeEval.model_validate({"x": 1})
+
+
+def test_improve_report_reads_the_ledger_through_its_model(tmp_path: Path) -> None:
+    """A ledger line that lacks a field is refused naming the file, the line and the field;
+    the bundle's reports are not rewritten from it."""
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.improve.runner import rerender
+
+    bundle = tmp_path / "improve-demo"
+    shutil.copytree(BUNDLE, bundle)
+    assert rerender(bundle)  # the intact bundle re-renders
+    lines = (bundle / LEDGER).read_text().splitlines()
+    broken = json.loads(lines[1])
+    del broken["candidate_id"]
+    (bundle / LEDGER).write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n")
+    report = (bundle / "report.md").read_bytes()
+    with pytest.raises(ConfigError, match="line 2: required field is missing") as error:
+        rerender(bundle)
+    assert error.value.field == "candidate_id"
+    assert error.value.file == str(bundle / LEDGER)
+    assert (bundle / "report.md").read_bytes() == report

@@ -18,7 +18,13 @@ from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.loop import Plan, TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
-from metaeval.protocols.improve.records import BASELINE_EVAL, LEDGER, LEDGER_NAME, NodeEval
+from metaeval.protocols.improve.records import (
+    BASELINE_EVAL,
+    LEDGER,
+    LEDGER_NAME,
+    LedgerEntry,
+    NodeEval,
+)
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
@@ -231,6 +237,7 @@ def rerender(bundle: Path) -> list[Path]:
             raise ConfigError(
                 "a record is nested too deeply to read", file=str(bundle / LEDGER)
             ) from None
+        _check_ledger(ledger, bundle / LEDGER)
         try:
             write_summary_files(plan, baseline, ledger, files)  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -243,6 +250,20 @@ def rerender(bundle: Path) -> list[Path]:
     finally:
         run.close()
     return [bundle / "report.md", bundle / "report.html"]
+
+
+def _check_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
+    """Every ledger line read through its record model (`records.LedgerEntry`): a line that
+    lacks a field or has a wrong type is a ConfigError naming the line and the field."""
+    for number, entry in enumerate(ledger, 1):
+        try:
+            LedgerEntry.model_validate(entry)
+        except ValidationError as exc:
+            error = validation_error(exc, file=path)
+            message = str(error).removeprefix(f"{path}: field '{error.field}': ")
+            raise ConfigError(
+                f"line {number}: {message}", file=str(path), field=error.field
+            ) from None
 
 
 def _bundle_json(bundle: Path, name: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tasks.safe_json",
             "config_files",
             "examples",
+            "scaffold_files",
         ),
     ),
     ("models", ("models", "transient")),
@@ -54,7 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocols", ("protocols",)),
     ("demo", ("demo",)),
     ("view", ("view",)),
-    ("cli", ("cli", "cli_help", "schemas")),
+    ("cli", ("cli", "cli_help", "schemas", "doctor")),
 ]
 
 BIG, HUGE, LONG_FUNCTION = 400, 700, 60
@@ -134,7 +135,9 @@ def scan(root: Path) -> dict[str, Module]:
         text = path.read_text(encoding="utf-8")
         name = dotted(root, path)
         tree = ast.parse(text, filename=str(path))
-        modules[name] = Module(name, path, len(text.splitlines()), long_functions=_long_functions(tree))
+        modules[name] = Module(
+            name, path, len(text.splitlines()), long_functions=_long_functions(tree)
+        )
         trees[name] = tree
     for name, module in modules.items():
         is_package = module.path.name == "__init__.py"
@@ -205,7 +208,7 @@ def layer_of(name: str) -> tuple[int, str]:
                     parts = inner.split(".")
                     return rank, "protocols." + (parts[1] if len(parts) > 1 else "")
                 return rank, label
-    raise SystemExit(f"code_shape: no layer declared for {name}")
+    return -1, "undeclared"
 
 
 def layer_breaks(modules: dict[str, Module]) -> list[tuple[str, str]]:
@@ -215,6 +218,8 @@ def layer_breaks(modules: dict[str, Module]) -> list[tuple[str, str]]:
         rank, label = layer_of(name)
         for target in module.imports:
             target_rank, target_label = layer_of(target)
+            if rank < 0 or target_rank < 0:
+                continue  # listed apart: a module no layer claims
             across = (
                 label.startswith("protocols.")
                 and target_label.startswith("protocols.")
@@ -245,6 +250,9 @@ def main(argv: list[str]) -> int:
     print(f"| functions over {LONG_FUNCTION} lines | {len(long_fns)} |")
     print(f"| import cycles between files (lazy imports included) | {len(found_cycles)} |")
     print(f"| imports running down-to-up | {len(breaks)} |")
+    undeclared = sorted(name for name in modules if layer_of(name)[0] < 0)
+    if undeclared:
+        print(f"| modules in no declared layer (add them to LAYERS) | {len(undeclared)} |")
     if details:
         print("\nmodules over", BIG)
         for m in big:
@@ -258,6 +266,9 @@ def main(argv: list[str]) -> int:
         print("\nlayer breaks")
         for src, dst in breaks:
             print(f"  {src} -> {dst}")
+        print("\nmodules in no declared layer")
+        for name in undeclared:
+            print(f"  {name}")
     return 0
 
 

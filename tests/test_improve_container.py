@@ -21,7 +21,8 @@ from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.pact.protocol import CommandAction, WriteFileAction
 from metaeval.protocols.improve.runner import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
-from metaeval.sandbox.container import find_engine, image_exists
+from metaeval.sandbox.container import find_engine
+from metaeval.tasks.images import image_exists
 from test_improve_evaluate import ScriptedClient
 
 BASE = "python:3.12-slim"

@@ -80,7 +80,9 @@ def test_state_api_and_page_follow_a_run_that_appends(tmp_path: Path) -> None:
     try:
         add_cell(run, "t0", 0)
         rid = viewer.run_id("live")
+        listed = get_json(viewer, "/api/state")
         first = get_json(viewer, f"/api/run/{rid}/state")
+        assert listed["runs"] == {rid: first["version"]}
         assert first["running"] is True and "audits.jsonl" in first["files"]
         assert get_json(viewer, f"/api/run/{rid}/findings")["total"] == 1
         assert "running (1 of 12 cells)" in viewer.page(f"/run/{rid}")
@@ -102,6 +104,8 @@ def test_state_api_and_page_follow_a_run_that_appends(tmp_path: Path) -> None:
         assert final and len(seen) >= 2 and totals == sorted(totals)
         size = get_json(viewer, f"/api/run/{rid}/state")["files"]["audits.jsonl"][0]
         assert size == (tmp_path / "runs" / "live" / "audits.jsonl").stat().st_size
+        assert get_json(viewer, "/api/state")["version"] != listed["version"]
+        assert "running (4 of 12 cells)" in viewer.page("/")  # the runs list
         page = viewer.page(f"/run/{rid}")
         assert "running (4 of 12 cells)" in page
         assert "Live finding number 3 &lt;b&gt;bold?&lt;/b&gt;" in page

@@ -20,11 +20,7 @@ from metaeval.sandbox.bwrap import sandbox_env
 from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
 from metaeval.sandbox.python_env import sandbox_path
 from metaeval.sandbox.workspace import Workspace, _shell_argv
-from metaeval.tasks.harbor_root import (
-    APP_DIR,
-    build_harbor_root_argv,
-    harbor_sandbox_unavailable,
-)
+from metaeval.tasks.harbor_root import APP_DIR, build_harbor_root_argv, harbor_sandbox_unavailable
 
 
 class TaskRootWorkspace(Workspace):

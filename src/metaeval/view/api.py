@@ -16,8 +16,12 @@ import hashlib
 import os
 from typing import Any
 
-from metaeval.view import audit_pages, buildfind_pages, improve_pages
+from metaeval.view import audit_pages
+from metaeval.view.lazy import LazyModule
 from metaeval.view.runs import Run
+
+buildfind_pages = LazyModule("metaeval.view.buildfind_pages")
+improve_pages = LazyModule("metaeval.view.improve_pages")
 
 WATCHED = ("manifest.json", "summary.json", "score.json", "review.csv", "lineage_summary.json")
 MAX_PER_PAGE = 1000

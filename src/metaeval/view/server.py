@@ -16,6 +16,7 @@ cannot read) and, when the browser sends them, an ``Origin`` of this server and
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -34,18 +35,16 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from metaeval.errors import ConfigError
 from metaeval.gateway.access import host_allowed
 from metaeval.protocols.audit import review
-from metaeval.view import (
-    api,
-    audit_pages,
-    buildfind_pages,
-    diff_pages,
-    improve_pages,
-    question_pages,
-)
+from metaeval.view import api, audit_pages
+from metaeval.view.lazy import LazyModule
 from metaeval.view.render import render, static_file
 from metaeval.view.runs import Run, discover
 
 log = logging.getLogger(__name__)
+buildfind_pages = LazyModule("metaeval.view.buildfind_pages")
+improve_pages = LazyModule("metaeval.view.improve_pages")
+question_pages = LazyModule("metaeval.view.question_pages")
+diff_pages = LazyModule("metaeval.view.diff_pages")
 
 COOKIE = "metaeval_view_token"
 HEADERS = {
@@ -165,6 +164,8 @@ class Viewer:
                 else {"id": r["run"].id, "status": "unreadable", "error": r["headline"]}
                 for r in self.run_rows()
             ]
+        if parts == ["state"]:
+            return self.state()
         if len(parts) < 2 or parts[0] != "run":
             raise NotFound("/api/" + "/".join(parts))
         run = self.run(parts[1])
@@ -181,8 +182,16 @@ class Viewer:
             return question_pages.question_rows(run, params)
         raise NotFound("/api/" + "/".join(parts))
 
+    def state(self) -> dict[str, Any]:
+        """`/api/state`: the runs found and each one's state version (the runs list polls it)."""
+        runs = {r.id: api.state(r)["version"] for r in self.refresh()}
+        text = repr(sorted(runs.items()))
+        return {"runs": runs, "version": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
     def runs_page(self) -> Page:
-        return Page(render("runs.html", rows=self.run_rows(), paths=self.paths))
+        version = self.state()["version"]
+        rows = self.run_rows()
+        return Page(render("runs.html", rows=rows, paths=self.paths, version=version))
 
     def run_rows(self) -> list[dict[str, Any]]:
         """Every run with its status, short headline and models, for the runs list."""

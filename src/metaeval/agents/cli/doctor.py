@@ -119,7 +119,7 @@ def component_versions() -> list[tuple[str, str]]:
     from importlib.metadata import PackageNotFoundError, version
 
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import resolve_binary
+    from metaeval.agents.cli.binaries import resolve_binary
 
     def package(name: str) -> str:
         try:

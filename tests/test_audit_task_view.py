@@ -1,4 +1,5 @@
-"""Harbor task loader: discovery, file order, tiers, binary files, size caps, task.toml, hints."""
+"""The auditor's view of a Harbor task (protocols/audit/task_view.py) and task discovery
+(tasks/task_dirs.py): file order, tiers, binary files, size caps, task.toml, hints."""
 
 from __future__ import annotations
 

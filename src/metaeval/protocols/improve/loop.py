@@ -37,7 +37,7 @@ from metaeval.protocols.improve.gitops import (
     commit_candidate,
     remove_worktree,
 )
-from metaeval.protocols.improve.meta_agents import MetaOutput, apply_tool_menu
+from metaeval.protocols.improve.meta_agents import apply_tool_menu
 from metaeval.protocols.improve.node_eval import NodeEvaluator
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
 from metaeval.protocols.improve.profiles import SystemProfile
@@ -58,6 +58,7 @@ from metaeval.protocols.improve.records import (
     FeedbackPacket,
     LedgerEntry,
     MetaAgentRun,
+    MetaOutput,
     NodeEval,
     SelectionDecision,
     trial_path,

@@ -27,9 +27,8 @@ from metaeval.protocols.improve.gitops import (
     left_out_files,
     tampered,
 )
-from metaeval.protocols.improve.meta_agents import MetaOutput
 from metaeval.protocols.improve.patch_check import PatchVerdict, check_patch
-from metaeval.protocols.improve.records import FEEDBACK, trial_path
+from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import Plan

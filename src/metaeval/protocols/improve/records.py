@@ -1,6 +1,7 @@
 """The records an improve bundle holds, as typed models, and the files they go to.
 
-Per trial (`trials/NNN/`): the ledger entry (`trial_result.json`, and one line of
+Per trial (`trials/NNN/`): what the meta-agent returned (`MetaOutput`,
+`optimizer_output.json`), the ledger entry (`trial_result.json`, and one line of
 `trial_ledger.jsonl`), the selection decision (`selection_decision.json`), the feedback the
 next trials see (`feedback_packet.json`) and the candidate's evaluation
 (`artifacts/candidates/evaluation.json`); per run, the baseline's evaluation
@@ -15,6 +16,7 @@ Numbers keep their JSON type (`int | float`): a score of 1 written as `1` stays 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,24 @@ Number = int | float
 def trial_path(bundle: Path, trial: int) -> Path:
     """`<bundle>/trials/NNN`: where one trial's files are."""
     return bundle / TRIALS_DIR / f"{trial:03d}"
+
+
+@dataclass
+class MetaOutput:
+    """What one meta-agent invocation returned (optimizer_output.json) and its trace."""
+
+    status: str  # ok | error | timeout
+    summary: str = ""
+    parent: str | None = None  # the parent the proposal names (patch/1)
+    patch: str | None = None  # patch/1 only
+    error: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "trace"}
+        return data
 
 
 class _Record(BaseModel):
@@ -145,6 +165,7 @@ __all__ = [
     "FeedbackPacket",
     "LedgerEntry",
     "MetaAgentRun",
+    "MetaOutput",
     "NodeEval",
     "SelectionDecision",
     "trial_path",

@@ -182,6 +182,17 @@ class NodeEvaluator:
         finally:
             for server in servers:
                 server.stop()
+        return self._outcome(optimize, held, out_dir, label)
+
+    def _outcome(
+        self,
+        optimize: dict[str, Any],
+        held: dict[str, Any] | None,
+        out_dir: Path,
+        label: str,
+    ) -> NodeEval:
+        """The node's status from its suites: the model endpoint gone or a task the harness
+        could not run is a framework failure, a target that failed to serve is broken."""
         suites = [s for s in (optimize, held) if s is not None]
         if self.model_service.endpoint_down():
             return NodeEval(

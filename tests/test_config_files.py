@@ -140,3 +140,10 @@ def test_field_problem_names_the_sub_field() -> None:
 def test_field_path_spelling() -> None:
     assert field_path(("suites", 0, "path")) == "suites.0.path"
     assert field_path(()) == ""
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_constants_outside_the_standard_are_refused(tmp_path: Path, constant: str) -> None:
+    path = _write(tmp_path, "m.json", '{"name": "a", "weight": ' + constant + "}")
+    with pytest.raises(ConfigError, match=f"{constant} is not valid JSON"):
+        read_mapping(path)

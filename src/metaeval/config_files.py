@@ -96,7 +96,7 @@ def parse_yaml(text: str, where: str) -> Any:
 
 
 class _DuplicateKey(ValueError):
-    pass
+    """Not JSON although Python's parser would take it (a repeated key, NaN, Infinity)."""
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -108,10 +108,15 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _no_constant(name: str) -> Any:
+    raise _DuplicateKey(f"{name} is not valid JSON")
+
+
 def parse_json(text: str, where: str) -> Any:
-    """The value of a JSON document, duplicate keys refused; ConfigError naming `where`."""
+    """The value of a JSON document, duplicate keys and NaN/Infinity refused (neither is
+    JSON; Python's parser accepts both); ConfigError naming `where`."""
     try:
-        value = json.loads(text, object_pairs_hook=_unique_pairs)
+        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
     except _DuplicateKey as exc:
         raise ConfigError(f"invalid JSON: {exc}", file=where) from None
     except RecursionError:

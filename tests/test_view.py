@@ -358,6 +358,37 @@ def test_buildfind_grid_cell_transcript_and_build_files(viewer):
 
 
 @pytest.mark.bwrap
+def test_buildfind_page_shows_the_paper_tables_and_figures_the_run_wrote(viewer, runs):
+    import base64
+    import csv
+
+    bf = runs["root"] / "bf"
+    html = viewer.page(f"/run/{viewer.run_id('bf')}")
+    with (bf / "tables" / "paper_table1.csv").open(encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    assert 'id="paper_table1"' in html
+    assert "".join(f"<th>{h}</th>" for h in header) in html
+    shown = dict(
+        re.findall(r'<figure id="fig-([^"]+)"><img src="data:image/png;base64,([^"]+)"', html)
+    )
+    pngs = sorted(p.stem for p in (bf / "figures").glob("*.png"))
+    assert pngs and sorted(shown) == pngs
+    first = pngs[0]
+    assert base64.b64decode(shown[first]) == (bf / "figures" / f"{first}.png").read_bytes()
+    # a planted link to a (real PNG) file outside the run is not read into the page
+    outside = runs["root"] / "outside-figure.png"
+    outside.write_bytes((bf / "figures" / f"{first}.png").read_bytes())
+    planted = bf / "figures" / "zz-planted.png"
+    planted.symlink_to(outside)
+    try:
+        again = viewer.page(f"/run/{viewer.run_id('bf')}")
+        assert "zz-planted" not in again and 'id="fig-' + first + '"' in again
+    finally:
+        planted.unlink()
+        outside.unlink()
+
+
+@pytest.mark.bwrap
 def test_improve_lineage_edges_come_from_parent_ids_and_trials_explain_themselves(viewer):
     rid = viewer.run_id("improve-demo")
     html = viewer.page(f"/run/{rid}")

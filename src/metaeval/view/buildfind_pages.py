@@ -1,9 +1,13 @@
 """What the build-and-find pages show: the builder x finder grid (recovery from the
-protocol's own run table, effort from the records), a cell's find runs, and a transcript
-step by step with the bytes `compute_effort` counts."""
+protocol's own run table, effort from the records), the paper's tables and figures as the run
+wrote them, a cell's find runs, and a transcript step by step with the bytes `compute_effort`
+counts."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -14,11 +18,64 @@ from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
 from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
-from metaeval.tasks.safe_files import is_inside, walk_tree
+from metaeval.protocols.buildfind.table_docs import TABLE_TITLES
+from metaeval.tasks.safe_files import is_inside, read_regular, walk_tree
 from metaeval.view.runs import Run
 
 MAX_STEP_CHARS = 20_000
 MAX_TREE_ENTRIES = 2_000
+PAPER_TABLES = ("paper_table1", "paper_table2", "paper_table3")
+MAX_TABLE_BYTES = 1 << 20
+MAX_FIGURE_BYTES = 4 << 20
+MAX_FIGURES = 40
+
+
+def paper_tables(run: Run) -> list[dict[str, Any]]:
+    """Tables 1-3 in the paper's shape, as the run wrote them (`tables/paper_table*.csv`);
+    a table that is absent, a link or too large is left out."""
+    found = []
+    for name in PAPER_TABLES:
+        try:
+            data = read_regular(
+                run.path / "tables" / f"{name}.csv", run.path, max_bytes=MAX_TABLE_BYTES
+            )
+        except OSError:
+            continue
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))))
+        if rows:
+            found.append(
+                {
+                    "name": name,
+                    "title": TABLE_TITLES.get(name, name),
+                    "header": rows[0],
+                    "rows": rows[1:],
+                }
+            )
+    return found
+
+
+def figures(run: Run) -> list[dict[str, str]]:
+    """The report's figures as the run drew them (`figures/*.png`), inlined as data URIs (a
+    PNG cannot carry script; the page's policy allows `data:` images only); links, FIFOs
+    and oversized files are left out."""
+    folder = run.path / "figures"
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    shown = []
+    for name in sorted(os.listdir(folder))[: MAX_FIGURES * 2]:
+        if not name.endswith(".png"):
+            continue
+        try:
+            data = read_regular(
+                folder / name, run.path, max_bytes=MAX_FIGURE_BYTES, follow_inside_links=False
+            )
+        except OSError:
+            continue
+        if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+            continue
+        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        shown.append({"name": name.removesuffix(".png"), "uri": uri})
+    return shown[:MAX_FIGURES]
 
 
 def finds(run: Run) -> dict[tuple, dict]:

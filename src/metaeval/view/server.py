@@ -289,6 +289,8 @@ class Viewer:
                 run=run,
                 version=api.state(run)["version"],
                 grid=buildfind_pages.grid(run),
+                paper_tables=buildfind_pages.paper_tables(run),
+                figures=buildfind_pages.figures(run),
                 summary=run.summary(),
                 status=buildfind_pages.status(run),
                 builds=sorted(buildfind_pages.builds(run).items(), key=lambda kv: str(kv[0])),

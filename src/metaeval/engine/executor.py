@@ -52,7 +52,7 @@ from rich.progress import (
 )
 
 from metaeval.console import SafeConsole
-from metaeval.engine.progress import write_line
+from metaeval.engine.progress import heartbeat_interval, write_line
 
 OutcomeStatus = Literal["done", "failed", "timeout"]
 
@@ -96,19 +96,6 @@ class JobOutcome:
 
 
 OutcomeCallback = Callable[[JobOutcome], "concurrent.futures.Future[Any] | None"]
-
-
-DEFAULT_HEARTBEAT_S = 30.0
-
-
-def heartbeat_interval() -> float:
-    """Seconds between heartbeat lines of a running job (`METAEVAL_HEARTBEAT_S`, else 30)."""
-    raw = os.environ.get("METAEVAL_HEARTBEAT_S")
-    try:
-        value = float(raw) if raw else DEFAULT_HEARTBEAT_S
-    except ValueError:
-        value = DEFAULT_HEARTBEAT_S
-    return value if value > 0 else DEFAULT_HEARTBEAT_S
 
 
 def heartbeat_line(description: str, job: Job, elapsed_s: float) -> str:

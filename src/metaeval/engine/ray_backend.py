@@ -38,10 +38,9 @@ from metaeval.engine.executor import (
     JobOutcome,
     JobResources,
     OutcomeCallback,
-    heartbeat_interval,
     heartbeat_line,
 )
-from metaeval.engine.progress import write_line
+from metaeval.engine.progress import heartbeat_interval, write_line
 from metaeval.errors import MetaevalError
 from metaeval.models.base import Model
 from metaeval.records.blobs import BlobStore

@@ -83,6 +83,15 @@ class Job:
     lane: str | None = None
 
 
+@dataclass(frozen=True)
+class JobFailed:
+    """What a job body may return, instead of raising, to end as "failed" with this error
+    text (a message written for the user rather than a traceback). The outcome keeps it as
+    its `value`."""
+
+    error: str
+
+
 @dataclass
 class JobOutcome:
     """How a job ended. `error` holds the traceback text of a failed job."""
@@ -287,7 +296,14 @@ async def _run_job(
     duration = clock.duration_s
     if error is not None:
         return JobOutcome(job, "failed", error=error, duration_s=duration)
-    return JobOutcome(job, "done", value=value, duration_s=duration)
+    return settled(job, value, duration)
+
+
+def settled(job: Job, value: Any, duration_s: float, **extra: Any) -> JobOutcome:
+    """The outcome of a job body that returned `value` ("failed" if it is a `JobFailed`)."""
+    if isinstance(value, JobFailed):
+        return JobOutcome(job, "failed", value, value.error, duration_s, dict(extra))
+    return JobOutcome(job, "done", value, None, duration_s, dict(extra))
 
 
 _job_state = threading.local()

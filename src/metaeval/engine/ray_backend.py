@@ -39,6 +39,7 @@ from metaeval.engine.executor import (
     JobResources,
     OutcomeCallback,
     heartbeat_line,
+    settled,
 )
 from metaeval.engine.progress import heartbeat_interval, write_line
 from metaeval.errors import MetaevalError
@@ -436,12 +437,15 @@ class RayExecutor(Executor):
         blobs: dict[str, bytes] = result.get("blobs") or {}
         if blobs:
             value = _store_blobs(blobs, job_stores, value)
+        duration = float(result.get("duration_s") or 0.0)
+        if result["status"] == "done":
+            return settled(job, value, duration, backend="ray")
         return JobOutcome(
             job,
             result["status"],
             value=value,
             error=result.get("error"),
-            duration_s=float(result.get("duration_s") or 0.0),
+            duration_s=duration,
             extra={"backend": "ray"},
         )
 

@@ -436,7 +436,7 @@ class RayExecutor(Executor):
         value = result.get("value")
         blobs: dict[str, bytes] = result.get("blobs") or {}
         if blobs:
-            value = _store_blobs(blobs, job_stores, value)
+            value = store_blobs(blobs, job_stores, value)
         duration = float(result.get("duration_s") or 0.0)
         if result["status"] == "done":
             return settled(job, value, duration, backend="ray")
@@ -482,7 +482,7 @@ class RayExecutor(Executor):
         bar.advance(task_id)
 
 
-def _store_blobs(blobs: Mapping[str, bytes], stores: Mapping[str, BlobStore], value: Any) -> Any:
+def store_blobs(blobs: Mapping[str, bytes], stores: Mapping[str, BlobStore], value: Any) -> Any:
     """Write a job's blobs into the driver's store; rewrite refs if the driver's redaction
     changed the bytes (it only ever removes secrets)."""
     if not stores:

@@ -1,8 +1,9 @@
-"""Wall-clock time of `metaeval demo`, part by part, in a fresh run directory.
+"""Wall-clock time of `metaeval demo` in a fresh run directory: when each line of its output
+appeared (the first one is what a new user waits for), and the total.
 
-Runs `metaeval demo --part P` for qa, audit, buildfind and improve in that order (what
-`make demo` runs after setup) and prints each part's seconds, the total, and the machine's
-load average before and after (the local model's speed depends on it).
+Runs `metaeval demo --run-dir DIR` (all parts, in the order `make demo` runs them) and prints
+every output line with the seconds since start, then the total and the machine's load
+average before and after (the local model's speed depends on it).
 
     .venv/bin/python bench/demo_time.py [--run-dir DIR]
 """
@@ -18,8 +19,6 @@ import tempfile
 import time
 from pathlib import Path
 
-PARTS = ("qa", "audit", "buildfind", "improve")
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -29,32 +28,20 @@ def main() -> int:
     if run_dir.exists():
         shutil.rmtree(run_dir)
     print(f"run dir: {run_dir}; cores: {os.cpu_count()}; load before: {os.getloadavg()[0]:.1f}")
-    total = 0.0
-    for part in PARTS:
-        started = time.monotonic()
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "metaeval.cli",
-                "demo",
-                "--part",
-                part,
-                "--run-dir",
-                str(run_dir),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        seconds = time.monotonic() - started
-        total += seconds
-        last = (result.stdout.strip().splitlines() or [""])[-1]
-        print(f"{part:10s} {seconds:7.1f} s  exit {result.returncode}  {last[:160]}", flush=True)
-        if result.returncode != 0:
-            print(result.stderr[-3000:], file=sys.stderr)
-            return 1
-    print(f"total      {total:7.1f} s ({total / 60:.1f} min); load after: {os.getloadavg()[0]:.1f}")
-    return 0
+    started = time.monotonic()
+    command = [sys.executable, "-m", "metaeval.cli", "demo", "--run-dir", str(run_dir)]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(f"{time.monotonic() - started:7.1f} s  {line.rstrip()[:160]}", flush=True)
+        code = proc.wait()
+    total = time.monotonic() - started
+    print(
+        f"total {total:7.1f} s ({total / 60:.1f} min), exit {code}; load after: {os.getloadavg()[0]:.1f}"
+    )
+    return code
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import pytest
 
 import agent_run_models  # noqa: F401  (registers the gwsolve and gwhang providers)
 from metaeval.agents.cli import CLI_ADAPTERS
-from metaeval.agents.cli.base import resolve_binary
+from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
 from metaeval.protocols.audit.run import AuditRun, AuditSettings

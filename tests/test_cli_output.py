@@ -84,7 +84,7 @@ def test_flag_options_are_plain_flags_and_still_work(tmp_path: Path) -> None:
 def test_version_option() -> None:
     result = cli("--version")
     assert result.returncode == 0
-    assert result.stdout.strip() == f"metaeval {__version__}"
+    assert result.stdout.splitlines()[0] == f"metaeval {__version__}"
 
 
 def test_piped_output_does_not_wrap_at_80_columns(tmp_path: Path) -> None:

@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.tasks.harbor import (
+from metaeval.protocols.audit.task_view import (
     Hints,
-    discover_tasks,
     load_benchmark,
     load_hints,
     load_task,
-    network_allowed,
     shorten_text,
 )
+from metaeval.tasks.task_dirs import discover_tasks, network_allowed
 from metaeval.tasks.toml_schema import unknown_keys
 
 SMALL_TOML = 'version = "1.0"\n'  # 16 bytes

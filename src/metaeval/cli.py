@@ -128,7 +128,11 @@ def version() -> None:
 
 def _print_version(value: bool) -> None:
     if value:
+        from metaeval.agents.cli.doctor import component_versions
+
         out.print(f"metaeval {__version__}", highlight=False)
+        for name, found in component_versions():
+            out.print(f"  {name}: {found}", highlight=False, markup=False)
         raise typer.Exit()
 
 
@@ -222,8 +226,9 @@ def doctor_checks() -> list[tuple[str, bool, str]]:
     checks.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
     checks.append(_mini_check())
     checks.append(_cgroup_check())
-    from metaeval.agents.cli.doctor import agent_cli_checks
+    from metaeval.agents.cli.doctor import agent_cli_checks, container_engine_check
 
+    checks.append(container_engine_check())
     checks += agent_cli_checks(live=os.environ.get("METAEVAL_DOCTOR_LIVE", "1") != "0")
     return checks
 
@@ -269,13 +274,18 @@ def _mini_check() -> tuple[str, bool, str]:
 def doctor(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any check fails.")] = False,
 ) -> None:
-    """Check bubblewrap, git, the local model, the llama.cpp build and the agent CLIs (each
-    run once through the gateway; METAEVAL_DOCTOR_LIVE=0 skips those runs)."""
+    """Check bubblewrap, git, the local model, the llama.cpp build, the container engine and
+    the agent CLIs (each run once through the gateway; METAEVAL_DOCTOR_LIVE=0 skips those
+    runs). Optional parts that are absent show as missing, not as a failure."""
+    from metaeval.agents.cli.doctor import optional_summary, status_text
+
     checks = doctor_checks()
     table = Table("check", "status", "detail", title="metaeval doctor")
     for name, passed, detail in checks:
-        table.add_row(name, "[green]ok[/]" if passed else "[red]FAIL[/]", detail)
+        table.add_row(name, status_text(name, passed, detail), escape(detail))
     out.print(table)
+    if optional_summary(checks):
+        out.print(optional_summary(checks), markup=False, highlight=False)
     if strict and not all(passed for name, passed, _ in checks if "(optional)" not in name):
         raise typer.Exit(1)
 
@@ -302,78 +312,18 @@ def demo(
 ) -> None:
     """Run the demos of all three protocols on bundled examples; re-running resumes.
 
-    Parts: toolloop Q&A on a bundled repository, an audit of the example benchmark, a small
-    build-and-find with the model as finder, and a scripted improve run."""
+    Parts, fast ones first: the audit's checks of the example benchmark (seconds), a scripted
+    improve run, a small build-and-find with the model as finder, the audit's model cells,
+    and toolloop Q&A on a bundled repository."""
     from metaeval.cli_options import apply_model_options
+    from metaeval.demo.parts import PARTS, DemoParts
     from metaeval.errors import ConfigError
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
 
-    if part not in ("all", "qa", "audit", "buildfind", "improve"):
-        raise ConfigError(
-            f"unknown part '{part}' (all, qa, audit, buildfind, improve)", field="part"
-        )
-    if part in ("all", "qa"):
-        _demo_qa(run_dir / "qa", model, concurrency, new_layer, questions)
-    if part in ("all", "audit"):
-        _demo_audit(run_dir / "audit", model, concurrency, new_layer)
-    if part in ("all", "buildfind"):
-        _demo_buildfind(run_dir / "buildfind", model, new_layer)
-    if part in ("all", "improve"):
-        _demo_improve(run_dir / "improve")
-
-
-def _demo_qa(
-    run_dir: Path, model: str, concurrency: int, new_layer: str | None, questions: Path | None
-) -> None:
-    from metaeval.demo.run import DemoSettings, run_demo
-
-    summary = run_demo(DemoSettings(run_dir, model, concurrency, new_layer, questions=questions))
-    skipped = summary["skipped_completed"]
-    if skipped:
-        out.print(f"resumed: {len(skipped)} answered question(s) reused: {', '.join(skipped)}")
-    accuracy = summary["accuracy"]
-    acc = "n/a" if accuracy is None else f"{accuracy:.0%}"
-    out.print(
-        f"Q&A: {summary['correct']}/{summary['scored']} correct (accuracy {acc}), "
-        f"infra errors {summary['infra_errors']}; report: {run_dir / 'report.md'}"
-    )
-
-
-DEMO_MODEL_TASKS = ["grade-mean", "rainfall-average"]
-"""Audit tasks the demo's model audits (the local model takes minutes per task on a busy
-machine): the two whose seeded defects no static or execution check can see. Static and
-execution checks run on all 14."""
-
-
-def _demo_audit(run_dir: Path, model: str, concurrency: int, new_layer: str | None) -> None:
-    from metaeval.examples import example_audit_bench
-    from metaeval.protocols.audit.judge import CATEGORY_JUDGE
-    from metaeval.protocols.audit.render import score_run
-    from metaeval.protocols.audit.run import AuditRun, AuditSettings
-
-    bench = example_audit_bench()
-    settings = AuditSettings(
-        bench_dir=bench,
-        run_dir=run_dir,
-        models=[model],
-        concurrency=concurrency,
-        max_tokens=1024,
-        new_layer=new_layer,
-        model_tasks=DEMO_MODEL_TASKS,
-    )
-    summary = AuditRun(settings).run()
-    if summary["skipped_completed"]:
-        out.print(f"resumed: {summary['skipped_completed']} audited cell(s) reused")
-    score = score_run(run_dir, bench / "gold.json", CATEGORY_JUDGE)  # a model judge: minutes
-    rows = {row.name: row for row in score.rows}
-    static = rows.get("static")
-    recall = "n/a" if static is None else f"{static.recall_a:.0%}"
-    out.print(
-        f"Audit: {summary['findings_reported']} findings on {summary['tasks']} tasks "
-        f"(static and execution checks on all, {model} on {', '.join(settings.model_tasks or [])}); "
-        f"static+execution checks recall_A {recall}; report: {run_dir / 'report.html'}"
-    )
+    if part not in PARTS:
+        raise ConfigError(f"unknown part '{part}' ({', '.join(PARTS)})", field="part")
+    DemoParts(run_dir, model, concurrency, new_layer, questions).run(part)
 
 
 _register_protocols()
@@ -388,52 +338,6 @@ def _register_gateway() -> None:
 _register_gateway()
 app.command(name="view")(user_errors(view_cmd))
 app.command(name="schema")(user_errors(schema_cmd))
-
-
-def _demo_buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
-    from metaeval.examples import example_path
-    from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
-
-    config = load_config(example_path("buildfind-local.yaml"))
-    for finder in config.finders:
-        if finder.model is not None:  # model-driven finders; scripted ones stay as they are
-            finder.model = model
-    from metaeval.protocols.buildfind.cli import print_findings, run_counts_text
-
-    counts, summary = run_and_finalize(config, run_dir, new_layer)
-    out.print(f"Build-and-find: {run_counts_text(counts)}; report: {run_dir / 'report.html'}")
-    print_findings(summary)
-
-
-def _demo_improve(run_dir: Path) -> None:
-    import json
-
-    from metaeval.examples import example_path
-    from metaeval.protocols.improve.init_target import init_target
-    from metaeval.protocols.improve.runner import run_experiment
-
-    configs = example_path("improve")
-    target = (run_dir / "target").resolve()
-    if not target.exists():
-        init_target("toolloop", target)
-    manifest = json.loads((configs / "manifest-scripted.json").read_text())
-    manifest["sut"]["sut_config"] = str(configs / manifest["sut"]["sut_config"])
-    for key in ("optimize", "held_out"):
-        section = manifest["evaluation"][key]
-        section["suite_config"] = str(configs / section["suite_config"])
-    manifest["baseline"]["repo"] = str(target)
-    manifest["output"] = str((run_dir / "bundle").resolve())
-    manifest["trial_budget"] = 3
-    path = run_dir / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
-    from metaeval.protocols.improve.bundle import summary_text
-
-    summary = run_experiment(path)
-    out.print(
-        f"Improve: {summary_text(summary)}; report: {run_dir / 'bundle' / 'report.html'}",
-        highlight=False,
-    )
 
 
 def main() -> None:

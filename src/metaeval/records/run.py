@@ -44,18 +44,23 @@ from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
-from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError, operator_fault
+from metaeval.errors import ConfigError, MetaevalError, operator_fault
 from metaeval.records.blobs import BlobStore
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import atomic_write
 from metaeval.records.envinfo import environment_hash, metaeval_git_revision
 from metaeval.records.jsonl import JsonlWriter, iter_jsonl
+from metaeval.records.layers import (
+    LAYERS_FILE,
+    DeferredHash,
+    compute_deferred,
+    recorded_layers,
+    select_layer,
+)
 from metaeval.records.manifest import (
     MANIFEST_NAME,
     build_manifest,
-    diff_hashes,
     hash_inputs,
-    is_hash,
     read_manifest,
     setting_hashes,
     utc_now,
@@ -67,15 +72,9 @@ from metaeval.records.redact import redact, redact_argv, redact_text
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = frozenset({"ok", "timeout", "error"})
-LAYERS_FILE = "layers.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
-WAYS_OUT = (
-    "; use a new run directory (-o NEW_DIR), or re-run with --new-layer NAME to start a new "
-    "evidence layer in this one"
-)
-"""How a refusal of changed inputs or settings ends: the two ways out."""
 _RESERVED = frozenset({"layers", "sessions"})
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -172,58 +171,6 @@ def _is_fresh(path: Path) -> bool:
             continue
         return False
     return True
-
-
-DeferredHash = Callable[[], str]
-
-
-def _recorded_layers(path: Path, manifest: Mapping[str, Any]) -> list[dict]:
-    """The run's evidence layers, oldest first: the manifest's, then those of layers.jsonl."""
-    layers = [dict(entry) for entry in manifest.get("layers", [])]
-    layers += [
-        entry
-        for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
-        if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
-    ]
-    return layers
-
-
-def _layer_changes(
-    layer: Mapping[str, Any],
-    base: Mapping[str, Any],
-    manifest: Mapping[str, Any],
-    digests: Mapping[str, str],
-    settings: Mapping[str, Any],
-) -> list[str]:
-    """What differs between a recorded layer and a rerun's inputs and settings, readably.
-
-    A layer recorded before its settings were (an older metaeval) takes a setting's value
-    from the manifest's config when it is the first layer; a setting it cannot know is not
-    compared."""
-    old = dict(layer["hashes"])
-    old_settings = dict(layer.get("settings") or {})
-    config = manifest.get("config") if layer is base else None
-    for name in settings:
-        key = "setting:" + name
-        if key in old:
-            continue
-        if isinstance(config, dict) and name in config:
-            old_settings[name] = config[name]
-            old[key] = setting_hashes({name: config[name]})[key]
-        else:
-            old[key] = digests[key]
-    return diff_hashes(old, digests, old_settings, settings)
-
-
-def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
-    """Run each deferred hash; each must return a ``sha256:<hex>`` digest."""
-    digests = {}
-    for name, compute in deferred.items():
-        value = compute()
-        if not is_hash(value):
-            raise ValueError(f"deferred hash {name!r} returned {value!r}, not 'sha256:<hex>'")
-        digests[name] = value
-    return digests
 
 
 class _PendingManifest:
@@ -392,10 +339,8 @@ class RunDir:
                 manifest = read_manifest(path)
                 if revision_later:  # another process wrote it meanwhile: a resume after all
                     revision = metaeval_git_revision()
-                digests.update(_compute_deferred(deferred))  # a resume compares them all
-                layers, layer = cls._select_layer(
-                    path, manifest, protocol, digests, new_layer, settings
-                )
+                digests.update(compute_deferred(deferred))  # a resume compares them all
+                layers, layer = select_layer(path, manifest, protocol, digests, new_layer, settings)
             else:
                 if not _is_fresh(path):
                     raise MetaevalError(
@@ -406,7 +351,7 @@ class RunDir:
                     run = cls(path, None, None, new_layer or "base", lock_fd)
 
                     def write_deferred() -> tuple[dict[str, Any], list[dict]]:
-                        digests.update(_compute_deferred(deferred))
+                        digests.update(compute_deferred(deferred))
                         revision = metaeval_git_revision()
                         write_manifest(path, fresh_manifest(revision))
                         written = read_manifest(path)
@@ -432,50 +377,6 @@ class RunDir:
             _release_lock(lock_fd)
             raise
         return run
-
-    @staticmethod
-    def _select_layer(
-        path: Path,
-        manifest: dict[str, Any],
-        protocol: str,
-        digests: dict[str, str],
-        new_layer: str | None,
-        settings: dict[str, Any],
-    ) -> tuple[list[dict], str]:
-        if manifest.get("protocol") != protocol:
-            raise RecordIntegrityError(
-                f"{path} holds a run of protocol {manifest.get('protocol')!r}, not {protocol!r}; "
-                "use a new run directory"
-            )
-        layers = _recorded_layers(path, manifest)
-        if not layers:
-            raise RecordIntegrityError(f"{path / MANIFEST_NAME}: no evidence layers recorded")
-        current = layers[-1]
-        if new_layer is None:
-            changes = _layer_changes(current, layers[0], manifest, digests, settings)
-            if changes:
-                raise RecordIntegrityError(
-                    f"{path}: inputs differ from layer '{current['name']}' of this run: "
-                    + "; ".join(changes)
-                    + WAYS_OUT
-                )
-            return layers, current["name"]
-        same_name = [entry for entry in layers if entry["name"] == new_layer]
-        if same_name:
-            changes = _layer_changes(same_name[-1], layers[0], manifest, digests, settings)
-            if changes:
-                raise RecordIntegrityError(
-                    f"{path}: layer '{new_layer}' already exists with different inputs: "
-                    + "; ".join(changes)
-                    + "; choose another --new-layer name"
-                )
-            return layers, new_layer  # resuming that layer
-        entry = {"name": new_layer, "hashes": digests, "created_at": utc_now()}
-        if settings:
-            entry["settings"] = settings
-        with JsonlWriter(path / LAYERS_FILE) as writer:
-            writer.append(entry)
-        return [*layers, entry], new_layer
 
     def _log_session(self, argv: list[str], config: dict[str, Any], revision: str | None) -> None:
         with JsonlWriter(self.path / SESSIONS_FILE) as writer:
@@ -647,7 +548,7 @@ class RunDir:
                 file=str(path),
             )
         # the current (latest) layer: a later one may have other inputs or settings
-        layers = _recorded_layers(path, manifest)
+        layers = recorded_layers(path, manifest)
         layer = layers[-1] if layers else {}
         return cls.open(
             path,

@@ -31,18 +31,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import (
     ParsedStream,
     as_float,
     as_int,
-    classify_shell_command,
     compact_json,
     iter_json_objects,
-    shell_read_span,
     short_hash,
-    strip_line_numbers,
     text_of_content,
+)
+from metaeval.agents.shell_commands import (
+    classify_shell_command,
+    shell_read_span,
+    strip_line_numbers,
 )
 from metaeval.agents.types import Limits, Span, Task, ToolKind, TranscriptEvent
 from metaeval.models.types import Usage

@@ -55,7 +55,7 @@ def live_check(name: str) -> tuple[bool, str]:
 def agent_cli_checks(live: bool = True) -> list[tuple[str, bool, str]]:
     """(check, passed, detail) per agent CLI: where it is, its version, a live run."""
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import resolve_binary
+    from metaeval.agents.cli.binaries import resolve_binary
 
     checks = []
     for name, adapter in CLI_ADAPTERS.items():
@@ -76,3 +76,71 @@ def agent_cli_checks(live: bool = True) -> list[tuple[str, bool, str]]:
         ok, live_detail = live_check(name)
         checks.append((label, ok, f"{detail}; {live_detail}"))
     return checks
+
+
+def container_engine_check() -> tuple[str, bool, str]:
+    """Whether `audit run --sandbox auto` can build and run a task's Dockerfile here."""
+    from metaeval.sandbox.container import find_engine
+
+    engine, reason = find_engine("auto")
+    label = "container engine (optional)"
+    if engine is None:
+        return (label, False, f"{reason}; tasks with a Dockerfile run in the bubblewrap stand-in")
+    version = cli_version(Path(engine.binary))
+    return (label, True, f"{version} at {engine.binary} (audit --sandbox auto builds task images)")
+
+
+MISSING = ("not installed", "not found", "no container engine")
+
+
+def status_text(name: str, passed: bool, detail: str) -> str:
+    """The doctor's status cell: ok; FAIL (red) only for a required part; an optional part
+    is `missing` (absent) or `not usable` (present but its check failed), in yellow."""
+    if passed:
+        return "[green]ok[/]"
+    if "(optional)" not in name:
+        return "[red]FAIL[/]"
+    return "[yellow]missing[/]" if detail.startswith(MISSING) else "[yellow]not usable[/]"
+
+
+def optional_summary(checks: list[tuple[str, bool, str]]) -> str | None:
+    """One line naming the optional parts missing or not usable here, or None."""
+    names = [n.removesuffix(" (optional)") for n, ok, _ in checks if not ok and "(optional)" in n]
+    if not names:
+        return None
+    return f"optional, not available here: {', '.join(names)} (everything else works without them)"
+
+
+def component_versions() -> list[tuple[str, str]]:
+    """(component, version) of what metaeval found here, for `metaeval --version`: the agent
+    CLIs, llama.cpp, the container engines, bubblewrap and git ('not found' when absent)."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+    from importlib.metadata import PackageNotFoundError, version
+
+    from metaeval.agents.cli import CLI_ADAPTERS
+    from metaeval.agents.cli.base import resolve_binary
+
+    def package(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return "not found"
+
+    binaries: dict[str, Path | None] = {
+        name: resolve_binary(adapter.default_binary)
+        for name, adapter in CLI_ADAPTERS.items()
+        if name != "mini-swe-agent"
+    }
+    for tool in ("podman", "docker", "bwrap", "git"):
+        found = shutil.which(tool)
+        binaries[tool] = Path(found) if found else None
+    names = list(binaries)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda b: cli_version(b) if b else "not found", binaries.values()))
+    found_versions = dict(zip(names, answers, strict=True))
+    rows = [(name, found_versions[name]) for name in binaries if name in CLI_ADAPTERS]
+    rows.append(("mini-swe-agent", package("mini-swe-agent")))
+    rows.append(("llama.cpp", package("llama-cpp-python")))
+    rows += [(name, found_versions[name]) for name in ("podman", "docker", "bwrap", "git")]
+    return rows

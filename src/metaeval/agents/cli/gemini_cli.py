@@ -39,15 +39,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
-    ParsedStream,
-    as_int,
-    classify_shell_command,
-    compact_json,
-    iter_json_objects,
-    shell_read_span,
-)
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import ParsedStream, as_int, compact_json, iter_json_objects
+from metaeval.agents.shell_commands import classify_shell_command, shell_read_span
 from metaeval.agents.types import Limits, Span, Task, ToolKind, TranscriptEvent
 from metaeval.models.types import Usage
 

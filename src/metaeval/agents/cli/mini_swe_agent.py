@@ -18,7 +18,7 @@ blocks is a format error and has no action. The observation follows as a ``user`
 ``<returncode>0</returncode>\\n<output>\\n...</output>``; the part inside ``<output>`` is the
 tool result. The final ``exit`` message (v2) or ``info`` carries exit status and submission.
 
-Each command is classified like codex's (`metaeval.agents.cli.base.classify_shell_command`);
+Each command is classified like codex's (`metaeval.agents.shell_commands.classify_shell_command`);
 the ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` command is kind ``submit``. Usage is summed
 over assistant messages' ``extra.response.usage`` when the model class recorded it (v2); v1
 trajectories carry only cost and call count, so their token usage stays 0. A reply without
@@ -40,15 +40,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
-    ParsedStream,
-    as_float,
-    as_int,
-    classify_shell_command,
-    shell_read_span,
-    text_of_content,
-)
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import ParsedStream, as_float, as_int, text_of_content
+from metaeval.agents.shell_commands import classify_shell_command, shell_read_span
 from metaeval.agents.types import Limits, Task, TranscriptEvent
 from metaeval.models.types import Usage
 

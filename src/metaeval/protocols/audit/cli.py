@@ -1,4 +1,4 @@
-"""`metaeval audit ...`: run, score, report, convert."""
+"""`metaeval audit ...`: run, score, review, report, convert."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from metaeval.cli_options import (
 )
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
+from metaeval.protocols.audit.scaffold import init_cmd
 
 MinTier = Annotated[
     str | None,
@@ -32,6 +33,7 @@ audit_app = typer.Typer(
     help="Audit an agent benchmark for defects (BenchGuard).", no_args_is_help=True
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
+audit_app.command("init")(init_cmd)
 
 
 def _default_run_dir(bench_dir: Path) -> Path:
@@ -144,7 +146,16 @@ def run_cmd(
         )
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+    gold = bench_dir / "gold.json"
+    if gold.is_file():
+        out.print(
+            f"known issues beside the benchmark: metaeval audit score {run_dir} --gold {gold} "
+            "--judge category (a rule judge, no model; or --judge provider/model)"
+        )
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 
 
@@ -271,6 +282,26 @@ def score_cmd(
             style="yellow",
         )
     out.print(f"scores: {run_dir / 'score.json'}; report updated: {run_dir / 'report.html'}")
+
+
+@audit_app.command("review")
+def review_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="An audit run directory.")],
+    to_gold: Annotated[
+        Path | None,
+        typer.Option(
+            "--to-gold",
+            help="Write the confirmed findings of the sheet as a gold file (added to it when "
+            "it exists) instead of writing the sheet.",
+        ),
+    ] = None,
+) -> None:
+    """Write the review sheet RUN_DIR/review.csv (verdicts given before are kept): mark each
+    finding confirmed, rejected or unsure, with a note; `audit score` reads it."""
+    from metaeval.protocols.audit.review import review_cli
+
+    for line in review_cli(run_dir, to_gold):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @audit_app.command("report")

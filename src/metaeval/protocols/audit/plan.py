@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metaeval.errors import ConfigError
-from metaeval.tasks.harbor import discover_tasks
+from metaeval.tasks.task_dirs import discover_tasks
 
 
 def plan_tasks(

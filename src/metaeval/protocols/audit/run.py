@@ -37,9 +37,10 @@ from metaeval.protocols.audit.summary import (
     read_records,
     summarize_run,
 )
+from metaeval.protocols.audit.task_view import InputTier, LoadedTask, load_hints, load_task
 from metaeval.records import RunDir
 from metaeval.tasks.bench_hash import benchmark_hash
-from metaeval.tasks.harbor import InputTier, LoadedTask, discover_tasks, load_hints, load_task
+from metaeval.tasks.task_dirs import discover_tasks
 
 
 @dataclass

@@ -10,12 +10,14 @@ import typer
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
+from metaeval.protocols.buildfind.scaffold import init_cmd
 
 buildfind_app = typer.Typer(
     help="Build-and-find: can agents recover a repository's intended design?", no_args_is_help=True
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
 err = make_console(stderr=True)
+buildfind_app.command("init")(init_cmd)
 
 
 def run_counts_text(counts: dict) -> str:
@@ -27,7 +29,7 @@ def run_counts_text(counts: dict) -> str:
 
 def print_findings(summary: dict) -> None:
     """The headline figures (named as in the report) and the self-labelling warning."""
-    from metaeval.protocols.buildfind.pipeline import headline_text, self_label_warning
+    from metaeval.protocols.buildfind.finalize import headline_text, self_label_warning
 
     out.print(headline_text(summary), highlight=False)
     warning = self_label_warning(summary.get("self_labelled_finders") or [])
@@ -44,7 +46,12 @@ def validate_cmd(pack: Annotated[Path, typer.Argument(help="A task pack director
     if problems:
         out.print(format_problems(problems), markup=False, highlight=False)
         raise typer.Exit(1)
-    out.print(f"{pack}: ok")
+    from metaeval.protocols.buildfind.pack import load_pack
+
+    tasks = load_pack(pack).tasks.values()
+    items = sum(len(t.spec.items) for t in tasks)
+    questions = sum(len(t.questions) for t in tasks)
+    out.print(f"{pack}: ok ({len(tasks)} task(s), {items} spec item(s), {questions} question(s))")
 
 
 @buildfind_app.command("run")
@@ -64,7 +71,7 @@ def run_cmd(
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     cfg = load_config(config)
     prefetch_sdks(a.model for a in [*cfg.builders, *cfg.finders] if a.model)
@@ -94,11 +101,33 @@ def run_cmd(
     out.print(
         f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}; tables: {run_dir / 'tables'}"
     )
+    print_pending_labels(run_dir, summary)
     failures = cell_failures(summary.get("failed_cell_reasons") or [], cfg.max_recovery_attempts)
     raise typer.Exit(report_failures(out, failures))
 
 
-FAILURE_KINDS = {"infra_error": "infra errors", "timeout": "timeouts", "error": "failed cells"}
+def print_pending_labels(run_dir: Path, summary: dict) -> None:
+    """Say when labels/review.csv holds rows only a person can label, and with what."""
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV
+    from metaeval.protocols.buildfind.labels import FILLABLE_LABELS
+
+    pending = summary.get("unlabeled_review_rows")
+    if pending:
+        out.print(
+            f"labels: {pending} row(s) of {run_dir / LABELS_DIR / REVIEW_CSV} wait for a person: "
+            f"fill their label column with {', '.join(FILLABLE_LABELS)} "
+            f"(docs/formats/buildfind.md), then run: metaeval buildfind label {run_dir}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+FAILURE_KINDS = {
+    "infra_error": "infra errors",
+    "timeout": "timeouts",
+    "error": "failed cells",
+    "unparsable": "unparsable answers",
+}
 
 
 def cell_failures(rows: list[dict], max_recovery_attempts: int) -> list[CellFailure]:
@@ -120,8 +149,8 @@ def label_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A build-and-find run directory.")],
 ) -> None:
     """Merge consensus prelabels and the filled review CSV into the rows; re-analyze."""
-    from metaeval.protocols.buildfind.pipeline import LABELS_DIR, REVIEW_CSV, finalize_run
-    from metaeval.protocols.buildfind.runner import open_existing
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV, finalize_run
+    from metaeval.protocols.buildfind.run import open_existing
 
     run = open_existing(run_dir)
     try:
@@ -162,7 +191,7 @@ def analyze_cmd(
     """Recompute every table and the report from a run directory or from a rows file."""
     from metaeval.errors import ConfigError
     from metaeval.protocols.buildfind.analysis.panels import PANEL_MODES
-    from metaeval.protocols.buildfind.pipeline import analyze_rows_file
+    from metaeval.protocols.buildfind.finalize import analyze_rows_file
 
     if (run_dir is None) == (rows is None):
         raise ConfigError("give either a run directory or --rows FILE", field="rows")

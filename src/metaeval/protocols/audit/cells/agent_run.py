@@ -45,13 +45,13 @@ from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cell
 from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.plan import plan_tasks
+from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable, seed_app
-from metaeval.sandbox.task_workspace import TaskRootWorkspace
-from metaeval.tasks.harbor import LoadedTask, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
+from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import Room, run_trial
 
 PROTOCOL = "audit-agent"
@@ -105,7 +105,7 @@ class AgentRuns:
         return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
 
     def _bench_tasks(self) -> list[Path]:
-        from metaeval.tasks.harbor import discover_tasks
+        from metaeval.tasks.task_dirs import discover_tasks
 
         return discover_tasks(self.settings.bench_dir)[0]
 

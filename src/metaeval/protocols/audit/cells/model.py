@@ -15,8 +15,8 @@ from metaeval.models.base import Model
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.prompts import AuditProtocol
+from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.records.blobs import BlobStore
-from metaeval.tasks.harbor import LoadedTask
 
 Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 

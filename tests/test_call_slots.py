@@ -166,7 +166,17 @@ def test_the_all_busy_callback_runs_once_on_another_thread_when_every_slot_is_ta
         thread.join(30)
     time.sleep(0.2)
     assert calls == ["when-all-busy"]
-    assert pickle.loads(pickle.dumps(slots))._when_all_busy is None
+    # a copy sent to another process carries no callback; the original keeps its own
+    fresh, fired = CallSlots(1), threading.Event()
+    fresh.when_all_busy(fired.set)
+    copy = pickle.loads(pickle.dumps(fresh))
+    with copy.bound(), call_slot():
+        pass
+    time.sleep(0.2)
+    assert not fired.is_set()
+    with fresh.bound(), call_slot():
+        pass
+    assert fired.wait(5)
 
 
 class HeldServer:

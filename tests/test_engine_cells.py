@@ -17,9 +17,16 @@ from pathlib import Path
 
 from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
 from metaeval.engine.process_lane import ProcessLane
+from metaeval.models.retry import ModelCallError
 from metaeval.records import RunDir
 
 KEYS = ("name",)
+UNREACHABLE = ModelCallError(
+    "transient",
+    4,
+    ConnectionRefusedError("[Errno 111] Connection refused"),
+    "http://127.0.0.1:9/v1",
+)
 
 
 def open_run(path: Path) -> RunDir:
@@ -76,6 +83,8 @@ def bodies(lane: ProcessLane, attempt: int) -> dict[str, object]:
         "connection": raises(ConnectionResetError("peer reset")),
         "timeout-error": raises(TimeoutError("read timed out")),
         "killed-worker": killed_worker,
+        "model-unreachable": raises(UNREACHABLE),
+        "model-refused": raises(ModelCallError("fatal", 1, PermissionError("HTTP 401"))),
         "over-time-limit": slow,
     }
 
@@ -110,6 +119,8 @@ def test_one_rule_sorts_every_ending_and_a_rerun_retries_only_the_transient_ones
             "connection": "transient",
             "timeout-error": "transient",
             "killed-worker": "transient",
+            "model-unreachable": "transient",
+            "model-refused": "final",
             "over-time-limit": "transient",
         }
         assert first["ok"].value == 42
@@ -117,19 +128,29 @@ def test_one_rule_sorts_every_ending_and_a_rerun_retries_only_the_transient_ones
         assert "ConnectionResetError: peer reset" in (first["connection"].error or "")
         assert "BrokenProcessPool" in (first["killed-worker"].error or "")
         assert "exceeded 1.0s" in (first["over-time-limit"].error or "")
+        # a metaeval error's own message, not a traceback: it names the endpoint and cause
+        assert first["model-unreachable"].error == str(UNREACHABLE)
+        assert str(UNREACHABLE).startswith("model call to http://127.0.0.1:9/v1 failed after 4")
+        assert (first["model-refused"].error or "").startswith("ModelCallError: model call")
 
         second, reused = run_once(tmp_path / "run", lane, attempt=2)
-        assert reused == 3  # ok, parse and validation are final: not run again
-        assert sorted(second) == ["connection", "killed-worker", "over-time-limit", "timeout-error"]
+        assert reused == 4  # ok, parse, validation and the refused call are final
+        assert sorted(second) == [
+            "connection",
+            "killed-worker",
+            "model-unreachable",
+            "over-time-limit",
+            "timeout-error",
+        ]
         assert {r.kind for r in second.values()} == {"ok"}
         assert second["killed-worker"].value == 7
     finally:
         lane.close()
     lines = (tmp_path / "run" / "cells.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 7 + 4  # one record per cell per run, nothing lost or doubled
+    assert len(records) == 9 + 5  # one record per cell per run, nothing lost or doubled
     infra = sorted(r["name"] for r in records if r.get("infra_error"))
-    assert infra == ["connection", "killed-worker", "over-time-limit", "timeout-error"]
+    assert infra == sorted(second)
 
 
 def test_a_recovery_limit_leaves_a_cell_that_keeps_failing(tmp_path: Path) -> None:

@@ -49,11 +49,11 @@ if importlib.util.find_spec("ray") is None:
 from metaeval.engine.ray_backend import (  # noqa: E402 - after the extra check
     START_LINE,
     RayUnavailable,
-    _store_blobs,
     check_cluster_offers,
     pickle_job,
     ray_options,
     run_payload,
+    store_blobs,
 )
 
 # --------------------------------------------------------------------------- worker side
@@ -79,7 +79,7 @@ def test_job_closing_over_a_run_dir_returns_its_blobs_and_writes_nothing_on_the_
         assert not (tmp_path / "run" / "blobs").exists() or not any(
             (tmp_path / "run" / "blobs").rglob("*")
         ), "the worker must not write into the run directory"
-        value = _store_blobs(result["blobs"], {str(run.path): run.blobs}, result["value"])
+        value = store_blobs(result["blobs"], {str(run.path): run.blobs}, result["value"])
         assert run.blobs.get(value["log_blob"]) == b"a long transcript\n" * 50
     finally:
         run.close()

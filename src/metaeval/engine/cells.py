@@ -17,7 +17,8 @@ The rule (`classify`):
   exception's ``Type: message``; it is recorded once and not retried;
 * the body raised a transient exception (timeout, rate limit, 5xx, lost connection, a full
   disk, a killed worker process), exceeded its timeout, or the backend lost it (a Ray worker
-  or node died, a job that cannot be shipped) -> ``transient``, with the error text; the
+  or node died, a job that cannot be shipped) -> ``transient``, with the error text (a
+  metaeval error's own message, which names e.g. the endpoint; else the traceback); the
   record carries ``infra_error: true`` and a rerun retries the cell.
 """
 
@@ -28,7 +29,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metaeval.engine.executor import Job, JobOutcome, JobResources, make_executor
+from metaeval.engine.executor import Job, JobFailed, JobOutcome, JobResources, make_executor
+from metaeval.errors import MetaevalError
 from metaeval.records.run import RunDir, cell_key, is_final
 from metaeval.transient import is_transient
 
@@ -65,11 +67,9 @@ class CellResult:
 
 
 @dataclass(frozen=True)
-class FinalFailure:
-    """What a body's final (non-transient) exception becomes; returned rather than raised,
-    so that it travels back from a Ray worker like any value."""
-
-    message: str
+class FinalFailure(JobFailed):
+    """What a body's final (non-transient) exception becomes: returned rather than raised,
+    so that it travels back from a Ray worker like any value; `error` is its message."""
 
 
 @dataclass
@@ -127,16 +127,18 @@ class Guarded:
     def __call__(self) -> Any:
         try:
             return self.fn()
+        except MetaevalError as exc:  # its message is written for the user: no traceback
+            return JobFailed(str(exc)) if is_transient(exc) else FinalFailure(final_message(exc))
         except Exception as exc:
             if is_transient(exc):
-                raise
+                raise  # the executor records the traceback
             return FinalFailure(final_message(exc))
 
 
 def classify(outcome: JobOutcome, cell: Cell) -> CellResult:
     """THE rule sorting a job's outcome into ok, final or transient (see the module doc)."""
-    if outcome.status == "done" and isinstance(outcome.value, FinalFailure):
-        return CellResult(cell, "final", error=outcome.value.message, duration_s=outcome.duration_s)
+    if isinstance(outcome.value, FinalFailure):
+        return CellResult(cell, "final", error=outcome.value.error, duration_s=outcome.duration_s)
     if outcome.status == "done":
         return CellResult(cell, "ok", value=outcome.value, duration_s=outcome.duration_s)
     return CellResult(

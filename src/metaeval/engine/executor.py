@@ -52,7 +52,7 @@ from rich.progress import (
 )
 
 from metaeval.console import SafeConsole
-from metaeval.engine.progress import write_line
+from metaeval.engine.progress import heartbeat_interval, write_line
 
 OutcomeStatus = Literal["done", "failed", "timeout"]
 
@@ -83,6 +83,15 @@ class Job:
     lane: str | None = None
 
 
+@dataclass(frozen=True)
+class JobFailed:
+    """What a job body may return, instead of raising, to end as "failed" with this error
+    text (a message written for the user rather than a traceback). The outcome keeps it as
+    its `value`."""
+
+    error: str
+
+
 @dataclass
 class JobOutcome:
     """How a job ended. `error` holds the traceback text of a failed job."""
@@ -96,19 +105,6 @@ class JobOutcome:
 
 
 OutcomeCallback = Callable[[JobOutcome], "concurrent.futures.Future[Any] | None"]
-
-
-DEFAULT_HEARTBEAT_S = 30.0
-
-
-def heartbeat_interval() -> float:
-    """Seconds between heartbeat lines of a running job (`METAEVAL_HEARTBEAT_S`, else 30)."""
-    raw = os.environ.get("METAEVAL_HEARTBEAT_S")
-    try:
-        value = float(raw) if raw else DEFAULT_HEARTBEAT_S
-    except ValueError:
-        value = DEFAULT_HEARTBEAT_S
-    return value if value > 0 else DEFAULT_HEARTBEAT_S
 
 
 def heartbeat_line(description: str, job: Job, elapsed_s: float) -> str:
@@ -300,7 +296,14 @@ async def _run_job(
     duration = clock.duration_s
     if error is not None:
         return JobOutcome(job, "failed", error=error, duration_s=duration)
-    return JobOutcome(job, "done", value=value, duration_s=duration)
+    return settled(job, value, duration)
+
+
+def settled(job: Job, value: Any, duration_s: float, **extra: Any) -> JobOutcome:
+    """The outcome of a job body that returned `value` ("failed" if it is a `JobFailed`)."""
+    if isinstance(value, JobFailed):
+        return JobOutcome(job, "failed", value, value.error, duration_s, dict(extra))
+    return JobOutcome(job, "done", value, None, duration_s, dict(extra))
 
 
 _job_state = threading.local()

@@ -5,6 +5,7 @@ heartbeat line while a step runs longer than the heartbeat interval (`METAEVAL_H
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import TracebackType
@@ -65,8 +66,6 @@ class StepProgress:
     def _heartbeat(self) -> None:
         """While the loop runs: a line for the step under way whenever it has run another
         heartbeat interval."""
-        from metaeval.engine.executor import heartbeat_interval
-
         interval = self.heartbeat_s or heartbeat_interval()
         while not self._stop.wait(interval):
             elapsed = time.monotonic() - self._step_started
@@ -103,3 +102,16 @@ def write_line(console: Console, line: str) -> None:
     """
     console.file.write(printable(line) + "\n")
     console.file.flush()
+
+
+DEFAULT_HEARTBEAT_S = 30.0
+
+
+def heartbeat_interval() -> float:
+    """Seconds between heartbeat lines of a running job (`METAEVAL_HEARTBEAT_S`, else 30)."""
+    raw = os.environ.get("METAEVAL_HEARTBEAT_S")
+    try:
+        value = float(raw) if raw else DEFAULT_HEARTBEAT_S
+    except ValueError:
+        value = DEFAULT_HEARTBEAT_S
+    return value if value > 0 else DEFAULT_HEARTBEAT_S

@@ -38,10 +38,10 @@ from metaeval.engine.executor import (
     JobOutcome,
     JobResources,
     OutcomeCallback,
-    heartbeat_interval,
     heartbeat_line,
+    settled,
 )
-from metaeval.engine.progress import write_line
+from metaeval.engine.progress import heartbeat_interval, write_line
 from metaeval.errors import MetaevalError
 from metaeval.models.base import Model
 from metaeval.records.blobs import BlobStore
@@ -436,13 +436,16 @@ class RayExecutor(Executor):
         value = result.get("value")
         blobs: dict[str, bytes] = result.get("blobs") or {}
         if blobs:
-            value = _store_blobs(blobs, job_stores, value)
+            value = store_blobs(blobs, job_stores, value)
+        duration = float(result.get("duration_s") or 0.0)
+        if result["status"] == "done":
+            return settled(job, value, duration, backend="ray")
         return JobOutcome(
             job,
             result["status"],
             value=value,
             error=result.get("error"),
-            duration_s=float(result.get("duration_s") or 0.0),
+            duration_s=duration,
             extra={"backend": "ray"},
         )
 
@@ -479,7 +482,7 @@ class RayExecutor(Executor):
         bar.advance(task_id)
 
 
-def _store_blobs(blobs: Mapping[str, bytes], stores: Mapping[str, BlobStore], value: Any) -> Any:
+def store_blobs(blobs: Mapping[str, bytes], stores: Mapping[str, BlobStore], value: Any) -> Any:
     """Write a job's blobs into the driver's store; rewrite refs if the driver's redaction
     changed the bytes (it only ever removes secrets)."""
     if not stores:

@@ -29,6 +29,7 @@ from metaeval.models.base import Model
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.call_options import ModelCallOptions
+from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES, AuditProtocol
 from metaeval.protocols.audit.summary import (
     CELLS,
@@ -107,23 +108,6 @@ def validate(settings: AuditSettings) -> None:
         raise ConfigError("agent results directory not found", file=str(settings.agent_results))
 
 
-def plan_tasks(settings: AuditSettings) -> tuple[list[Path], list[tuple[str, str]]]:
-    """The task directories the run audits (`--task` narrows them) and those skipped."""
-    task_dirs, skipped = discover_tasks(settings.bench_dir)
-    if settings.task_filter:
-        wanted = set(settings.task_filter)
-        ids = {str(d.relative_to(settings.bench_dir).as_posix()): d for d in task_dirs}
-        unknown = sorted(wanted - set(ids))
-        if unknown:
-            raise ConfigError(f"no such task(s): {', '.join(unknown)}", field="task")
-        task_dirs = [d for t, d in ids.items() if t in wanted]
-    if not task_dirs:
-        raise ConfigError(
-            "no task directories (with task.toml) found", file=str(settings.bench_dir)
-        )
-    return task_dirs, skipped
-
-
 STATIC_LANE = "static"
 STATIC_WORKER = "metaeval.protocols.audit.cells.static:in_worker"
 """Computed in the process lane by name: this process never imports the static checks."""
@@ -138,7 +122,7 @@ class AuditRun:
         if settings.agent is not None:  # the agent-run goes inside the audit's run directory
             settings = replace(settings, agent_results=settings.run_dir / AGENT_RESULTS_SUBDIR)
         self.settings = settings
-        self.task_dirs, self.skipped = plan_tasks(settings)
+        self.task_dirs, self.skipped = plan_tasks(settings.bench_dir, settings.task_filter)
         # the benchmark hash covers every task, so that --task narrows a run without changing it
         self.bench_task_dirs = discover_tasks(settings.bench_dir)[0]
         ids = {d.relative_to(settings.bench_dir).as_posix() for d in self.task_dirs}

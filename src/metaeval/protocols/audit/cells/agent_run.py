@@ -44,6 +44,7 @@ from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
 from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
 from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
+from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
@@ -86,20 +87,12 @@ class AgentRuns:
 
     def __init__(self, settings: AgentRunSettings, agent: Any = None):
         """`agent` overrides building one from `settings.agent` (tests, embedding)."""
-        from metaeval.protocols.audit.run import AuditSettings, plan_tasks
-
         if not settings.bench_dir.is_dir():
             raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
         if not settings.agent:
             raise ConfigError("give an agent, e.g. claude-code:local/smollm2", field="agent")
         self.settings = settings
-        plan = AuditSettings(
-            bench_dir=settings.bench_dir,
-            run_dir=settings.out_dir,
-            static_only=True,
-            task_filter=settings.task_filter,
-        )
-        self.task_dirs, _ = plan_tasks(plan)
+        self.task_dirs, _ = plan_tasks(settings.bench_dir, settings.task_filter)
         self._given = agent
         _ = self.agent  # a bad spec fails here, before anything runs
 

@@ -29,6 +29,14 @@ UNREACHABLE = ModelCallError(
 )
 
 
+class HTTPRefusal(Exception):
+    """An SDK-style error carrying the HTTP status of the refusal."""
+
+    def __init__(self, status_code: int):
+        super().__init__(f"HTTP {status_code}")
+        self.status_code = status_code
+
+
 def open_run(path: Path) -> RunDir:
     return RunDir.open(path, protocol="engine-test", config={}, hashes={}, seeds={})
 
@@ -84,7 +92,10 @@ def bodies(lane: ProcessLane, attempt: int) -> dict[str, object]:
         "timeout-error": raises(TimeoutError("read timed out")),
         "killed-worker": killed_worker,
         "model-unreachable": raises(UNREACHABLE),
-        "model-refused": raises(ModelCallError("fatal", 1, PermissionError("HTTP 401"))),
+        # refused for what the cell sent (400): the same every time
+        "model-refused": raises(ModelCallError("fatal", 1, HTTPRefusal(400))),
+        # refused for the run's setup (401, a bad key): fixing the key and rerunning retries it
+        "model-bad-key": raises(ModelCallError("fatal", 1, HTTPRefusal(401))),
         "over-time-limit": slow,
     }
 
@@ -121,6 +132,7 @@ def test_one_rule_sorts_every_ending_and_a_rerun_retries_only_the_transient_ones
             "killed-worker": "transient",
             "model-unreachable": "transient",
             "model-refused": "final",
+            "model-bad-key": "transient",
             "over-time-limit": "transient",
         }
         assert first["ok"].value == 42
@@ -138,6 +150,7 @@ def test_one_rule_sorts_every_ending_and_a_rerun_retries_only_the_transient_ones
         assert sorted(second) == [
             "connection",
             "killed-worker",
+            "model-bad-key",
             "model-unreachable",
             "over-time-limit",
             "timeout-error",
@@ -148,7 +161,7 @@ def test_one_rule_sorts_every_ending_and_a_rerun_retries_only_the_transient_ones
         lane.close()
     lines = (tmp_path / "run" / "cells.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 9 + 5  # one record per cell per run, nothing lost or doubled
+    assert len(records) == 10 + 6  # one record per cell per run, nothing lost or doubled
     infra = sorted(r["name"] for r in records if r.get("infra_error"))
     assert infra == sorted(second)
 

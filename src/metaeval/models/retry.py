@@ -98,7 +98,8 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
-def _status_code(exc: BaseException) -> int | None:
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status an SDK or HTTP exception carries, if any."""
     code = getattr(exc, "status_code", None)
     if code is None:
         response = getattr(exc, "response", None)
@@ -114,7 +115,7 @@ def classify(exc: BaseException) -> ErrorKind:
     """Sort an exception into "rate_limit", "transient" or "fatal" (unknown ones are fatal)."""
     if isinstance(exc, MetaevalError):
         return "fatal"
-    status = _status_code(exc)
+    status = status_code(exc)
     if status is not None:
         if status == 429:
             return "rate_limit"

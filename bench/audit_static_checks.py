@@ -4,7 +4,7 @@ Generates N small but realistic tasks (instruction ~1.5 KB, tests/test.sh, a ~2 
 module, solution/solve.sh + solve.py ~2 KB, environment/Dockerfile and requirements.txt,
 task.toml), about half of them with one seeded defect per static check, builds them as
 in-memory `LoadedTask`s and times `run_static_checks` on all of them. When the Harbor loader
-(`metaeval.tasks.harbor.load_task`) is present, the same tasks are also written to a temporary
+(`metaeval.protocols.audit.task_view.load_task`) is present, the same tasks are also written to a temporary
 directory and load + checks are timed. It also reports how many seeded defects were found,
 how many findings appeared on clean tasks, and (when `metaeval.protocols.audit.evidence` is
 present) how many findings' evidence verifies.
@@ -27,12 +27,12 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from metaeval.executor import available_cores
+from metaeval.engine.executor import available_cores
 from metaeval.protocols.audit.static_checks import run_static_checks
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 try:
-    from metaeval.tasks.harbor import load_task
+    from metaeval.protocols.audit.task_view import load_task
 except ImportError:  # the loader may not be there yet
     load_task = None
 try:
@@ -508,7 +508,7 @@ def main() -> None:
                 (unique_bench / tid / "environment" / f"{DOMAINS[0][0]}.csv").write_text("a,b\n")
             print(end_to_end(unique_bench, len(specs)) + ", every file unique")
     else:
-        print("load + checks: skipped (metaeval.tasks.harbor.load_task not available)")
+        print("load + checks: skipped (metaeval.protocols.audit.task_view.load_task not available)")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ import polars as pl
 
 from metaeval.protocols.buildfind.analysis.accuracy import recovery_gate, run_accuracy
 from metaeval.protocols.buildfind.analysis.calibration import calibration, repeatability
-from metaeval.protocols.buildfind.analysis.core import METRICS, analyze
+from metaeval.protocols.buildfind.analysis.core import METRICS
 from metaeval.protocols.buildfind.analysis.coverage import coverage
 from metaeval.protocols.buildfind.analysis.effort import aels, cell_costs, rb_effort
+from metaeval.protocols.buildfind.analysis.suite import analyze
 from metaeval.protocols.buildfind.rows import COLUMNS, LABEL_SOURCES, LABELS, SLICES
 
 PANELS = ("high", "low")

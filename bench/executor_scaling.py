@@ -30,7 +30,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from metaeval.executor import Job, LocalExecutor
+from metaeval.engine.executor import Job, LocalExecutor
 
 
 class FixedLatencyServer:
@@ -103,7 +103,7 @@ def run_backend(backend: str, workers: int, jobs: list[Job]) -> float:
     else:
         import ray
 
-        from metaeval.executor_ray import RayExecutor
+        from metaeval.engine.ray_backend import RayExecutor
 
         ray.shutdown()
         ray.init(

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from metaeval.gateway import Gateway
-from metaeval.gateway.server import MODEL_TIME_HEADER
+from metaeval.gateway.handler import MODEL_TIME_HEADER
 from metaeval.models.scripted import ScriptedModel
 
 SCHEMA = {

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from metaeval.protocols.improve.init_target import init_target
-from metaeval.protocols.improve.loop import SRC_DIR
+from metaeval.protocols.improve.node_eval import SRC_DIR
 from metaeval.protocols.improve.pact.launcher import launch
 from metaeval.protocols.improve.pact.protocol import ActRequest, Observation, ResetRequest
 from metaeval.protocols.improve.profiles import SystemProfile

@@ -31,7 +31,8 @@ from typing import Any
 
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.llm_protocol import audit_task
-from metaeval.tasks.harbor import discover_tasks, load_task
+from metaeval.protocols.audit.task_view import load_task
+from metaeval.tasks.task_dirs import discover_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

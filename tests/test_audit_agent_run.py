@@ -22,10 +22,10 @@ import pytest
 
 import agent_run_models  # noqa: F401  (registers the gwsolve and gwhang providers)
 from metaeval.agents.cli import CLI_ADAPTERS
-from metaeval.agents.cli.base import resolve_binary
+from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.cli]
 

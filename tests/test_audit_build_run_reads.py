@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit.static_checks import run_static_checks
-from metaeval.tasks.harbor import load_task
+from metaeval.protocols.audit.task_view import load_task
 
 DOCKERFILE = """FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends tmux \\

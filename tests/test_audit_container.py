@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
-from metaeval.sandbox.container import ensure_image, environment_digest, find_engine, image_exists
-from metaeval.tasks.harbor import Hints, load_task
+from metaeval.protocols.audit.execution_results import execution_lines, unavailable_image
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.task_view import Hints, load_task
+from metaeval.sandbox.container import find_engine
+from metaeval.tasks.images import ensure_image, environment_digest, image_exists
 from metaeval.tasks.sources.terminal_bench import convert_tb1_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"
+SWE_BASE = "swebench/sweb.eval.x86_64.django_1776_django-12983:latest"
 OFFLINE = "\n[environment]\nallow_internet = false\n"
 
 
@@ -79,15 +83,30 @@ def test_build_failure_is_a_finding_with_the_build_log(engine, tmp_path: Path) -
     assert not result.oracle.ran
 
 
-def test_unavailable_images_are_infrastructure_skips(engine, tmp_path: Path) -> None:
+def test_unavailable_images_are_infrastructure_skips(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image (or base image) the engine does not hold is a skip naming it, said before
+    any build or container start: nothing of the engine runs for that task."""
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the engine was asked to build or describe for a missing image")
+
+    monkeypatch.setattr(execution_checks, "ensure_image", never)
+    monkeypatch.setattr(execution_checks, "describe_engine", never)
     local = run(copy_task("defective/local-image", tmp_path))
     assert local.findings == []
     assert local.skipped == (
-        "podman: image tbench-eval-env:latest is not present locally and no registry is used"
+        "podman: image tbench-eval-env:latest is not available here (not present locally, "
+        "not pulled)"
     )
     swe = run(copy_task("clean/django-slugify", tmp_path))
-    assert swe.findings == [] and swe.skipped.startswith("podman: the image cannot be built")
-    assert "image not known" in swe.skipped
+    assert swe.findings == [] and unavailable_image(swe.skipped) == SWE_BASE
+    lines = execution_lines([(False, local.skipped or ""), (False, swe.skipped or ""), (True, "")])
+    assert lines == [
+        "1 of 3 tasks could run: 2 need an image that is not available here "
+        f"(tbench-eval-env:latest, {SWE_BASE}); `--no-execution` skips this step"
+    ]
 
 
 LIMITS_TEST = """#!/bin/bash

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.tasks.harbor import load_task
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.sources.terminal_bench import convert_tb1_benchmark, convert_tb1_task

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from metaeval.cli import app
 from metaeval.protocols.audit.static_checks import run_static_checks
-from metaeval.tasks.harbor import load_task
-from metaeval.tasks.sources.terminal_bench import convert_tb1_task, rewrite_leftover_copies
+from metaeval.protocols.audit.task_view import load_task
+from metaeval.tasks.sources.tb1_environment import rewrite_leftover_copies
+from metaeval.tasks.sources.terminal_bench import convert_tb1_task
 
 TASK_YAML = """instruction: |-
   Fix /app/fib.py so that fib(n) returns the n-th Fibonacci number.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from metaeval.protocols.audit.evidence import normalize_path, resolve_file, verify_evidence
 from metaeval.protocols.audit.findings import Evidence, Finding
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 SOLVE = """#!/bin/bash
 set -e
@@ -225,7 +225,7 @@ def test_normalize_and_resolve_helpers() -> None:
 def test_citation_of_a_missing_file_verifies_only_without_lines(tmp_path):
     from metaeval.protocols.audit.evidence import verify_evidence
     from metaeval.protocols.audit.findings import Evidence, Finding
-    from metaeval.tasks.harbor import LoadedTask
+    from metaeval.protocols.audit.task_view import LoadedTask
 
     task = LoadedTask(task_id="t", root=tmp_path, missing_files=["tests/test.sh"])
 
@@ -253,7 +253,7 @@ def test_citation_of_a_missing_file_verifies_only_without_lines(tmp_path):
 def test_snippet_spanning_blank_lines_is_found(tmp_path):
     from metaeval.protocols.audit.evidence import verify_evidence
     from metaeval.protocols.audit.findings import Evidence, Finding
-    from metaeval.tasks.harbor import LoadedTask
+    from metaeval.protocols.audit.task_view import LoadedTask
 
     log = "first line\n\nTraceback (most recent call last):\n  File x\n"
     task = LoadedTask(task_id="t", root=tmp_path)

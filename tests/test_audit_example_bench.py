@@ -12,9 +12,10 @@ import pytest
 from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import SUBCATEGORIES
+from metaeval.protocols.audit.task_view import load_benchmark, load_hints
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.tasks.harbor import discover_tasks, load_benchmark, load_hints
+from metaeval.tasks.task_dirs import discover_tasks
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
 GOLD = json.loads((BENCH / "gold.json").read_text(encoding="utf-8"))

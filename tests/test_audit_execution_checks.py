@@ -14,16 +14,14 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit import execution_checks
-from metaeval.protocols.audit.execution_checks import (
-    ExecutionCheckResult,
-    log_tail,
-    run_execution_checks,
-)
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.execution_findings import log_tail
+from metaeval.protocols.audit.execution_results import ExecutionCheckResult
+from metaeval.protocols.audit.task_view import Hints, load_hints, load_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.sandbox.harbor_root import build_harbor_root_argv, run_harbor_phase
 from metaeval.sandbox.policy import NETNS_SCRIPT, network_isolation
-from metaeval.tasks.harbor import Hints, load_hints, load_task
+from metaeval.tasks.harbor_root import build_harbor_root_argv, run_harbor_phase
 from metaeval.tasks.reward import read_reward
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
@@ -314,7 +312,8 @@ def test_task_roots_get_a_stdlib_only_python(sandboxed: None, tmp_path: Path) ->
     pydantic is installed wherever metaeval runs, so it would be importable if the task saw
     the host's (or metaeval's venv) site-packages.
     """
-    from metaeval.sandbox.harbor_root import bare_python, run_harbor_phase
+    from metaeval.sandbox.python_env import bare_python
+    from metaeval.tasks.harbor_root import run_harbor_phase
 
     assert bare_python() is not None
     (tmp_path / "task").mkdir()

@@ -22,7 +22,7 @@ from metaeval.protocols.audit.llm_protocol import (
     fit_prompt,
     parse_findings_json,
 )
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 
 def tf(path: str, role: str, text: str) -> TaskFile:

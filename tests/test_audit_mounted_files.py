@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.protocols.audit.static_checks import run_static_checks
-from metaeval.tasks.harbor import load_task
+from metaeval.protocols.audit.task_view import load_task
 
 TEST_SH = """#!/bin/bash
 set -u

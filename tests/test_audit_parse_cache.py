@@ -17,7 +17,7 @@ from metaeval.protocols.audit.static.parse_cache import (
     shared_script,
 )
 from metaeval.protocols.audit.static_checks import run_static_checks_report
-from metaeval.tasks.harbor import load_task
+from metaeval.protocols.audit.task_view import load_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"
 TASKS = sorted(

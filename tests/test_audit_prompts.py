@@ -30,7 +30,7 @@ from metaeval.protocols.audit.prompts import (
     render_repair,
     templates_digest,
 )
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 INSTRUCTION = "# Count words\n\nCount the words in /app/data/input.txt.\nWrite /app/out.csv.\n"
 SOLVE = "#!/bin/bash\nset -e\npython3 /solution/count.py > /app/out.csv\n"

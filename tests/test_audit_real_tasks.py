@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.audit.static.context import TaskContext, find_installs_in
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
+from metaeval.protocols.audit.static.installs import find_installs_in
 from metaeval.protocols.audit.static.shell import parse_script
+from metaeval.protocols.audit.static.task_context import TaskContext
 from metaeval.protocols.audit.static_checks import run_static_checks_report
-from metaeval.tasks.harbor import load_task
+from metaeval.protocols.audit.task_view import load_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"
 CLEAN = sorted(p.name for p in (BENCH / "clean").iterdir())

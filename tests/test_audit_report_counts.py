@@ -16,7 +16,7 @@ from metaeval.protocols.audit.report import (
     render_html,
     render_markdown,
 )
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"
 

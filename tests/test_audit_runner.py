@@ -15,7 +15,7 @@ import pytest
 
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.audit.render import _open_existing
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.protocols.audit.summary import valid_findings
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
@@ -309,7 +309,7 @@ def test_benchmark_hash_covers_names_and_bytes_in_path_order(tmp_path):
     import hashlib
     import os
 
-    from metaeval.protocols.audit.runner import benchmark_hash
+    from metaeval.protocols.audit.run import benchmark_hash
 
     bench = tmp_path / "bench"
     task = bench / "t1"

@@ -15,7 +15,7 @@ from metaeval.protocols.audit.static_checks import (
     run_static_checks_report,
     static_check_names,
 )
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 # ---------------------------------------------------------------------------------------------
 # A clean, realistic task; each test changes one thing.
@@ -890,7 +890,7 @@ def test_defective_task_is_deterministic_and_its_evidence_verifies(tmp_path: Pat
 
 def test_with_the_real_loader_evidence_verifies(tmp_path: Path) -> None:
     """Through `load_task` and `verify_evidence` when those modules are in the tree."""
-    harbor = pytest.importorskip("metaeval.tasks.harbor")
+    harbor = pytest.importorskip("metaeval.protocols.audit.task_view")
     evidence = pytest.importorskip("metaeval.protocols.audit.evidence")
     if not hasattr(harbor, "load_task") or not hasattr(evidence, "verify_evidence"):
         pytest.skip("loader or evidence verification not available")
@@ -928,7 +928,7 @@ STATIC_GOLD = {
 
 
 def test_example_benchmark_static_defects_found_and_clean_tasks_quiet() -> None:
-    harbor = pytest.importorskip("metaeval.tasks.harbor")
+    harbor = pytest.importorskip("metaeval.protocols.audit.task_view")
     if not hasattr(harbor, "load_benchmark") or not (EXAMPLE_BENCH / "gold.json").is_file():
         pytest.skip("example benchmark or loader not available")
     import json

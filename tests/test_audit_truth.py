@@ -19,10 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.models.scripted import ScriptedModel
+from metaeval.protocols.audit.cells.static import static_cell
+from metaeval.protocols.audit.dedupe import merge_check_findings
+from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.findings import Evidence, Finding, apply_tier_rule
-from metaeval.protocols.audit.static_cell import static_cell
+from metaeval.protocols.audit.llm_protocol import audit_task
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.records.blobs import BlobStore
-from metaeval.tasks.harbor import load_task
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-truth"
 CLEAN = sorted(p.name for p in (BENCH / "clean").iterdir())
@@ -150,6 +154,52 @@ def test_records_without_a_tier_load_with_one_from_their_evidence() -> None:
     assert Finding.model_validate(old).evidence_tier == "self-contained"
     old["evidence"] = [{"file": "./logs/oracle.log", "snippet": "boom"}]
     assert Finding.model_validate(old).evidence_tier == "executed"
+
+
+def test_a_model_citing_an_oracle_log_line_does_not_get_the_executed_tier(
+    tmp_path: Path,
+) -> None:
+    """Gaming: a reply that quotes an oracle log (real or invented) as its evidence claims
+    the run confirmed it. No execution check did, so the finding stays `self-contained`, is
+    left out by `--min-tier executed`, and its log citation does not verify."""
+    task_dir = write_task(
+        tmp_path / "t",
+        {
+            "instruction.md": "Write 5 to /app/out.txt.\n",
+            "solution/solve.sh": "#!/bin/bash\necho 5 > /app/out.txt\n",
+            "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n",
+        },
+    )
+    task = load_task(task_dir)
+    claim = {
+        "category": "ENV",
+        "subcategory": "ENV-DEP",
+        "severity": "Critical",
+        "finding_type": "Bug",
+        "title": "The oracle run fails: numpy is missing",
+        "description": "The oracle log shows the reference solution crashing.",
+        "evidence": [
+            {
+                "file": "logs/oracle.log",
+                "line_start": 1,
+                "line_end": 1,
+                "snippet": "ModuleNotFoundError: No module named 'numpy'",
+            }
+        ],
+        "recommendation": "Install numpy.",
+        "confidence": 0.99,
+        "evidence_tier": "executed",  # asked for outright as well
+    }
+    model = ScriptedModel([json.dumps([claim])], name="scripted/gamer")
+    audit = audit_task(task, model, protocol="definition")
+    [finding] = audit.findings
+    assert finding.evidence_tier == "self-contained"
+    assert not finding.at_least("executed")
+    checked = verify_evidence(finding, task)  # no execution ran: there is no log to match
+    assert checked.evidence_verified is False
+    assert any("logs/oracle.log" in p for p in checked.evidence_problems)
+    # only an execution check's own finding, folded in, confirms a defect
+    assert merge_check_findings([finding], [])[0].evidence_tier == "self-contained"
 
 
 # --------------------------------------------------------------------------- diagnoses

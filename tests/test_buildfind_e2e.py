@@ -244,7 +244,7 @@ def test_bad_config_and_pack_exit_with_file_and_field(tmp_path):
     )
     validate = cli("buildfind", "validate", str(tmp_path / "pack"))
     assert validate.returncode == 1
-    assert "questions[0].gold" in validate.stdout and "questions[0].traces[0]" in validate.stdout
+    assert "questions.0.gold" in validate.stdout and "questions.0.traces.0" in validate.stdout
 
 
 def test_evidence_audit_sample_is_labelled_and_summarized(tmp_path):

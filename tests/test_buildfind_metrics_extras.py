@@ -12,20 +12,21 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.analysis.extras import (
-    affinity,
-    affinity_family,
-    analyze_extras,
+from metaeval.protocols.buildfind.analysis.affinity import affinity, affinity_family
+from metaeval.protocols.buildfind.analysis.evidence_audit import (
     evidence_audit_sample,
     evidence_audit_summary,
-    finder_calibration,
+)
+from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration
+from metaeval.protocols.buildfind.analysis.ranking import kendall_tau
+from metaeval.protocols.buildfind.analysis.subsets import (
     implementation_signal_subset,
-    kendall_tau,
     low_prior_subset,
     question_agreement,
     subset_views,
-    token_usage,
 )
+from metaeval.protocols.buildfind.analysis.suite import analyze_extras
+from metaeval.protocols.buildfind.analysis.tokens import token_usage
 from metaeval.protocols.buildfind.rows import conform, empty_rows
 
 # ------------------------------------------------------------------------------------------

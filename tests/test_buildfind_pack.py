@@ -111,16 +111,16 @@ def _broken_pack(root: Path) -> set[tuple[str, str | None]]:
         ("badyaml/questions.yaml", None),
         ("broken/task.yaml", "build_time_s"),
         ("broken/task.yaml", "starter"),
-        ("broken/spec.yaml", "items[1].kind"),
-        ("broken/spec.yaml", "items[2].id"),
-        ("broken/questions.yaml", "questions[1].id"),
-        ("broken/questions.yaml", "questions[2].options"),
-        ("broken/questions.yaml", "questions[3].gold"),
-        ("broken/questions.yaml", "questions[4].traces[1]"),
-        ("broken/questions.yaml", "questions[5].options"),
-        ("broken/questions.yaml", "questions[6].options"),
-        ("broken/questions.yaml", "questions[7].traces"),
-        ("broken/questions.yaml", "questions[8].question"),
+        ("broken/spec.yaml", "items.1.kind"),
+        ("broken/spec.yaml", "items.2.id"),
+        ("broken/questions.yaml", "questions.1.id"),
+        ("broken/questions.yaml", "questions.2.options"),
+        ("broken/questions.yaml", "questions.3.gold"),
+        ("broken/questions.yaml", "questions.4.traces.1"),
+        ("broken/questions.yaml", "questions.5.options"),
+        ("broken/questions.yaml", "questions.6.options"),
+        ("broken/questions.yaml", "questions.7.traces"),
+        ("broken/questions.yaml", "questions.8.question"),
     }
 
 
@@ -186,22 +186,22 @@ def test_broken_pack_reports_every_problem_with_file_and_field(tmp_path):
     assert "duplicate key 'A'" in by_key[("badyaml/questions.yaml", None)]
     assert "greater than 0" in by_key[("broken/task.yaml", "build_time_s")]
     assert "does not exist" in by_key[("broken/task.yaml", "starter")]
-    assert "duplicate spec item id 'b1'" in by_key[("broken/spec.yaml", "items[2].id")]
-    assert "items[0]" in by_key[("broken/spec.yaml", "items[2].id")]
-    assert "duplicate question id 'q1'" in by_key[("broken/questions.yaml", "questions[1].id")]
+    assert "duplicate spec item id 'b1'" in by_key[("broken/spec.yaml", "items.2.id")]
+    assert "items.0" in by_key[("broken/spec.yaml", "items.2.id")]
+    assert "duplicate question id 'q1'" in by_key[("broken/questions.yaml", "questions.1.id")]
     assert (
         "options A and B have the same text"
-        in by_key[("broken/questions.yaml", "questions[2].options")]
+        in by_key[("broken/questions.yaml", "questions.2.options")]
     )
-    assert "not one of the option keys" in by_key[("broken/questions.yaml", "questions[3].gold")]
-    assert "'nope'" in by_key[("broken/questions.yaml", "questions[4].traces[1]")]
+    assert "not one of the option keys" in by_key[("broken/questions.yaml", "questions.3.gold")]
+    assert "'nope'" in by_key[("broken/questions.yaml", "questions.4.traces.1")]
     assert (
         "exactly the keys A, B, C, D (got A, B, C)"
-        in by_key[("broken/questions.yaml", "questions[5].options")]
+        in by_key[("broken/questions.yaml", "questions.5.options")]
     )
-    assert "(got A, B, C, E)" in by_key[("broken/questions.yaml", "questions[6].options")]
-    assert "at least one spec item" in by_key[("broken/questions.yaml", "questions[7].traces")]
-    assert "required" in by_key[("broken/questions.yaml", "questions[8].question")].lower()
+    assert "(got A, B, C, E)" in by_key[("broken/questions.yaml", "questions.6.options")]
+    assert "at least one spec item" in by_key[("broken/questions.yaml", "questions.7.traces")]
+    assert "required" in by_key[("broken/questions.yaml", "questions.8.question")].lower()
 
 
 def test_problems_are_listed_in_task_and_file_order(tmp_path):
@@ -216,7 +216,7 @@ def test_unreadable_spec_skips_trace_checks_but_not_the_rest(tmp_path):
     (task / "spec.yaml").unlink()
     _write(task / "questions.yaml", {"questions": [_question("q1", traces=["ghost"], gold="Z")]})
     pairs = {(p.file, p.field) for p in validate_pack(tmp_path)}
-    assert pairs == {("good/spec.yaml", None), ("good/questions.yaml", "questions[0].gold")}
+    assert pairs == {("good/spec.yaml", None), ("good/questions.yaml", "questions.0.gold")}
 
 
 def test_starter_must_exist_and_stay_inside_the_task(tmp_path):
@@ -241,8 +241,8 @@ def test_schema_details(tmp_path):
         ("good/task.yaml", "colour"),
         ("good/spec.yaml", "items"),
         # an empty spec has no ids, so every trace points nowhere
-        ("good/questions.yaml", "questions[0].traces[0]"),
-        ("good/questions.yaml", "questions[1].traces[0]"),
+        ("good/questions.yaml", "questions.0.traces.0"),
+        ("good/questions.yaml", "questions.1.traces.0"),
     }
 
 
@@ -300,8 +300,8 @@ def test_load_pack_with_one_problem_sets_file_and_field(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_pack(tmp_path)
     assert info.value.file == str(tmp_path / "good" / "questions.yaml")
-    assert info.value.field == "questions[0].gold"
-    assert "questions.yaml: field 'questions[0].gold': gold 'E'" in str(info.value)
+    assert info.value.field == "questions.0.gold"
+    assert "questions.yaml: field 'questions.0.gold': gold 'E'" in str(info.value)
 
 
 def test_format_problems():

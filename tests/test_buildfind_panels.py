@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from metaeval.protocols.buildfind.analysis.panels import OLD_ROWS_NOTE
-from metaeval.protocols.buildfind.pipeline import analyze_rows, analyze_rows_file
+from metaeval.protocols.buildfind.finalize import analyze_rows, analyze_rows_file
 from metaeval.protocols.buildfind.rows import OPTIONAL, conform, read_rows
 
 AGENTS = ["claude", "codex", "gemini", "kimi", "glm", "mimo"]

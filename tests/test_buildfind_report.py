@@ -10,13 +10,8 @@ import polars as pl
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.report import (
-    affinity_figure,
-    kendall_figure,
-    rb_figure,
-    render_report,
-    write_report,
-)
+from metaeval.protocols.buildfind.report_figures import affinity_figure, kendall_figure, rb_figure
+from metaeval.protocols.buildfind.report_pages import render_report, write_report
 from metaeval.protocols.buildfind.tables import (
     NOT_DOCUMENTED,
     TABLE_DOCS,

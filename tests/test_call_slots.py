@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.cpu_gate import CpuGate
-from metaeval.models.call_slots import CallSlots, call_slot
+from metaeval.engine.call_slots import CallSlots, call_slot
+from metaeval.engine.cpu_gate import CpuGate
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit import llm_protocol
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.cells import static as static_module
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import OpenAIStub  # noqa: E402
@@ -253,15 +254,15 @@ def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
     server = HeldServer(hold_s=0.5)
     server.release.set()
     overlaps: list[str] = []
-    static_cell = AuditRun._static_cell
+    original = static_module.static_cell
 
-    def watched(self, run, task, base):
+    def watched(task, base, **kwargs):
         # a model call that started meanwhile would be in service within this second
         if wait_for(lambda: server.in_service > 0, timeout=1.0):
             overlaps.append(task.task_id)
-        return static_cell(self, run, task, base)
+        return original(task, base, **kwargs)
 
-    monkeypatch.setattr(AuditRun, "_static_cell", watched)
+    monkeypatch.setattr(static_module, "static_cell", watched)
     with server.stub:
         settings, models = held_audit(tmp_path, server.stub.base_url, TASKS[:3], concurrency=1)
         summary = AuditRun(settings, models).run()
@@ -270,18 +271,12 @@ def test_at_concurrency_1_an_in_process_static_cell_never_overlaps_a_model_call(
     assert overlaps == []
 
 
-def test_cells_prepared_ahead_follow_the_concurrency_up_to_a_cap(tmp_path: Path) -> None:
-    from metaeval.executor import Job
-    from metaeval.protocols.audit.runner import MAX_PREPARED_AHEAD
+def test_cells_prepared_ahead_follow_the_concurrency_up_to_a_cap() -> None:
+    from metaeval.engine.pacing import MAX_PREPARED_AHEAD, CallPacing
 
-    def ahead(concurrency: int, sources: list[str]) -> int:
-        url = "http://127.0.0.1:9/v1"  # never called
-        run = AuditRun(*held_audit(tmp_path, url, TASKS[:1], concurrency))
-        return run._prepare_ahead([Job(key=f"t|{s}", fn=lambda: None) for s in sources])
-
-    assert ahead(8, ["static", "openai/held"]) == 8
-    assert ahead(1000, ["static", "openai/held"]) == MAX_PREPARED_AHEAD == 256
-    assert ahead(8, ["static"]) == 0  # nothing to prepare: static cells only
+    assert CallPacing(8).prepared_ahead(has_call_cells=True) == 8
+    assert CallPacing(1000).prepared_ahead(has_call_cells=True) == MAX_PREPARED_AHEAD == 256
+    assert CallPacing(8).prepared_ahead(has_call_cells=False) == 0  # static cells only
 
 
 def test_the_report_renderer_is_made_ready_while_every_call_is_out(tmp_path: Path) -> None:

@@ -666,16 +666,16 @@ def test_registry():
     ],
 )
 def test_run_with_missing_binary_is_a_clear_error(adapter, message, tmp_path, monkeypatch):
-    import metaeval.agents.cli.base as base
+    from metaeval.agents.cli.binaries import tools_dir
 
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(base.sys, "executable", str(empty / "python"))
+    monkeypatch.setattr(sys, "executable", str(empty / "python"))
     ws = Ws(tmp_path)
     result = adapter.run(READ_TASK, ws, LIMITS)
     assert result.status == "error"
-    tools = str(base.tools_dir() / "node_modules" / ".bin")
+    tools = str(tools_dir() / "node_modules" / ".bin")
     assert result.error == message.replace("TOOLS", tools)
     assert ws.calls == []
 

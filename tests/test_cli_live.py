@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from metaeval.agents.cli import CLI_ADAPTERS
-from metaeval.agents.cli.base import resolve_binary
+from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.agents.types import Limits, Task
 from metaeval.gateway import Gateway
 from metaeval.models.scripted import ScriptedModel

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metaeval.agents.cli.base import resolve_binary
+from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.agents.registry import get_agent
 from metaeval.agents.types import Limits
 from metaeval.models.registry import register_provider
@@ -169,7 +169,7 @@ register_provider(
 
 def test_buildfind_with_real_cli_builder_and_finders_on_gateways(tmp_path):
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     for binary in ("claude", "codex", "gemini"):
         if resolve_binary(binary) is None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from metaeval.cpu_gate import CpuGate, waiting
+from metaeval.engine.cpu_gate import CpuGate, waiting
 
 
 def test_at_most_slots_threads_work_and_every_thread_can_wait_at_once():

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from metaeval.executor import Job, LocalExecutor
+from metaeval.engine.executor import Job, LocalExecutor
 
 
 def test_runs_all_jobs_and_respects_concurrency():
@@ -69,7 +69,7 @@ def test_progress_prints_a_line_per_job_when_not_a_terminal_and_eta_on_a_termina
 
     from rich.console import Console
 
-    from metaeval.progress import StepProgress
+    from metaeval.engine.progress import StepProgress
 
     piped = io.StringIO()
     jobs = [Job(key=f"k{i}", fn=lambda i=i: i, label=f"cell {i}") for i in range(3)]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.executor import Job, JobResources
+from metaeval.engine.executor import Job, JobResources
 from metaeval.records import RunDir
 from test_improve_run import experiment
 
@@ -46,7 +46,7 @@ if importlib.util.find_spec("ray") is None:
         raise RuntimeError("the `ray` extra is required: pip install -e '.[ray]'")
     pytest.skip("ray is not installed (extra `ray`)", allow_module_level=True)
 
-from metaeval.executor_ray import (  # noqa: E402 - after the extra check
+from metaeval.engine.ray_backend import (  # noqa: E402 - after the extra check
     START_LINE,
     RayUnavailable,
     _store_blobs,
@@ -386,6 +386,6 @@ def test_a_cluster_without_the_sandbox_resource_fails_at_once_saying_how_to_star
     assert audit["s"] < 120, audit  # at once, not after a timeout
     assert "the Ray cluster at 127.0.0.1:6391" in message
     assert "14 job(s) need 'sandbox' (no node offers it)" in message
-    assert 'ray start --resources "$(python -m metaeval.executor_ray)"' in message
+    assert 'ray start --resources "$(python -m metaeval.engine.ray_backend)"' in message
     assert "Traceback" not in audit["stderr"]
     assert not (work / "audit" / "audits.jsonl").exists()  # nothing was submitted

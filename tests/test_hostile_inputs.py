@@ -1246,7 +1246,7 @@ def test_debug_flag_shows_traceback_only_on_request(box: Sandbox) -> None:
     """
     rows = box.write("rows.csv", rows_csv())
     planted = (
-        "import sys, metaeval.protocols.buildfind.pipeline as p\n"
+        "import sys, metaeval.protocols.buildfind.finalize as p\n"
         "def broken(*args):\n"
         "    raise KeyError('planted [/] bug')\n"
         "p.analyze_rows_file = broken\n"

@@ -27,8 +27,8 @@ from metaeval.errors import MetaevalError
 from metaeval.models.registry import register_provider
 from metaeval.models.scripted import ScriptedModel
 from metaeval.models.types import ModelRequest
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox.workspace import Workspace
-from metaeval.tasks.harbor import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT_BENCH = ROOT / "examples" / "audit-bench"
@@ -215,7 +215,7 @@ def test_buildfind_builder_links_reach_no_record_blob_or_report(tmp_path, outsid
     tries every file tool on it; the run's records, blobs, tables and reports stay clean,
     and the artifact's validation (lines of code, leakage scan) does not read it either."""
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     seen: list[ModelRequest] = []
     final = [("write_file", {"path": "main.py", "content": "print('hello')\n"})]
@@ -315,7 +315,7 @@ def test_agent_results_folder_linking_out_is_refused_and_noted(tmp_path, outside
 
 
 def test_audit_execution_tier_never_sends_a_linked_results_folder(tmp_path, outside):
-    from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+    from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
     results = tmp_path / "agent_results"
     results.mkdir()

@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 
-from metaeval.protocols.audit import static_cell
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.cells import static as static_cell
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.buildfind.pack import validate_pack
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.sandbox.harbor_root import seed_app
-from metaeval.tasks.harbor import load_task
+from metaeval.tasks.harbor_root import seed_app
 from metaeval.tasks.reward import MAX_REWARD_BYTES, read_reward
 from metaeval.tasks.safe_files import copy_tree, remove_tree, walk_tree
 from metaeval.tasks.toml_schema import value_problems

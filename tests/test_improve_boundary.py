@@ -13,14 +13,16 @@ import pytest
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import (
-    REASON_CODES,
     MutationBoundary,
-    PatchVerdict,
     boundary_from_profile,
-    check_patch,
-    check_patch_cli,
     load_boundary,
     narrow,
+)
+from metaeval.protocols.improve.patch_check import (
+    REASON_CODES,
+    PatchVerdict,
+    check_patch,
+    check_patch_cli,
 )
 from metaeval.protocols.improve.profiles import SystemProfile
 

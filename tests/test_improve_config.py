@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.improve.config import (
-    RESOLVED_SCHEMA,
-    ExperimentManifest,
-    HeldOut,
+from metaeval.protocols.improve.config import ExperimentManifest, HeldOut
+from metaeval.protocols.improve.contract import RESOLVED_SCHEMA
+from metaeval.protocols.improve.resolve import (
     load_sut_config,
     load_system_profile,
     resolve_base_commit,
@@ -274,6 +273,7 @@ def test_launch_profile_and_boundary_file_are_resolved_and_hashed(tree: Path) ->
     )
     sut = read_json(tree / "suts" / "toolloop_sut.json")
     sut["launch_profile"] = "../profiles/meta.json"
+    sut["meta_agent"] = {"agent": "pact"}  # the lane that runs a launch profile's server
     write_json(tree / "suts" / "toolloop_sut.json", sut)
     boundary = write_json(tree / "boundaries" / "narrow.json", {"allowed": ["target_agent/x"]})
     edit_manifest(

@@ -36,7 +36,7 @@ from metaeval.protocols.improve.pact.protocol import (
 )
 from metaeval.protocols.improve.suites import SuiteConfig
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 
 SUITES = Path(__file__).resolve().parents[1] / "examples" / "improve-suites"
 TERMINAL = SUITES / "terminal"

@@ -116,7 +116,7 @@ def sleeper(worktree: Path, _input: dict) -> str:
 @pytest.mark.parametrize("grace", [30.0, 0.5])
 def test_meta_agent_over_its_timeout_makes_the_trial_invalid(tmp_path, monkeypatch, grace):
     """Finished late (its transcript kept) or abandoned: a timeout either way."""
-    monkeypatch.setattr("metaeval.protocols.improve.loop.PROPOSAL_GRACE_S", grace)
+    monkeypatch.setattr("metaeval.protocols.improve.proposal.PROPOSAL_GRACE_S", grace)
     manifest = experiment(tmp_path, budget=1, timeout_s=1)
     started = time.monotonic()
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([sleeper]))

@@ -26,7 +26,7 @@ import pytest
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.runner import run_experiment
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import OpenAIStub  # noqa: E402

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.improve.suites import (
     SuiteConfig,
     load_suite_config,
@@ -22,10 +23,10 @@ from metaeval.protocols.improve.suites import (
     suite_tasks,
 )
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
-from metaeval.tasks.harbor import discover_tasks, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
+from metaeval.tasks.task_dirs import discover_tasks
 from metaeval.tasks.trial import ORACLE, run_trial
 
 SUITES = Path(__file__).resolve().parents[1] / "examples" / "improve-suites"

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from metaeval.executor import Job, LocalExecutor
+from metaeval.engine.executor import Job, LocalExecutor
 from metaeval.models.limits import AdaptiveLimiter
 from metaeval.models.registry import get_model
 from metaeval.models.types import Message, ModelRequest

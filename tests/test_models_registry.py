@@ -19,10 +19,10 @@ from metaeval.errors import (
     ProviderUnavailableError,
     UnknownProviderError,
 )
+from metaeval.models.provider_model import concurrency_limiter
 from metaeval.models.registry import (
     DEFAULT_MODEL,
     ProviderInfo,
-    concurrency_limiter,
     get_model,
     list_providers,
     parse_model_name,

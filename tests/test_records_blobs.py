@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
-from metaeval.errors import RecordIntegrityError
+from metaeval.errors import ConfigError, RecordIntegrityError
 from metaeval.records import BlobStore
 
 # len("\n[... ") + len(" bytes omitted; full text in blob ") + len("sha256:" + 64 hex)
@@ -124,3 +125,48 @@ def test_a_short_copy_left_by_a_crash_is_rewritten(tmp_path: Path) -> None:
     store.path_for(ref).write_bytes(b"")  # what an unsynced file can look like after a crash
     assert store.put(b"full content") == ref
     assert store.get(ref) == b"full content"
+
+
+def _blob_path(root: Path, data: bytes) -> tuple[str, Path]:
+    digest = hashlib.sha256(data).hexdigest()
+    return "sha256:" + digest, root / "blobs" / digest[:2] / digest
+
+
+@pytest.mark.parametrize("where", ["blob", "shard", "blobs"])
+def test_get_never_reads_through_a_link_even_to_the_right_bytes(tmp_path: Path, where: str) -> None:
+    """A shared run may link a blob (or its folders) to a file elsewhere holding exactly the
+    named bytes: the hash would match, the read is still refused, naming the link."""
+    data = b"evidence someone else holds\n"
+    ref, path = _blob_path(tmp_path / "run", data)
+    elsewhere = tmp_path / "elsewhere" / "blobs" / path.parent.name
+    elsewhere.mkdir(parents=True)
+    (elsewhere / path.name).write_bytes(data)
+    link = {"blob": path, "shard": path.parent, "blobs": path.parent.parent}[where]
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(
+        {"blob": elsewhere / path.name, "shard": elsewhere, "blobs": elsewhere.parent}[where]
+    )
+    store = BlobStore(tmp_path / "run" / "blobs")
+    with pytest.raises(ConfigError, match="symbolic link") as caught:
+        store.get(ref)
+    assert str(link) in str(caught.value)
+
+
+@pytest.mark.timeout(20)
+def test_get_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    ref, path = _blob_path(tmp_path, b"x")
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        BlobStore(tmp_path / "blobs").get(ref)
+
+
+def test_head_cuts_but_hashes_the_whole_blob(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    ref = store.put(b"0123456789")
+    assert store.head(ref, 4) == (b"0123", True)
+    assert store.head(ref, 10) == (b"0123456789", False)
+    assert store.head(ref, None) == (b"0123456789", False)
+    store.path_for(ref).write_bytes(b"0123XXXXXX")  # damaged after the part shown
+    with pytest.raises(RecordIntegrityError, match="corrupt"):
+        store.head(ref, 4)

@@ -11,7 +11,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import metaeval
+from metaeval.errors import ConfigError
 from metaeval.records import JsonlWriter, read_jsonl
 
 SRC = str(Path(metaeval.__file__).resolve().parent.parent)
@@ -111,6 +114,21 @@ def test_corrupt_middle_line_is_named_corrupt(tmp_path: Path) -> None:
 
 def test_missing_file_reads_empty(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "nope.jsonl") == ([], [])
+
+
+def test_reading_and_writing_refuse_a_linked_record_file_by_one_rule(tmp_path: Path) -> None:
+    """A record file linked elsewhere is refused on read as on write, with the same words."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b'{"planted": true}\n')
+    link = tmp_path / "cells.jsonl"
+    link.symlink_to(outside)
+    with pytest.raises(ConfigError) as read_error:
+        read_jsonl(link)
+    with pytest.raises(ConfigError) as write_error, JsonlWriter(link) as writer:
+        writer.append({"i": 0})
+    assert str(read_error.value) == str(write_error.value)
+    assert str(link) in str(read_error.value) and "is a symbolic link" in str(read_error.value)
+    assert outside.read_bytes() == b'{"planted": true}\n'
 
 
 def test_complete_last_record_without_newline_is_kept(tmp_path: Path) -> None:

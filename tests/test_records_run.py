@@ -14,8 +14,7 @@ import pytest
 
 import metaeval
 from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError
-from metaeval.records import RunDir, read_jsonl, sha256_text
-from metaeval.records import run as run_mod
+from metaeval.records import RunDir, new_run, read_jsonl, sha256_text
 
 SRC = str(Path(metaeval.__file__).resolve().parent.parent)
 KEY = ("task", "seed")
@@ -236,7 +235,7 @@ def test_failed_manifest_write_removes_the_new_dir(
     def boom(*_a: Any, **_k: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(run_mod, "write_manifest", boom)
+    monkeypatch.setattr(new_run, "write_manifest", boom)  # where the first manifest is written
     with pytest.raises(OSError, match="disk full"):
         _open(tmp_path / "new" / "run")
     assert not (tmp_path / "new").exists()

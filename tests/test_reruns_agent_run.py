@@ -11,7 +11,7 @@ import pytest
 from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.errors import RecordIntegrityError
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
 
 pytestmark = pytest.mark.bwrap
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"

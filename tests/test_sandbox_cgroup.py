@@ -168,14 +168,14 @@ def test_memory_parent_reads_a_v2_hierarchy_with_the_memory_controller(tmp_path,
 
 
 def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
-    from metaeval.cli import _cgroup_check
+    from metaeval.doctor import cgroup_check
 
-    name, ok, detail = _cgroup_check()
+    name, ok, detail = cgroup_check()
     assert (name, ok) == ("memory cgroup (optional)", True)
     assert detail.startswith("v") and f"under {cgroups} (agent CLIs capped)" in detail
     assert ours(cgroups) == set()  # the probe's cgroup is gone
     monkeypatch.setattr(cgroup_mod, "unavailable_reason", lambda: "not writable")
-    assert _cgroup_check() == (
+    assert cgroup_check() == (
         "memory cgroup (optional)",
         False,
         "not writable; agent CLIs bounded by time only",
@@ -184,7 +184,7 @@ def test_doctor_says_whether_cli_agents_get_a_memory_cap(cgroups, monkeypatch):
 
 def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import _memory_outcome
+    from metaeval.agents.cli.outcome import memory_outcome
     from metaeval.agents.types import AgentResult
     from metaeval.sandbox.process import ExecResult
 
@@ -197,7 +197,7 @@ def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
         memory_note="cgroup v1 memory cap 128 MiB",
         memory_cap_hits=7,
     )
-    out = _memory_outcome(run, pressed, adapter)
+    out = memory_outcome(run, pressed, adapter)
     assert out.status == "timeout" and out.error == (
         "claude-code timed out after 60s (it reached its memory cap (128 MiB) 7 times: "
         "it may have been starved of memory)"
@@ -206,5 +206,5 @@ def test_a_timed_out_cli_that_kept_hitting_its_cap_says_so():
         "memory: cgroup v1 memory cap 128 MiB",
         "memory: it reached its memory cap (128 MiB) 7 times",
     ]
-    calm = _memory_outcome(run, pressed.model_copy(update={"memory_cap_hits": 0}), adapter)
+    calm = memory_outcome(run, pressed.model_copy(update={"memory_cap_hits": 0}), adapter)
     assert calm.error == "claude-code timed out after 60s"

@@ -22,8 +22,8 @@ from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.target_runtime import target_sandbox
 from metaeval.sandbox import Workspace
 from metaeval.sandbox.bwrap import bwrap_available
-from metaeval.sandbox.harbor_root import run_harbor_phase
 from metaeval.sandbox.policy import SANDBOX_UID, unprivileged_uid
+from metaeval.tasks.harbor_root import run_harbor_phase
 
 pytestmark = pytest.mark.skipif(
     not bwrap_available() and os.environ.get("METAEVAL_REQUIRE_BWRAP") != "1",

@@ -15,7 +15,7 @@ from metaeval.errors import RecordIntegrityError
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
 from metaeval.records import RunDir
 from metaeval.sandbox.git import GitError, git, git_result
-from metaeval.sandbox.process import group_alive, spawn, stop_process_group
+from metaeval.sandbox.process_group import group_alive, spawn, stop_process_group
 
 
 def _repo(path: Path) -> Path:

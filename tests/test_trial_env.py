@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.audit.execution_checks import ExecutionCheckResult, run_execution_checks
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.execution_results import ExecutionCheckResult
+from metaeval.protocols.audit.task_view import Hints, load_task
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
-from metaeval.sandbox.container import Engine, ensure_image, find_engine
+from metaeval.sandbox.container import Engine, find_engine
 from metaeval.sandbox.stdin_env import shell_with_env
-from metaeval.tasks.harbor import Hints, load_task
+from metaeval.tasks.images import ensure_image
 from metaeval.tasks.limits import MAX_ENV_VARS, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.toml_schema import value_problems

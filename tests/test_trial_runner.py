@@ -18,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.audit.execution_checks import ExecutionCheckResult, run_execution_checks
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.execution_results import ExecutionCheckResult
+from metaeval.protocols.audit.task_view import Hints, load_task
 from metaeval.protocols.improve.evaluate import TaskOutcome, evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox import bwrap as bwrap_mod
-from metaeval.sandbox.container import find_engine, image_exists
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
+from metaeval.sandbox.container import find_engine
 from metaeval.sandbox.policy import network_isolation
-from metaeval.tasks.harbor import Hints, load_task
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.images import image_exists
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.trial import ORACLE, TrialResult, run_trial

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun, AuditSettings
 from metaeval.records import BlobStore
 from test_improve_run import experiment
 
@@ -144,6 +144,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ledger = [json.loads(x) for x in (other / "trial_ledger.jsonl").read_text().splitlines()]
     ledger[4]["optimize_score"] = 0.4
     (other / "trial_ledger.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ledger))
+    # and one task of trial 5's candidate with another reward
+    evaluation = other / "trials" / "005" / "artifacts" / "candidates" / "evaluation.json"
+    data = json.loads(evaluation.read_text())
+    data["optimize"]["tasks"][0]["reward"] = 0.25
+    evaluation.write_text(json.dumps(data))
     return {"root": root, "a": a, "b": root / "audit-b", "bf": bf, "improve": root / "improve-demo"}
 
 
@@ -368,6 +373,15 @@ def test_improve_lineage_edges_come_from_parent_ids_and_trials_explain_themselve
     assert '<span class="add">+' in trial1  # the candidate's patch, added lines marked
     assert "count-error-lines" in trial1  # per-task results
     assert "scripted_edit" in trial1  # the meta-agent trace
+    # the target's per-task transcript and test log, as the bundle keeps them
+    links = re.findall(r'href="(/run/[^"]+/trial/1/task\?[^"]+)">(transcript|test log)<', trial1)
+    assert {kind for _, kind in links} == {"transcript", "test log"}
+    transcript = viewer.page(next(u for u, k in links if k == "transcript").replace("&amp;", "&"))
+    assert "target transcript" in transcript and '<li class="step">' in transcript
+    log = viewer.page(next(u for u, k in links if k == "test log").replace("&amp;", "&"))
+    assert "$ bash /tests/test.sh" in log
+    bad = f"/run/{rid}/trial/1/task?suite=optimize&task=nope&kind=trace"
+    assert viewer.get(bad)[0] == 404
     assert viewer.get(f"/run/{rid}/trial/99")[0] == 404
 
 
@@ -385,6 +399,10 @@ def test_diffs_of_two_runs(viewer):
         r"<td>trial-005</td><td class=\"num\">0.200</td><td class=\"num\">0.400</td><td class=\"num\">\+0.200</td>",
         improve,
     )
+    tasks = re.search(r'id="diff-tasks">(.*?)</table>', improve, re.S).group(1)
+    assert tasks.count("<tr>") == 2  # the header and the one task whose reward changed
+    assert re.search(r"<td>trial-005</td><td>optimize</td><td>[^<]+</td>"
+                     r'<td class="num">[0-9.]+</td><td class="num">0.250</td>', tasks)  # fmt: skip
     bf = viewer.run_id("bf")
     same = viewer.page(f"/diff?a={bf}&b={bf}")
     assert "builder terse" in same and "+0.000" in same

@@ -78,7 +78,7 @@ class DemoParts:
         from metaeval.examples import example_audit_bench
         from metaeval.protocols.audit.judge import CATEGORY_JUDGE
         from metaeval.protocols.audit.render import score_run
-        from metaeval.protocols.audit.runner import AuditRun, AuditSettings
+        from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
         bench, run_dir = example_audit_bench(), self.run_dir / "audit"
         settings = AuditSettings(
@@ -112,8 +112,8 @@ def buildfind(run_dir: Path, model: str, new_layer: str | None) -> None:
     from metaeval.examples import example_path
     from metaeval.protocols.buildfind.cli import print_findings, run_counts_text
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import finalize_run, run_and_finalize
-    from metaeval.protocols.buildfind.runner import open_existing
+    from metaeval.protocols.buildfind.finalize import finalize_run, run_and_finalize
+    from metaeval.protocols.buildfind.run import open_existing
 
     config = load_config(example_path("buildfind-local.yaml"))
     for finder in config.finders:

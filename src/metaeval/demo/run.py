@@ -20,8 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.agents.toolloop import JSON_MODE_HINT, SYSTEM_PROMPT, ToolLoopAgent
 from metaeval.agents.types import Limits, Task
+from metaeval.engine.executor import Job, JobOutcome, LocalExecutor
 from metaeval.errors import ConfigError
-from metaeval.executor import Job, JobOutcome, LocalExecutor
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.records import RunDir

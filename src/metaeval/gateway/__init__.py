@@ -9,14 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from metaeval.gateway.server import ExchangeLog, Gateway
+    from metaeval.gateway.exchange_log import ExchangeLog
+    from metaeval.gateway.server import Gateway
 
 __all__ = ["ExchangeLog", "Gateway"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name == "ExchangeLog":
+        from metaeval.gateway import exchange_log
+
+        return exchange_log.ExchangeLog
+    if name == "Gateway":
         from metaeval.gateway import server
 
-        return getattr(server, name)
+        return server.Gateway
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

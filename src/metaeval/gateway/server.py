@@ -21,126 +21,35 @@ prefix is optional for the OpenAI routes.
 from __future__ import annotations
 
 import contextlib
-import io
-import json
-import queue
 import socket
 import socketserver
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
-from metaeval.gateway import access, anthropic_api, chat_api, gemini_api, responses_api
+from metaeval.gateway import access
 from metaeval.gateway.actions import (
     count_tokens,
     fit_to_context,
     from_json_action,
-    request_text,
     settled_usage,
     wants_json_actions,
     with_json_actions,
 )
+from metaeval.gateway.exchange_log import ExchangeLog
 from metaeval.gateway.framing import (
     DEFAULT_TIMEOUT_S,
-    DeadlineReader,
-    FramingError,
-    discard_input,
-    read_body,
 )
-from metaeval.gateway.wire import Call, WireError, dumps
+from metaeval.gateway.handler import handler_for
+from metaeval.gateway.wire import Call
 from metaeval.models.base import Model
-from metaeval.models.types import ModelRequest, ModelResult, Usage
+from metaeval.models.types import ModelResult, Usage
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY_BYTES = 32 * 1024 * 1024  # after decoding; the Anthropic Messages API's own limit
-READ_BUFFER = 64 * 1024
-STREAM_FLUSH_BYTES = 64 * 1024
-MODEL_TIME_HEADER = "X-Metaeval-Model-Seconds"  # the model's share of a response's latency
-
-HEALTH_PATHS = ("", "/health")  # with HEAD: the probes that need no token
-
-APIS: dict[str, Any] = {
-    "anthropic": anthropic_api,
-    "responses": responses_api,
-    "chat": chat_api,
-    "gemini": gemini_api,
-}
-
-
-class ExchangeLog:
-    """Every exchange, in memory and (when a path is given) appended to a redacted JSONL file.
-
-    File writes happen on a background thread, so fsync never sits on a request's path.
-    """
-
-    def __init__(self, path: Path | None = None):
-        self.path = path
-        self.records: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        if path is not None:
-            from metaeval.records.jsonl import JsonlWriter
-
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._writer = JsonlWriter(path)
-            self._thread = threading.Thread(target=self._drain, name="gateway-log", daemon=True)
-            self._thread.start()
-
-    def _drain(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            request = item.get("request")
-            if isinstance(request, ModelRequest):
-                item = {**item, "request": request.model_dump(mode="json", exclude_defaults=True)}
-            self._writer.append(item)
-
-    def begin(self, record: dict[str, Any]) -> None:
-        """List a record now (it is filled in as the exchange goes on), so that whoever got
-        the response can already find it."""
-        with self._lock:
-            record["seq"] = len(self.records) + 1
-            self.records.append(record)
-
-    def finish(self, record: dict[str, Any]) -> None:
-        """The exchange is over: write its record to the file."""
-        if self._thread is not None:
-            self._queue.put(record)
-
-    def add(self, record: dict[str, Any]) -> None:
-        self.begin(record)
-        self.finish(record)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._writer.close()
-            self._thread = None
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.records)
-
-    def for_client(self, tag: str) -> list[dict[str, Any]]:
-        """The records of one client (one run's socket)."""
-        return [r for r in self.snapshot() if r.get("client") == tag]
-
-    def usage(self, client: str | None = None) -> Usage:
-        """Total usage the gateway reported over completions (of one client, if given)."""
-        total = Usage()
-        records = self.snapshot() if client is None else self.for_client(client)
-        for record in records:
-            if record.get("kind") == "completion" and record.get("usage"):
-                total = total + Usage(**record["usage"])
-        return total
 
 
 class Gateway:
@@ -198,7 +107,7 @@ class Gateway:
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.unix_socket.unlink()
-            handler = _handler_for(self, None, self.token, None)
+            handler = handler_for(self, None, self.token, None)
             self._servers.append(_UnixServer(str(self.unix_socket), handler))
         for server in self._servers:
             thread = threading.Thread(
@@ -209,7 +118,7 @@ class Gateway:
         return self
 
     def _tcp_server(self, port: int, token: str, tag: str | None = None) -> _TCPServer:
-        handler = _handler_for(self, tag, token, port)
+        handler = handler_for(self, tag, token, port)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         server = _TCPServer((self.host, port), handler, family)
         handler.port = server.server_address[1]  # the one port 0 picked
@@ -226,7 +135,7 @@ class Gateway:
             host = f"[{self.host}]" if ":" in self.host else self.host
             address = f"http://{host}:{server.server_address[1]}"
         else:
-            server = _UnixServer(str(path), _handler_for(self, tag, token, None))
+            server = _UnixServer(str(path), handler_for(self, tag, token, None))
             address = str(path)
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
@@ -313,326 +222,6 @@ class _TCPServer(ThreadingHTTPServer):
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
-
-
-def _handler_for(gateway: Gateway, tag: str | None, token: str, port: int | None) -> type[_Handler]:
-    """A handler class for one listener: its client tag, token and port (None: Unix)."""
-
-    class Handler(_Handler):
-        pass
-
-    Handler.gateway = gateway
-    Handler.tag = tag
-    Handler.token = token
-    Handler.port = port
-    return Handler
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "metaeval-gateway"
-    sys_version = ""
-    gateway: Gateway
-    tag: str | None = None
-    token: str
-    port: int | None = None
-    unread_input = False  # the request's body was not read: drain it before closing
-
-    def setup(self) -> None:
-        super().setup()
-        if self.connection.family in (socket.AF_INET, socket.AF_INET6):
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.rfile.close()  # replaced by a reader that bounds how long a request may take
-        self.reader = DeadlineReader(self.connection, self.gateway.timeout_s)
-        self.rfile = io.BufferedReader(self.reader, READ_BUFFER)
-
-    def finish(self) -> None:
-        super().finish()
-        if self.unread_input:
-            discard_input(self.connection, self.gateway.max_body_bytes)
-
-    def address_string(self) -> str:
-        return str(self.client_address[0]) if self.client_address else "unix"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass  # every exchange is in the gateway's log instead
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    def _admit(self, needs_token: bool, module: Any = None) -> bool:
-        """Check the request (see `metaeval.gateway.access`) before its body is read; a
-        refused one is answered, counted in `Gateway.refused`, and its connection closed."""
-        query = self.path.partition("?")[2]
-        try:
-            access.check(
-                self.headers,
-                query,
-                token=self.token,
-                port=self.port,
-                needs_token=needs_token,
-                json_body=self.command == "POST",
-            )
-        except access.Refused as exc:
-            with self.gateway._refused_lock:
-                self.gateway.refused[exc.status] += 1
-            self.close_connection = self.unread_input = True
-            extra = (
-                {"WWW-Authenticate": 'Bearer realm="metaeval-gateway"'} if exc.status == 401 else {}
-            )
-            body = (module or chat_api).error_body(exc.status, str(exc))
-            with contextlib.suppress(OSError):
-                self._send_json(exc.status, body, extra)
-            return False
-        return True
-
-    def handle_expect_100(self) -> bool:
-        """Promise to read a body only to a client that may send one."""
-        path = self.path.partition("?")[0]
-        if not self._admit(True, APIS.get(_route(path)[0] or "")):
-            return False
-        return super().handle_expect_100()
-
-    def _end_of_head(self) -> None:
-        """A request without a body has been read whole (one that carries a body anyway is
-        not read: its connection closes after the answer)."""
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0") != "0":
-            self.close_connection = self.unread_input = True
-        self.reader.request_read()
-
-    def _json_body(self) -> dict[str, Any]:
-        try:
-            raw = read_body(self.rfile, self.headers, self.gateway.max_body_bytes)
-        except TimeoutError as exc:
-            raise FramingError(408, str(exc) or "request body not received in time") from exc
-        self.reader.request_read()
-        try:
-            body = json.loads(raw or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise WireError(f"request body is not JSON ({exc})") from exc
-        except RecursionError as exc:
-            raise WireError("request body is JSON nested too deep") from exc
-        if not isinstance(body, dict):
-            raise WireError("request body must be a JSON object")
-        return body
-
-    def _send_json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> int:
-        data = dumps(obj).encode()
-        head = [f"HTTP/1.1 {status} {_reason(status)}", "Content-Type: application/json"]
-        head += [f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in (extra or {}).items())]
-        if self.close_connection:
-            head.append("Connection: close")
-        if self.command == "HEAD":  # the answer to HEAD has no body
-            data = b""
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
-        return len(data)
-
-    def _send_stream(
-        self, chunks: Iterator[bytes], content_type: str, extra: dict[str, str] | None = None
-    ) -> int:
-        head = [
-            "HTTP/1.1 200 OK",
-            f"Content-Type: {content_type}",
-            "Cache-Control: no-cache",
-            "Transfer-Encoding: chunked",
-            *(f"{k}: {v}" for k, v in (extra or {}).items()),
-        ]
-        # Events that exist together go out in one write (one chunk each in the body); the
-        # generator yields an event as soon as it is produced, so nothing waits for later ones.
-        sent = 0
-        pending = bytearray(("\r\n".join(head) + "\r\n\r\n").encode())
-        for chunk in chunks:
-            pending += b"%x\r\n%s\r\n" % (len(chunk), chunk)
-            sent += len(chunk)
-            if len(pending) >= STREAM_FLUSH_BYTES:
-                self.wfile.write(pending)
-                pending.clear()
-        self.wfile.write(bytes(pending) + b"0\r\n\r\n")
-        return sent
-
-    # -- verbs -----------------------------------------------------------------------------
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        if not self._admit(needs_token=False):
-            return
-        self._end_of_head()
-        close = b"Connection: close\r\n" if self.close_connection else b""
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + close + b"\r\n")
-
-    def do_GET(self) -> None:  # noqa: N802
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if not self._admit(needs_token=path not in HEALTH_PATHS):
-            return
-        self._end_of_head()
-        names = self.gateway.served_names
-        if path in HEALTH_PATHS:
-            self._send_json(200, {"status": "ok", "model": self.gateway.model.name})
-        elif path in ("/v1/models", "/models"):
-            if self.headers.get("anthropic-version"):
-                self._send_json(200, anthropic_api.models_list(names))
-            else:
-                self._send_json(200, chat_api.models_list(names))
-        elif path in ("/v1beta/models", "/v1/models"):
-            self._send_json(200, gemini_api.models_list(names))
-        else:
-            self._send_json(404, {"error": {"message": f"no route GET {path}"}})
-
-    def do_POST(self) -> None:  # noqa: N802
-        started = time.perf_counter()
-        path, _, query = self.path.partition("?")
-        api, action = _route(path)
-        module = APIS.get(api or "")
-        if not self._admit(True, module):
-            return
-        record: dict[str, Any] = {"api": api, "path": path, "time": time.time()}
-        if self.tag is not None:
-            record["client"] = self.tag
-        record["kind"] = "pending"
-        self.gateway.exchanges.begin(record)
-        try:
-            if module is None or api is None:
-                raise _NoRoute(f"no route POST {path}")
-            body = self._json_body()
-            if action == "count":
-                self._count(api, body, record, path)
-            else:
-                self._generate(module, api, body, path, query, record)
-        except _NoRoute as exc:
-            self.close_connection = self.unread_input = True  # the body was not read
-            record.update(kind="error", status=404, error=str(exc))
-            self._send_json(404, {"error": {"message": str(exc)}})
-        except FramingError as exc:
-            # where the next request would start is unknown; a stalled client is not waited for
-            self.close_connection = True
-            self.unread_input = exc.status != 408
-            record.update(kind="error", status=exc.status, error=str(exc))
-            with contextlib.suppress(OSError):
-                self._send_json(exc.status, (module or chat_api).error_body(exc.status, str(exc)))
-        except WireError as exc:
-            record.update(kind="error", status=400, error=str(exc))
-            self._send_json(400, (module or chat_api).error_body(400, str(exc)))
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            record.update(kind="error", status=499, error=f"client went away: {exc}")
-        except Exception as exc:  # the model failed: tell the client, do not retry
-            message = f"{type(exc).__name__}: {exc}"
-            record.update(kind="error", status=500, error=message)
-            with contextlib.suppress(OSError):
-                err = (module or chat_api).error_body(500, message)
-                self._send_json(500, err, {"x-should-retry": "false"})
-        record["gateway_s"] = time.perf_counter() - started
-        if "model_s" in record:
-            record["overhead_s"] = record["gateway_s"] - record["model_s"]
-        self.gateway.exchanges.finish(record)
-
-    def _count(self, api: str, body: dict[str, Any], record: dict[str, Any], path: str) -> None:
-        model = self.gateway.model
-        if api == "anthropic":
-            request = anthropic_api.parse({**body, "max_tokens": 1}, model.name).request
-        else:
-            request = gemini_api.count_request(body, model.name)
-        tokens, method = count_tokens(model, request_text(request))
-        record.update(kind="count_tokens", status=200, input_tokens=tokens, method=method)
-        if api == "anthropic":
-            self._send_json(200, {"input_tokens": tokens})
-        else:
-            self._send_json(200, {"totalTokens": tokens})
-
-    def _generate(
-        self,
-        module: Any,
-        api: str,
-        body: dict[str, Any],
-        path: str,
-        query: str,
-        record: dict[str, Any],
-    ) -> None:
-        gateway = self.gateway
-        if api == "gemini":
-            requested = path.rsplit("/", 1)[-1].split(":", 1)[0]
-            streaming = path.endswith(":streamGenerateContent")
-            call = gemini_api.parse(body, gateway.model.name, requested, streaming)
-        else:
-            call = module.parse(body, gateway.model.name)
-        record.update(
-            kind="completion",
-            requested_model=call.requested_model,
-            model=gateway.model.name,
-            stream=call.stream,
-            request=call.request,  # a ModelRequest; dumped when written to the file
-        )
-        asked = requested_reasoning(body)
-        if asked:
-            record["reasoning"] = asked
-        result, usage, source, model_s = gateway.complete(call)
-        record.update(
-            model_s=model_s,
-            usage=usage.model_dump(),
-            usage_source=source,
-            response={
-                "text": result.text,
-                "tool_calls": [c.model_dump(mode="json") for c in result.tool_calls],
-                "finish_reason": result.finish_reason,
-            },
-            cost_usd=result.cost_usd,
-            status=200,
-        )
-        if "fitted" in call.extra:
-            record["fitted"] = call.extra["fitted"]
-        timing = {MODEL_TIME_HEADER: f"{model_s:.6f}"}
-        if not call.stream:
-            record["bytes"] = self._send_json(200, module.render(call, result, usage), timing)
-        elif api == "gemini" and "alt=sse" not in query:
-            chunks = [json.loads(c[len(b"data: ") :]) for c in module.stream(call, result, usage)]
-            record["bytes"] = self._send_json(200, chunks, timing)
-        else:
-            record["bytes"] = self._send_stream(
-                module.stream(call, result, usage), "text/event-stream", timing
-            )
-
-
-REASONING_KEYS = ("reasoning", "reasoning_effort", "thinking", "output_config")
-
-
-def requested_reasoning(body: dict[str, Any]) -> dict[str, Any]:
-    """The reasoning settings a client sent (OpenAI `reasoning`/`reasoning_effort`, Anthropic
-    `thinking`/`output_config`, Gemini `generationConfig.thinkingConfig`), kept in the exchange
-    record so a test or a reader can see which effort the agent ran at; the model ignores them."""
-    asked = {k: body[k] for k in REASONING_KEYS if k in body}
-    config = body.get("generationConfig")
-    if isinstance(config, dict) and "thinkingConfig" in config:
-        asked["thinkingConfig"] = config["thinkingConfig"]
-    return asked
-
-
-class _NoRoute(Exception):
-    """A POST to a path the gateway does not serve (404; a model's KeyError stays a 500)."""
-
-
-def _route(path: str) -> tuple[str | None, str]:
-    """(api, action) of a POST path; action is 'generate' or 'count'."""
-    path = path.rstrip("/")
-    if path.startswith("/v1beta/models/") or (path.startswith("/v1/models/") and ":" in path):
-        verb = path.rsplit(":", 1)[-1] if ":" in path else ""
-        if verb in ("generateContent", "streamGenerateContent"):
-            return "gemini", "generate"
-        if verb == "countTokens":
-            return "gemini", "count"
-        return None, ""
-    if path in ("/v1/messages", "/messages"):
-        return "anthropic", "generate"
-    if path in ("/v1/messages/count_tokens", "/messages/count_tokens"):
-        return "anthropic", "count"
-    if path in ("/v1/responses", "/responses"):
-        return "responses", "generate"
-    if path in ("/v1/chat/completions", "/chat/completions"):
-        return "chat", "generate"
-    return None, ""
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Status"
 
 
 def serve_forever(gateway: Gateway, on_ready: Callable[[Gateway], None] | None = None) -> None:

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from metaeval.models.base import import_sdk
-from metaeval.models.registry import ProviderModel, resolve_credentials
+from metaeval.models.provider_model import ProviderModel, resolve_credentials
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, Usage
 
 OUTPUT_TOOL = "output"

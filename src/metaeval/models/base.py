@@ -1,4 +1,4 @@
-"""The provider interface every model implements (see registry.ProviderModel for the shared part)."""
+"""The provider interface every model implements (see provider_model.ProviderModel for the shared part)."""
 
 from __future__ import annotations
 

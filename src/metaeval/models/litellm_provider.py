@@ -15,7 +15,7 @@ from metaeval.models.openai_provider import (
     to_openai_messages,
     to_openai_tools,
 )
-from metaeval.models.registry import ProviderModel
+from metaeval.models.provider_model import ProviderModel
 from metaeval.models.retry import RetryPolicy
 from metaeval.models.types import ModelRequest, ModelResult
 

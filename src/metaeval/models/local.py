@@ -17,7 +17,7 @@ from typing import Any
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.models.base import import_sdk
 from metaeval.models.gguf_weights import f16_copy, wants_f16
-from metaeval.models.registry import ProviderModel
+from metaeval.models.provider_model import ProviderModel
 from metaeval.models.retry import NO_RETRY
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 

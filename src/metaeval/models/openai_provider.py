@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 from metaeval.errors import ConfigError
 from metaeval.models.base import import_sdk, require_sdk
 from metaeval.models.http_json import JsonHTTPClient, uses_proxy
-from metaeval.models.registry import ProviderModel, resolve_credentials
+from metaeval.models.provider_model import ProviderModel, resolve_credentials
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
 
 OFFICIAL_HOST = "api.openai.com"

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.models.base import Model
-from metaeval.models.registry import ProviderModel
+from metaeval.models.provider_model import ProviderModel
 from metaeval.models.request_hash import request_hash
 from metaeval.models.retry import NO_RETRY
 from metaeval.models.types import ModelRequest, ModelResult

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metaeval.errors import MetaevalError
-from metaeval.models.registry import ProviderModel
+from metaeval.models.provider_model import ProviderModel
 from metaeval.models.retry import NO_RETRY
 from metaeval.models.types import ModelRequest, ModelResult
 

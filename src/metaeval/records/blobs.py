@@ -12,9 +12,11 @@ from typing import Any
 
 from metaeval.errors import RecordIntegrityError, with_filename
 from metaeval.records.durable import atomic_write, fsync_dir
+from metaeval.records.nofollow import open_file
 from metaeval.records.redact import redact_bytes
 
 _REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
+_HASH_CHUNK = 1 << 20
 
 
 def _utf8_head(data: bytes, n: int) -> bytes:
@@ -114,15 +116,33 @@ class BlobStore:
         return len(pending)
 
     def get(self, ref: str) -> bytes:
-        """The bytes of a blob; RecordIntegrityError if it is missing or does not match its hash."""
+        """The bytes of a blob; RecordIntegrityError if it is missing or does not match its
+        hash, ConfigError if a link or special file stands in its place (see `head`)."""
+        return self.head(ref, None)[0]
+
+    def head(self, ref: str, max_bytes: int | None) -> tuple[bytes, bool]:
+        """(the first `max_bytes` bytes of a blob, or all with None; whether it holds more).
+
+        `blobs/`, its shard directory and the blob are opened without following a link (a
+        shared run may point them anywhere) and the whole blob is hashed whatever is kept,
+        so a corrupt blob is never returned: RecordIntegrityError when it is missing or its
+        hash differs, ConfigError (`nofollow.refused`) for a link or special file."""
         path = self.path_for(ref)
         try:
-            data = path.read_bytes()
+            fd = open_file(path, os.O_RDONLY, root=self.root.parent)
         except FileNotFoundError:
             raise RecordIntegrityError(f"blob {ref} is missing ({path})") from None
-        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
+        os.set_blocking(fd, True)
+        digest, kept, size = hashlib.sha256(), bytearray(), 0
+        with os.fdopen(fd, "rb") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                if max_bytes is None or len(kept) < max_bytes:
+                    kept += chunk if max_bytes is None else chunk[: max_bytes - len(kept)]
+        if "sha256:" + digest.hexdigest() != ref:
             raise RecordIntegrityError(f"blob {ref} is corrupt: its content hash differs ({path})")
-        return data
+        return bytes(kept), size > len(kept)
 
     def __contains__(self, ref: object) -> bool:
         if not isinstance(ref, str) or _REF_RE.match(ref) is None:

@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -62,23 +61,14 @@ def environment_hash() -> str:
 
 
 def _git(checkout: Path, *args: str) -> str | None:
-    """git about `checkout` alone: its own `.git`, no repository discovery upwards, no
-    configuration that runs commands (`metaeval.sandbox.git.SAFE_CONFIG`)."""
-    from metaeval.sandbox.git import SAFE_CONFIG, git_env
+    """git about `checkout` alone (its own `.git`, no repository discovery upwards), through
+    the one git helper; None when git fails or is not installed."""
+    from metaeval.sandbox.git import GitError, git_tree
 
-    env = git_env(GIT_DIR=str(checkout / ".git"), GIT_WORK_TREE=str(checkout))
     try:
-        proc = subprocess.run(
-            ["git", *SAFE_CONFIG, *args],
-            cwd=checkout,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=env,
-        )
-    except (OSError, subprocess.SubprocessError):
+        return git_tree(checkout / ".git", checkout, *args, timeout_s=30)
+    except GitError:
         return None
-    return proc.stdout if proc.returncode == 0 else None
 
 
 def git_revision(checkout: str | os.PathLike[str]) -> str | None:

@@ -14,17 +14,16 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaeval.errors import ConfigError, with_filename
+from metaeval.errors import with_filename
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import fsync_dir
-from metaeval.records.nofollow import open_file
+from metaeval.records.nofollow import open_file, open_for_reading
 from metaeval.records.redact import redact
 
 
@@ -202,16 +201,10 @@ def iter_jsonl(
     shared run directory may point it anywhere, or hold a FIFO that would block).
     """
     p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = open_for_reading(p)
+    if fd is None:
         return
-    except OSError as exc:  # ELOOP: a symlink; ENXIO: a FIFO without a writer
-        raise _unreadable(p) from exc
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _unreadable(p)
-        os.set_blocking(fd, True)
         number, previous = 0, None
         for raw in handle:
             if previous is not None:
@@ -237,14 +230,6 @@ def _record(
         yield obj
     elif on_problem is not None:
         on_problem(JsonlProblem(str(path), number, kind, detail, last=last))
-
-
-def _unreadable(path: Path) -> ConfigError:
-    return ConfigError(
-        "is a symbolic link or not a regular file; metaeval reads records only from regular "
-        "files of the run directory (a shared run may point links anywhere)",
-        file=str(path),
-    )
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[JsonlProblem]]:

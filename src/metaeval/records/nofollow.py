@@ -10,6 +10,7 @@ naming it; nothing is written. The run directory itself (the path the user gave)
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -24,17 +25,37 @@ FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def refused(path: Path, what: str = "a regular file") -> ConfigError:
-    """The error for an entry of a run directory that is a link (or not what it should be)."""
+    """The error for an entry of a run directory that is a link (or not what it should be),
+    met while reading or writing: the one rule for both."""
     try:
         kind = "a symbolic link" if stat.S_ISLNK(os.lstat(path).st_mode) else f"not {what}"
     except OSError:
         kind = f"not {what}"
     return ConfigError(
-        f"is {kind}; metaeval never writes through links or special files in a run "
+        f"is {kind}; metaeval never reads or writes through links or special files in a run "
         "directory (a shared run may point them anywhere): remove it, or use a copy of the "
         "run without links",
         file=str(path),
     )
+
+
+def open_for_reading(path: Path) -> int | None:
+    """A blocking read-only descriptor of the regular file `path`, never through a link and
+    without blocking on a FIFO; None when it does not exist, `refused` when a link, FIFO or
+    device stands in its place."""
+    try:
+        fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: a symlink; ENXIO: a FIFO without a writer
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise refused(path) from exc
+        raise with_filename(exc, path) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refused(path)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _relative(path: Path, root: Path) -> tuple[str, ...]:

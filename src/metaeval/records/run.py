@@ -30,13 +30,11 @@ are only ever appended; a retry adds a new record and the latest one wins.
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import functools
 import json
 import logging
 import os
 import re
-import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,38 +42,38 @@ from pathlib import Path
 from typing import Any
 
 from metaeval import __version__
-from metaeval.errors import ConfigError, MetaevalError, RecordIntegrityError, operator_fault
+from metaeval.errors import ConfigError, MetaevalError
 from metaeval.records.blobs import BlobStore
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import atomic_write
 from metaeval.records.envinfo import environment_hash, metaeval_git_revision
 from metaeval.records.jsonl import JsonlWriter, iter_jsonl
+from metaeval.records.layers import (
+    LAYERS_FILE,
+    DeferredHash,
+    compute_deferred,
+    recorded_layers,
+    select_layer,
+)
 from metaeval.records.manifest import (
     MANIFEST_NAME,
     build_manifest,
-    diff_hashes,
     hash_inputs,
-    is_hash,
     read_manifest,
     setting_hashes,
     utc_now,
     write_manifest,
 )
-from metaeval.records.nofollow import open_file
+from metaeval.records.new_run import PendingManifest, make_run_dir, write_first_manifest
 from metaeval.records.redact import redact, redact_argv, redact_text
+from metaeval.records.run_lock import acquire_lock, release_lock
 
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = frozenset({"ok", "timeout", "error"})
-LAYERS_FILE = "layers.jsonl"
 SESSIONS_FILE = "sessions.jsonl"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
-WAYS_OUT = (
-    "; use a new run directory (-o NEW_DIR), or re-run with --new-layer NAME to start a new "
-    "evidence layer in this one"
-)
-"""How a refusal of changed inputs or settings ends: the two ways out."""
 _RESERVED = frozenset({"layers", "sessions"})
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -131,36 +129,6 @@ def _check_name(value: str, what: str) -> None:
         )
 
 
-def _acquire_lock(path: Path) -> int:
-    # never through a link: a shared run's .lock may point at a file of the user's, which the
-    # truncation below would empty
-    fd = open_file(path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-        finally:
-            os.close(fd)
-        raise MetaevalError(
-            f"run directory {path} is in use by another process (pid {holder}); "
-            "wait for it to finish or use another run directory"
-        ) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def _is_fresh(path: Path) -> bool:
     """True when a directory holds nothing but what an interrupted `open` may leave: the lock,
     a manifest's temporary file, and blobs of a run killed before its deferred manifest was
@@ -172,90 +140,6 @@ def _is_fresh(path: Path) -> bool:
             continue
         return False
     return True
-
-
-DeferredHash = Callable[[], str]
-
-
-def _recorded_layers(path: Path, manifest: Mapping[str, Any]) -> list[dict]:
-    """The run's evidence layers, oldest first: the manifest's, then those of layers.jsonl."""
-    layers = [dict(entry) for entry in manifest.get("layers", [])]
-    layers += [
-        entry
-        for entry in iter_jsonl(path / LAYERS_FILE, lambda p: log.warning("%s", p))
-        if isinstance(entry.get("name"), str) and isinstance(entry.get("hashes"), dict)
-    ]
-    return layers
-
-
-def _layer_changes(
-    layer: Mapping[str, Any],
-    base: Mapping[str, Any],
-    manifest: Mapping[str, Any],
-    digests: Mapping[str, str],
-    settings: Mapping[str, Any],
-) -> list[str]:
-    """What differs between a recorded layer and a rerun's inputs and settings, readably.
-
-    A layer recorded before its settings were (an older metaeval) takes a setting's value
-    from the manifest's config when it is the first layer; a setting it cannot know is not
-    compared."""
-    old = dict(layer["hashes"])
-    old_settings = dict(layer.get("settings") or {})
-    config = manifest.get("config") if layer is base else None
-    for name in settings:
-        key = "setting:" + name
-        if key in old:
-            continue
-        if isinstance(config, dict) and name in config:
-            old_settings[name] = config[name]
-            old[key] = setting_hashes({name: config[name]})[key]
-        else:
-            old[key] = digests[key]
-    return diff_hashes(old, digests, old_settings, settings)
-
-
-def _compute_deferred(deferred: Mapping[str, DeferredHash]) -> dict[str, str]:
-    """Run each deferred hash; each must return a ``sha256:<hex>`` digest."""
-    digests = {}
-    for name, compute in deferred.items():
-        value = compute()
-        if not is_hash(value):
-            raise ValueError(f"deferred hash {name!r} returned {value!r}, not 'sha256:<hex>'")
-        digests[name] = value
-    return digests
-
-
-class _PendingManifest:
-    """A new run's manifest, written by a background thread once its deferred hashes are
-    computed; `wait` returns (manifest, layers) or raises what went wrong."""
-
-    def __init__(self, write: Callable[[], tuple[dict[str, Any], list[dict]]]):
-        self._done = threading.Event()
-        self._result: tuple[dict[str, Any], list[dict]] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run, args=(write,), name="manifest-writer", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, write: Callable[[], tuple[dict[str, Any], list[dict]]]) -> None:
-        try:
-            self._result = write()
-        except BaseException as exc:  # noqa: BLE001 - raised to every waiter
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, path: Path) -> tuple[dict[str, Any], list[dict]]:
-        self._done.wait()
-        if self._error is not None:
-            detail = operator_fault(self._error) or f"{type(self._error).__name__}: {self._error}"
-            raise MetaevalError(
-                f"{path}: the run's manifest could not be written, so no record was: {detail}"
-            ) from self._error
-        assert self._result is not None
-        return self._result
 
 
 class RunDir:
@@ -272,7 +156,7 @@ class RunDir:
         self.path = path
         self._manifest = manifest
         self._layers = layers
-        self._pending: _PendingManifest | None = None  # a new run's manifest still being written
+        self._pending: PendingManifest | None = None  # a new run's manifest still being written
         self._manifest_mutex = threading.Lock()
         self.layer = layer
         self.blobs = BlobStore(path / "blobs")
@@ -355,19 +239,16 @@ class RunDir:
         argv = list(sys.argv if command is None else command)
         config = dict(config)
         json.dumps(config)  # reject unserialisable config before touching the disk
-
-        def fresh_manifest(revision: str | None) -> dict[str, Any]:
-            return build_manifest(
-                protocol=protocol,
-                config=config,
-                hashes=digests,
-                seeds=seeds,
-                command=argv,
-                layer=new_layer or "base",
-                git_revision=revision,
-                settings=settings,
-            )
-
+        fresh_manifest = functools.partial(
+            build_manifest,
+            protocol=protocol,
+            config=config,
+            hashes=digests,
+            seeds=seeds,
+            command=argv,
+            layer=new_layer or "base",
+            settings=settings,
+        )  # called with git_revision=...
         deferred = dict(deferred_hashes or {})
         created: Path | None = None
         manifest: dict[str, Any] | None = None
@@ -376,26 +257,20 @@ class RunDir:
         revision_later = bool(deferred) and not (path / MANIFEST_NAME).exists()
         revision = None if revision_later else metaeval_git_revision()
         if not path.exists():
-            checked = fresh_manifest(revision)  # checks the inputs before touching the disk
-            # with deferred hashes it is written later, in the background, complete
-            manifest = None if deferred else checked
-            created = path
-            while not created.parent.exists():
-                created = created.parent
-            path.mkdir(parents=True, exist_ok=True)
+            checked = fresh_manifest(git_revision=revision)  # checks inputs before the disk
+            manifest = None if deferred else checked  # with deferred hashes: written later
+            created = make_run_dir(path)
         elif not path.is_dir():
             raise MetaevalError(f"run directory {path} exists and is not a directory")
 
-        lock_fd = _acquire_lock(path)
+        lock_fd = acquire_lock(path, LOCK_FILE)
         try:
             if (path / MANIFEST_NAME).exists():
                 manifest = read_manifest(path)
                 if revision_later:  # another process wrote it meanwhile: a resume after all
                     revision = metaeval_git_revision()
-                digests.update(_compute_deferred(deferred))  # a resume compares them all
-                layers, layer = cls._select_layer(
-                    path, manifest, protocol, digests, new_layer, settings
-                )
+                digests.update(compute_deferred(deferred))  # a resume compares them all
+                layers, layer = select_layer(path, manifest, protocol, digests, new_layer, settings)
             else:
                 if not _is_fresh(path):
                     raise MetaevalError(
@@ -404,78 +279,40 @@ class RunDir:
                     )
                 if deferred:
                     run = cls(path, None, None, new_layer or "base", lock_fd)
-
-                    def write_deferred() -> tuple[dict[str, Any], list[dict]]:
-                        digests.update(_compute_deferred(deferred))
-                        revision = metaeval_git_revision()
-                        write_manifest(path, fresh_manifest(revision))
-                        written = read_manifest(path)
-                        run._log_session(argv, config, revision)
-                        return written, [dict(entry) for entry in written["layers"]]
-
-                    run._pending = _PendingManifest(write_deferred)
+                    run._write_manifest_later(deferred, digests, fresh_manifest, argv, config)
                     return run
-                if manifest is None:
-                    manifest = fresh_manifest(revision)
-                try:
-                    write_manifest(path, manifest)
-                except BaseException:
-                    if created is not None:
-                        shutil.rmtree(created, ignore_errors=True)
-                    raise
-                manifest = read_manifest(path)
+                manifest = write_first_manifest(
+                    path, manifest or fresh_manifest(git_revision=revision), created
+                )
                 layers = [dict(entry) for entry in manifest["layers"]]
                 layer = layers[-1]["name"]
             run = cls(path, manifest, layers, layer, lock_fd)
             run._log_session(argv, config, revision)
         except BaseException:
-            _release_lock(lock_fd)
+            release_lock(lock_fd)
             raise
         return run
 
-    @staticmethod
-    def _select_layer(
-        path: Path,
-        manifest: dict[str, Any],
-        protocol: str,
+    def _write_manifest_later(
+        self,
+        deferred: Mapping[str, DeferredHash],
         digests: dict[str, str],
-        new_layer: str | None,
-        settings: dict[str, Any],
-    ) -> tuple[list[dict], str]:
-        if manifest.get("protocol") != protocol:
-            raise RecordIntegrityError(
-                f"{path} holds a run of protocol {manifest.get('protocol')!r}, not {protocol!r}; "
-                "use a new run directory"
-            )
-        layers = _recorded_layers(path, manifest)
-        if not layers:
-            raise RecordIntegrityError(f"{path / MANIFEST_NAME}: no evidence layers recorded")
-        current = layers[-1]
-        if new_layer is None:
-            changes = _layer_changes(current, layers[0], manifest, digests, settings)
-            if changes:
-                raise RecordIntegrityError(
-                    f"{path}: inputs differ from layer '{current['name']}' of this run: "
-                    + "; ".join(changes)
-                    + WAYS_OUT
-                )
-            return layers, current["name"]
-        same_name = [entry for entry in layers if entry["name"] == new_layer]
-        if same_name:
-            changes = _layer_changes(same_name[-1], layers[0], manifest, digests, settings)
-            if changes:
-                raise RecordIntegrityError(
-                    f"{path}: layer '{new_layer}' already exists with different inputs: "
-                    + "; ".join(changes)
-                    + "; choose another --new-layer name"
-                )
-            return layers, new_layer  # resuming that layer
-        entry = {"name": new_layer, "hashes": digests, "created_at": utc_now()}
-        if settings:
-            entry["settings"] = settings
-        with JsonlWriter(path / LAYERS_FILE) as writer:
-            writer.append(entry)
-        return [*layers, entry], new_layer
+        fresh_manifest: Callable[..., dict[str, Any]],
+        argv: list[str],
+        config: dict[str, Any],
+    ) -> None:
+        """A new run's manifest, written by a background thread once the deferred hashes
+        are computed (records and documents wait for it)."""
+
+        def write_deferred() -> tuple[dict[str, Any], list[dict]]:
+            digests.update(compute_deferred(deferred))
+            revision = metaeval_git_revision()
+            write_manifest(self.path, fresh_manifest(git_revision=revision))
+            written = read_manifest(self.path)
+            self._log_session(argv, config, revision)
+            return written, [dict(entry) for entry in written["layers"]]
+
+        self._pending = PendingManifest(write_deferred)
 
     def _log_session(self, argv: list[str], config: dict[str, Any], revision: str | None) -> None:
         with JsonlWriter(self.path / SESSIONS_FILE) as writer:
@@ -647,7 +484,7 @@ class RunDir:
                 file=str(path),
             )
         # the current (latest) layer: a later one may have other inputs or settings
-        layers = _recorded_layers(path, manifest)
+        layers = recorded_layers(path, manifest)
         layer = layers[-1] if layers else {}
         return cls.open(
             path,
@@ -675,7 +512,7 @@ class RunDir:
                 writer.close()
             self._writers.clear()
             if self._lock_fd is not None:
-                _release_lock(self._lock_fd)
+                release_lock(self._lock_fd)
                 self._lock_fd = None
         if error is not None:
             raise error

@@ -7,12 +7,8 @@ from metaeval.sandbox.bwrap import (
     sandbox_env,
     use_bwrap,
 )
-from metaeval.sandbox.process import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    ExecResult,
-    kill_process_group,
-    run_process,
-)
+from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
+from metaeval.sandbox.process_group import kill_process_group
 from metaeval.sandbox.workspace import (
     STRIPPED_DIR_NAMES,
     PathEscapeError,

@@ -23,6 +23,7 @@ from metaeval.sandbox.policy import (
     relay_argv,
     sandbox_environment,
 )
+from metaeval.sandbox.python_env import sandbox_path, task_python_prefixes
 
 logger = logging.getLogger("metaeval.sandbox")
 
@@ -136,8 +137,6 @@ def workspace_spec(
     mounts = [Mount(ws, writable=writable)]
     mounts += [Mount(str(Path(p).resolve())) for p in extra_ro_binds]
     mounts += [Mount(str(Path(p).resolve()), writable=True) for p in extra_rw_binds]
-    from metaeval.sandbox.harbor_root import task_python_prefixes
-
     return SandboxSpec(
         mounts=mounts,
         network=network,
@@ -160,8 +159,6 @@ def sandbox_env(explicit: Mapping[str, str] | None = None, home: str = SANDBOX_H
     locale and terminal settings); passing a variable in `explicit` is the only way to get
     a credential into a command.
     """
-    from metaeval.sandbox.harbor_root import sandbox_path
-
     env = sandbox_environment(SandboxSpec(env={"PATH": sandbox_path()}, home=home))
     env.update(explicit or {})
     return env

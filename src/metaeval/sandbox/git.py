@@ -86,12 +86,18 @@ def git_result(
     return _run_git(["-C", str(repo), *args], repo, git_env(), input_text, timeout_s)
 
 
-def git_tree(git_dir: Path, work_tree: Path, *args: str, input_text: str | None = None) -> str:
+def git_tree(
+    git_dir: Path,
+    work_tree: Path,
+    *args: str,
+    input_text: str | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+) -> str:
     """Run git on `work_tree` with the repository metadata at `git_dir` (both explicit, so
     nothing inside the work tree decides which repository or configuration is used)."""
     work_tree = Path(work_tree).absolute()
     env = git_env(GIT_DIR=str(Path(git_dir).absolute()), GIT_WORK_TREE=str(work_tree))
-    result = _run_git(list(args), work_tree, env, input_text, GIT_TIMEOUT_S)
+    result = _run_git(list(args), work_tree, env, input_text, timeout_s)
     return _checked(result, args, work_tree)
 
 

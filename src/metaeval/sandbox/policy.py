@@ -252,7 +252,7 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     argv += ["--remount-ro", "/dev", *_tmpfs("/tmp", spec.tmp_mb, sized)]
     bound: set[str] = set()
     for prefix in spec.python_prefixes:
-        if prefix not in bound and not _under_system_dirs(prefix):
+        if prefix not in bound and not under_system_dirs(prefix):
             argv += ["--ro-bind", prefix, prefix]
             bound.add(prefix)
     for mount in [*spec.mounts, *_relay_mounts(spec)]:
@@ -277,7 +277,7 @@ def _relay_mounts(spec: SandboxSpec) -> list[Mount]:
         return []
     mounts = [Mount(str(RELAY_SCRIPT.parent))]
     base = os.path.realpath(sys.base_prefix)
-    if not _under_system_dirs(base):
+    if not under_system_dirs(base):
         mounts.append(Mount(base))
     mounts += [Mount(os.path.dirname(path)) for _, path in spec.services]
     mounts += [Mount(os.path.dirname(path), writable=True) for path, _ in spec.published]
@@ -306,7 +306,8 @@ def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:
     return env
 
 
-def _under_system_dirs(path: str) -> bool:
+def under_system_dirs(path: str) -> bool:
+    """True when `path` (resolved) is one of the bound system dirs or lies below one."""
     for system in SYSTEM_DIRS:
         real = os.path.realpath(system)
         if path == real or path.startswith(real.rstrip("/") + "/"):
@@ -319,7 +320,7 @@ def running_python_prefixes() -> list[str]:
     found: list[str] = []
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix):
         real = os.path.realpath(prefix)
-        if not _under_system_dirs(real) and real not in found:
+        if not under_system_dirs(real) and real not in found:
             found.append(real)
     return found
 
@@ -333,4 +334,4 @@ def metaeval_source_dirs() -> list[str]:
     prefixes = running_python_prefixes()
     if any(root == p or root.startswith(p.rstrip("/") + "/") for p in prefixes):
         return []
-    return [root] if not _under_system_dirs(root) else []
+    return [root] if not under_system_dirs(root) else []

@@ -11,14 +11,9 @@ grandchild can never stall the caller.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
-import resource
 import selectors
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +21,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from metaeval.sandbox.cgroup import MemoryCgroup
+from metaeval.sandbox.process_group import (
+    chain_hooks,
+    file_size_limiter,
+    kill_process_group,
+    limiter,
+    open_cgroup,
+)
 
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 """Per-stream output cap (stdout and stderr each)."""
@@ -36,7 +38,6 @@ EXIT_DRAIN_S = 1.0
 KILL_REAP_S = 3.0
 """After SIGKILL, how long to wait for the process and its pipes before giving up."""
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _POLL_S = 0.05
 WATCH_INTERVAL_S = 1.0
 _CHUNK = 64 * 1024
@@ -133,149 +134,6 @@ class _CappedBuffer:
         return f"{head}\n[... {omitted} bytes omitted, {self.total} bytes in total ...]\n{tail}"
 
 
-def kill_process_group(pgid: int) -> None:
-    """SIGKILL every process in group `pgid`; a group that is already gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _memory_limiter(memory_mb: int | None) -> Callable[[], None] | None:
-    """A preexec_fn setting RLIMIT_AS (bound in advance: no imports or locks in the child)."""
-    if memory_mb is None:
-        return None
-    limit = int(memory_mb) * 1024 * 1024
-    return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
-
-
-def _file_size_limiter(file_size_mb: int | None) -> Callable[[], None] | None:
-    """A preexec_fn setting RLIMIT_FSIZE: no file written grows past it (SIGXFSZ)."""
-    if file_size_mb is None:
-        return None
-    limit = int(file_size_mb) * 1024 * 1024
-    return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (limit, limit))
-
-
-def _chain(*hooks: Callable[[], None] | None) -> Callable[[], None] | None:
-    """One preexec_fn running the given ones in order (None when there are none)."""
-    present = [hook for hook in hooks if hook is not None]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
-
-    def run_all() -> None:
-        for hook in present:
-            hook()
-
-    return run_all
-
-
-def _open_cgroup(memory_cgroup_mb: int | None) -> tuple[MemoryCgroup | None, str | None]:
-    """(cgroup, note) for a run asking for a cgroup memory cap; the note says how memory was
-    bounded, or why it was bounded by time only."""
-    if memory_cgroup_mb is None:
-        return None, None
-    try:
-        group = MemoryCgroup.create(memory_cgroup_mb)
-    except OSError as exc:
-        why = str(exc) or type(exc).__name__
-        return None, f"no memory cgroup ({why}); bounded by time only"
-    return group, f"cgroup v{group.version} memory cap {memory_cgroup_mb} MiB"
-
-
-def _limiter(memory_mb: int | None, cpus: int | None) -> Callable[[], None] | None:
-    """A preexec_fn applying RLIMIT_AS and, with `cpus`, an affinity to the first `cpus` of
-    the CPUs this process may use (both bound in advance, nothing computed in the child)."""
-    memory = _memory_limiter(memory_mb)
-    if cpus is None:
-        return memory
-    allowed = sorted(os.sched_getaffinity(0))[: max(1, int(cpus))]
-    pin = functools.partial(os.sched_setaffinity, 0, allowed)
-    if memory is None:
-        return pin
-
-    def both() -> None:
-        memory()
-        pin()
-
-    return both
-
-
-def group_alive(pgid: int) -> bool:
-    """True while any process (zombies included) remains in process group `pgid`."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_process_group(process: subprocess.Popen, grace_s: float = 3.0) -> int | None:
-    """SIGTERM the group `process` leads, SIGKILL what is left after `grace_s`, reap it.
-
-    Idempotent; returns the leader's exit code.
-    """
-    pgid = process.pid  # started with start_new_session: the leader's pid is the group id
-    if group_alive(pgid) or process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            process.poll()  # reap the leader so it stops counting as alive
-            if not group_alive(pgid):
-                break
-            time.sleep(0.05)
-        if group_alive(pgid):
-            kill_process_group(pgid)
-    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored
-        process.wait(timeout=max(grace_s, 5.0))
-    # group members orphaned by the leader are reaped by init; give it a moment
-    deadline = time.monotonic() + 2.0
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return process.returncode
-
-
-def die_with_parent_hook() -> Callable[[], None] | None:
-    """A preexec_fn asking the kernel to SIGKILL the child when its parent dies (Linux only).
-
-    The libc function is resolved here, in the parent, so the child runs no import and no
-    allocation-heavy Python between fork and exec.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    kill = int(signal.SIGKILL)
-
-    def hook() -> None:
-        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
-
-    return hook
-
-
-def spawn(
-    argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]
-) -> subprocess.Popen[bytes]:
-    """Start a long-running process (a server) in its own session, stdout and stderr merged
-    into one pipe, stdin closed; it is killed when this process dies. Raises OSError when
-    `argv` cannot be started. The caller reads the pipe and stops the process group."""
-    return subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=die_with_parent_hook(),
-    )
-
-
 def run_process(
     argv: Sequence[str],
     *,
@@ -307,10 +165,10 @@ def run_process(
     process the kernel's OOM killer ends there sets `oom_killed`. Where no cgroup can be
     made, the run is bounded by time only and `memory_note` says why.
     """
-    group, note = _open_cgroup(memory_cgroup_mb)
+    group, note = open_cgroup(memory_cgroup_mb)
     update: dict[str, object] = {"memory_note": note} if note else {}
     try:
-        limits = _chain(_limiter(memory_mb, cpus), _file_size_limiter(file_size_mb))
+        limits = chain_hooks(limiter(memory_mb, cpus), file_size_limiter(file_size_mb))
         result = _run(
             argv, cwd, env, timeout_s, limits, stdin, max_output_bytes, sandboxed, group, watch
         )
@@ -346,7 +204,7 @@ def _run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_chain(limits, join),
+            preexec_fn=chain_hooks(limits, join),
             close_fds=True,
         )
     except OSError as exc:

@@ -1,6 +1,6 @@
 """The two places a Harbor trial runs (`metaeval.tasks.trial.Backend`).
 
-- `BwrapBackend`: the container-like bubblewrap root of `metaeval.sandbox.harbor_root`. /app
+- `BwrapBackend`: the container-like bubblewrap root of `metaeval.tasks.harbor_root`. /app
   is a host copy of the task's environment/ files (Docker build files left out); each
   command is its own sandbox with the phase's network, the trial's memory as an address-space
   limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it),
@@ -18,13 +18,14 @@ that command, through its stdin (`metaeval.sandbox.stdin_env`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
 from metaeval.sandbox.container import Container, Engine, Limits, describe_engine
-from metaeval.sandbox.harbor_root import run_harbor_phase, seed_app
 from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.harbor_root import run_harbor_phase, seed_app
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.trial import Backend, Room
 
@@ -121,6 +122,14 @@ class ContainerRoom(Room):
             timeout_s=_phase_timeout(self.limits, phase, timeout_s),
             env=self.limits.with_environment(env),
         )
+
+    def write_file(self, path: str, data: bytes, timeout_s: float) -> ExecResult:
+        """Write `data` to the absolute container path `path` in the agent phase, as the
+        image's user (what the agent's own commands could write), creating its directory."""
+        self.box.set_network(self.limits.agent.network)
+        quoted = shlex.quote(path)
+        script = f'mkdir -p -- "$(dirname -- {quoted})" && cat > {quoted}'
+        return self.box.exec(script, timeout_s=timeout_s, data=data)
 
     def close(self) -> None:
         self.box.remove()

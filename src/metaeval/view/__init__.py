@@ -1,4 +1,4 @@
-"""`metaeval view`: a local, read-only web viewer of run directories, bundles and releases.
+"""`metaeval view`: a local web viewer (it writes nothing but audit review sheets) of run directories, bundles and releases.
 
 - `discover`: find runs under the given paths (manifest.json of a known protocol);
 - `runs`: read one run without opening it (no lock, no session entry, nothing written);

@@ -1,14 +1,16 @@
 """What the audit pages show, read through the audit protocol's own readers (`summary`:
-final cells, valid findings, costs) over a read-only `RunRecords`."""
+final cells, valid findings, costs; `review`: the review sheet) over a read-only `RunRecords`."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from metaeval.errors import ConfigError
+from metaeval.protocols.audit import review
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
 from metaeval.protocols.audit.scoring import ScoreReport
 from metaeval.protocols.audit.summary import (
@@ -39,6 +41,12 @@ class AuditView:
     run: Run
     cells: dict[tuple[str, str], dict[str, Any]]
     findings: list[Finding]
+    verdicts: dict[str, review.ReviewRow] = field(default_factory=dict)
+    review_error: str = ""  # the sheet could not be read (the message names file, row, column)
+
+    def verdict(self, f: Finding) -> str:
+        row = self.verdicts.get(review.finding_id(f))
+        return row.verdict if row else ""
 
 
 def load(run: Run) -> AuditView:
@@ -46,7 +54,25 @@ def load(run: Run) -> AuditView:
     # read-only RunRecords provides
     reader = cast("RunDir", run.reader)
     cells = final_cells(reader)
-    return AuditView(run, cells, valid_findings(reader, cells))
+    view = AuditView(run, cells, valid_findings(reader, cells))
+    if reviewable(run):
+        try:
+            view.verdicts = review.verdicts(run.path)
+        except ConfigError as exc:
+            view.review_error = str(exc)
+    return view
+
+
+def reviewable(run: Run) -> bool:
+    """An audit run directory (the review sheet lives in it)."""
+    return run.protocol == "audit" and run.kind == "run"
+
+
+def review_summary(view: AuditView) -> review.ReviewSummary | None:
+    """Reviewed precision from the sheet as it is now (None: no sheet, or no verdict)."""
+    if not view.verdicts:
+        return None
+    return review.summarize(view.findings, view.verdicts, str(review.sheet_path(view.run.path)))
 
 
 def planned_cells(config: dict[str, Any]) -> int | None:
@@ -101,6 +127,8 @@ def headline(view: AuditView) -> dict[str, Any]:
         ),
         "infra_errors": sum(1 for r in view.cells.values() if r.get("infra_error")),
         "score": report,
+        "review": review_summary(view),
+        "review_error": view.review_error,
         "status": status(view),
     }
 
@@ -119,7 +147,8 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
-FILTERS = ("severity", "tier", "subcategory", "task", "model", "q")
+FILTERS = ("severity", "tier", "subcategory", "task", "model", "review", "q")
+REVIEW_CHOICES = ("confirmed", "rejected", "unsure", "unreviewed")
 
 
 def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
@@ -137,6 +166,8 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
             continue
         if params.get("model") and params["model"] not in f.sources:
             continue
+        if params.get("review") and (view.verdict(f) or "unreviewed") != params["review"]:
+            continue
         needle = params.get("q", "").lower()
         if needle and needle not in f"{f.title} {f.description} {f.task_id}".lower():
             continue
@@ -149,7 +180,9 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
     pages = max(1, -(-len(rows) // PAGE_SIZE))
     page = min(page, pages)
     return {
-        "rows": rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+        "rows": [
+            (i, f, view.verdict(f)) for i, f in rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        ],
         "total": len(rows),
         "page": page,
         "pages": pages,
@@ -159,6 +192,7 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
             "subcategory": sorted({f.subcategory for f in view.findings}),
             "task": sorted({f.task_id for f in view.findings}),
             "model": sorted({s for f in view.findings for s in f.sources}),
+            "review": list(REVIEW_CHOICES),
         },
         "params": {k: params.get(k, "") for k in FILTERS},
     }
@@ -271,9 +305,14 @@ def finding_page(view: AuditView, index: int) -> dict[str, Any] | None:
     finding = view.findings[index]
     static = view.cells.get((finding.task_id, STATIC_SOURCE))
     own = view.cells.get((finding.task_id, finding.source))
+    fid = review.finding_id(finding)
     return {
         "index": index,
         "f": finding,
+        "fid": fid,
+        "review_row": view.verdicts.get(fid),
+        "review_error": view.review_error,
+        "reviewable": reviewable(view.run) and finding.reported,
         "evidence": evidence_view(view.run, finding),
         "calls": model_calls(view.run, own) if finding.source != STATIC_SOURCE else None,
         "logs": execution_logs(view.run, static),

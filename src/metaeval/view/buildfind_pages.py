@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
-from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
+from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.tasks.safe_files import is_inside, walk_tree
 from metaeval.view.runs import Run
 

@@ -1,4 +1,4 @@
-"""`metaeval view [RUN_DIR ...]`: serve the read-only run viewer."""
+"""`metaeval view [RUN_DIR ...]`: serve the run viewer (it writes only review sheets)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def view(
     ] = 7575,
 ) -> None:
     """Look at runs in a browser: findings with their evidence, build-and-find grids and
-    transcripts, improve lineages and trials, diffs of two runs. Read-only."""
+    transcripts, improve lineages and trials, diffs of two runs. Writes nothing but an audit
+    run's review sheet (the review controls of a finding)."""
     from metaeval.errors import ConfigError
     from metaeval.view.server import start
 
@@ -42,14 +43,14 @@ def view(
     runs = server.viewer.count()
     if token is None:
         print(
-            f"metaeval view: {runs} run(s) at {url} (loopback only, read-only; Ctrl-C stops)",
+            f"metaeval view: {runs} run(s) at {url} (loopback only; writes only review sheets; Ctrl-C stops)",
             flush=True,
         )
     else:
         print(
             f"metaeval view: {runs} run(s) at {url}?token={token}\n"
             f"listening on {host}, not loopback: anyone who can reach it needs this token; "
-            "traffic is plain HTTP (read-only; Ctrl-C stops)",
+            "traffic is plain HTTP (writes only review sheets; Ctrl-C stops)",
             flush=True,
         )
     try:

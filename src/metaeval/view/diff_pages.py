@@ -52,8 +52,16 @@ def _pairs(old: dict[str, dict], new: dict[str, dict], fields: tuple[str, ...]) 
 
 
 def improve_diff(a: Run, b: Run) -> dict[str, Any]:
+    old, new = improve_pages.task_rewards(a), improve_pages.task_rewards(b)
+    tasks = [
+        {"node": k[0], "suite": k[1], "task": k[2], "a": old.get(k), "b": new.get(k)}
+        for k in sorted(old.keys() | new.keys())
+    ]
+    changed = [t for t in tasks if t["a"] != t["b"]]
     return {
-        "rows": _pairs(improve_pages.scores(a), improve_pages.scores(b), ("optimize", "held_out"))
+        "rows": _pairs(improve_pages.scores(a), improve_pages.scores(b), ("optimize", "held_out")),
+        "tasks": changed,
+        "tasks_same": len(tasks) - len(changed),
     }
 
 

@@ -231,3 +231,56 @@ def scores(run: Run) -> dict[str, dict[str, Any]]:
         }
         for n in nodes(run, ledger(run))
     }
+
+
+TASK_FILES = {"test_log": "test log", "trace": "target transcript"}
+
+
+def task_file(run: Run, number: int, suite: str, task_id: str, kind: str) -> dict[str, Any] | None:
+    """A candidate's per-task test log or target transcript, as the bundle keeps it (the path
+    its evaluation records, which must lie in the trial's own folder); None when not kept."""
+    if kind not in TASK_FILES or suite not in ("optimize", "held_out"):
+        return None
+    folder = f"trials/{number:03d}"
+    evaluation = run.json_file(f"{folder}/artifacts/candidates/evaluation.json") or {}
+    rows = (evaluation.get(suite) or {}).get("tasks") or []
+    row = next((t for t in rows if isinstance(t, dict) and t.get("task_id") == task_id), None)
+    rel = (row or {}).get(kind)
+    if not isinstance(rel, str) or not rel.startswith(folder + "/") or ".." in rel.split("/"):
+        return None
+    text, problem = _text_file(run, rel)
+    steps: list[Any] = []
+    if kind == "trace" and text:
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = None
+        steps = parsed if isinstance(parsed, list) else []
+    return {
+        "number": number,
+        "suite": suite,
+        "task_id": task_id,
+        "kind": TASK_FILES[kind],
+        "path": rel,
+        "size": (row or {}).get(f"{kind}_bytes"),
+        "text": text,
+        "problem": problem,
+        "steps": steps,
+        "row": row,
+    }
+
+
+def task_rewards(run: Run) -> dict[tuple[str, str, str], Any]:
+    """(node id, suite, task id) -> reward, for the baseline and every trial's candidate."""
+    out: dict[tuple[str, str, str], Any] = {}
+    sources: list[tuple[str, dict[str, Any]]] = [("baseline", vars(baseline(run)))]
+    for entry in ledger(run):
+        folder = f"trials/{entry['trial']:03d}/artifacts/candidates/evaluation.json"
+        sources.append((str(entry["candidate_id"]), run.json_file(folder) or {}))
+    for node, evaluation in sources:
+        for suite in ("optimize", "held_out"):
+            block = evaluation.get(suite)
+            for task in (block or {}).get("tasks") or [] if isinstance(block, dict) else []:
+                if isinstance(task, dict) and isinstance(task.get("task_id"), str):
+                    out[(node, suite, task["task_id"])] = task.get("reward")
+    return out

@@ -7,13 +7,7 @@ adapter classes.
 
 from __future__ import annotations
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
-    ParsedStream,
-    classify_shell_command,
-    shell_read_span,
-    strip_line_numbers,
-)
+from metaeval.agents.cli.base import CLIAdapter
 from metaeval.agents.cli.claude_code import ClaudeCodeAdapter, parse_claude_stream
 from metaeval.agents.cli.codex import CodexAdapter, parse_codex_stream
 from metaeval.agents.cli.gemini_cli import (
@@ -22,6 +16,12 @@ from metaeval.agents.cli.gemini_cli import (
     parse_gemini_stream,
 )
 from metaeval.agents.cli.mini_swe_agent import MiniSweAgentAdapter, parse_mini_trajectory
+from metaeval.agents.cli.stream import ParsedStream
+from metaeval.agents.shell_commands import (
+    classify_shell_command,
+    shell_read_span,
+    strip_line_numbers,
+)
 
 CLI_ADAPTERS: dict[str, type[CLIAdapter]] = {
     ClaudeCodeAdapter.name: ClaudeCodeAdapter,

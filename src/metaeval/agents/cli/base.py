@@ -1,405 +1,43 @@
-"""Shared machinery of the CLI agent adapters: the parsed-stream type, JSONL reading, shell
-command classification, line-number stripping, and the adapter base class that runs a CLI in a
-workspace and turns its output into an `AgentResult`.
-
-Shell command classification (codex and mini-swe-agent read files through the shell, so their
-tool calls are classified by the command, not by the tool name):
-
-* a command containing mini-swe-agent's submit marker (``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``
-  or ``MINI_SWE_AGENT_FINAL_OUTPUT``) is ``submit``;
-* ``bash -lc '<script>'`` / ``sh -c '<script>'`` wrappers are unwrapped first, and leading
-  ``cd DIR &&`` steps and ``VAR=value`` assignments are skipped;
-* a command that redirects output into a file (``>`` / ``>>``, but not ``>/dev/null`` or
-  ``2>&1``), or runs ``sed -i``, ``tee``, ``touch``, ``mkdir``, ``rm``, ``mv``, ``cp`` or
-  ``apply_patch``, is ``write``;
-* otherwise the first word decides: ``cat head tail nl less more ls tree wc stat file`` and
-  ``sed -n`` are ``read``; ``grep egrep fgrep rg ag ack find fd locate`` and ``git grep`` are
-  ``search``; anything else is ``exec``.
-
-A read-ish shell command on exactly one file (``cat F``, ``cat -n F``, ``nl -ba F``,
-``head [-n N] F``, ``sed -n 'A,Bp' F``, optionally piped into ``sed -n 'A,Bp'`` or ``head``)
-that succeeded gets a `Span`, with ``nl``/``cat -n`` prefixes stripped, so overlapping reads
-of one file are counted once by the observation layer.
+"""The adapter template every CLI agent fills in: it runs the CLI in a workspace (through the
+gateway when the model is not the CLI's own), reads its output stream and turns it into an
+`AgentResult`. Stream reading is in `metaeval.agents.cli.stream`, shell-command
+classification in `metaeval.agents.shell_commands`, locating binaries in
+`metaeval.agents.cli.binaries`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
-import json
 import os
-import re
-import shlex
 import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, Field
-
+from metaeval.agents.cli.binaries import install_root, private_home, resolve_binary, tools_dir
+from metaeval.agents.cli.outcome import memory_outcome, settle_with_gateway
+from metaeval.agents.cli.stream import ParsedStream
 from metaeval.agents.types import (
     AgentResult,
     AgentStatus,
     Limits,
-    Span,
     Task,
-    ToolKind,
     TranscriptEvent,
     list_files,
 )
 from metaeval.errors import ConfigError
-from metaeval.models.types import Usage
 from metaeval.transient import is_transient
 
 if TYPE_CHECKING:
     from metaeval.sandbox.workspace import Workspace
 
-MAX_ERROR_SNIPPET = 200
 DEFAULT_CLI_MEMORY_MB = 4096
 """Default cgroup memory cap of a CLI run: Claude Code ran at 4 GiB of address space, and
 its resident memory stays far below."""
-
-
-class ParsedStream(BaseModel):
-    """What one CLI run's output says, in the common transcript shape."""
-
-    transcript: list[TranscriptEvent] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    final_text: str | None = None
-    error: str | None = None
-    cost_usd: float | None = None
-    session_id: str | None = None
-    num_turns: int | None = None
-    # True: the tool reported success; False: it reported failure; None: it reported neither
-    # (e.g. the stream was cut off before its final event).
-    reported_success: bool | None = None
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON lines
-
-
-def compact_json(value: Any) -> str:
-    """Compact JSON, the way tool arguments are measured when the raw text is unknown."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-def malformed_line_event(lineno: int, line: str, reason: str) -> TranscriptEvent:
-    snippet = line.strip()
-    if len(snippet) > MAX_ERROR_SNIPPET:
-        snippet = snippet[:MAX_ERROR_SNIPPET] + "..."
-    return TranscriptEvent(type="error", text=f"line {lineno}: {reason}, line skipped: {snippet}")
-
-
-def iter_json_objects(
-    lines: Iterable[str],
-) -> Iterator[tuple[int, dict[str, Any] | None, TranscriptEvent | None]]:
-    """Yield (line number, object, None) per JSON-object line, or (n, None, error event).
-
-    Blank lines are skipped. A line that is not valid JSON, or is JSON but not an object, yields
-    an ``error`` event naming its 1-based line number; reading goes on with the next line.
-    """
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield lineno, None, malformed_line_event(lineno, raw, f"malformed JSON ({exc.msg})")
-            continue
-        if not isinstance(obj, dict):
-            yield lineno, None, malformed_line_event(lineno, raw, "JSON value is not an object")
-            continue
-        yield lineno, obj, None
-
-
-def as_int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def as_float(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def text_of_content(content: Any) -> str:
-    """Text of a message content: a string, or a list of blocks with ``text`` fields."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return "\n".join(parts)
-    if isinstance(content, dict) and isinstance(content.get("text"), str):
-        return content["text"]
-    return compact_json(content)
-
-
-# ---------------------------------------------------------------------------------------------
-# Shell commands
-
-SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
-READ_COMMANDS = frozenset(
-    {"cat", "head", "tail", "nl", "less", "more", "ls", "tree", "wc", "stat", "file"}
-)
-SEARCH_COMMANDS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "fd", "locate"})
-WRITE_COMMANDS = frozenset({"tee", "touch", "mkdir", "rm", "mv", "cp", "apply_patch"})
-SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
-CONTROL_TOKENS = frozenset({"&&", "||", ";", "|", "&", ";;"})
-
-
-def _tokens(command: str) -> list[str] | None:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError:  # unbalanced quotes
-        return None
-
-
-def unwrap_shell(command: str | Sequence[str]) -> str:
-    """The script of a ``bash -lc '<script>'`` style command; other commands unchanged."""
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError:
-            return command
-    else:
-        argv = list(command)
-    if (
-        len(argv) == 3
-        and os.path.basename(argv[0]) in SHELLS
-        and argv[1].startswith("-")
-        and "c" in argv[1]
-    ):
-        return argv[2]
-    if isinstance(command, str):
-        return command
-    return shlex.join(argv)
-
-
-REDIRECT_TOKENS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", ">>&"})
-
-
-def _has_file_redirect(tokens: list[str]) -> bool:
-    """True when the command sends output into a file (not /dev/null, not another descriptor)."""
-    for i, tok in enumerate(tokens):
-        if tok not in REDIRECT_TOKENS:
-            continue
-        target = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if target in ("/dev/null", "-") or target.isdigit() or target.startswith("&"):
-            continue
-        return True
-    return False
-
-
-def _first_command(tokens: list[str]) -> list[str]:
-    """Words of the first simple command, skipping ``cd DIR &&`` steps and VAR=value prefixes."""
-    words: list[str] = []
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok in CONTROL_TOKENS or tok in ("(", ")", "{", "}"):
-            if words and words[0] == "cd" and tok in ("&&", ";"):
-                words = []
-                i += 1
-                continue
-            if words:
-                break
-            i += 1
-            continue
-        if not words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok):
-            i += 1
-            continue
-        words.append(tok)
-        i += 1
-    return words
-
-
-def classify_shell_command(command: str | Sequence[str]) -> ToolKind:
-    """Tool kind of a shell command (see the module docstring for the rule)."""
-    script = unwrap_shell(command)
-    if any(marker in script for marker in SUBMIT_MARKERS):
-        return "submit"
-    tokens = _tokens(script)
-    if tokens is None:  # unbalanced quotes: fall back to plain words
-        tokens = script.split()
-    if _has_file_redirect(tokens):
-        return "write"
-    words = _first_command(tokens)
-    if not words:
-        return "exec"
-    name = os.path.basename(words[0])
-    if name in WRITE_COMMANDS:
-        return "write"
-    if name == "sed":
-        if any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
-            return "write"
-        return "read" if "-n" in words[1:] else "exec"
-    if name in READ_COMMANDS:
-        return "read"
-    if name in SEARCH_COMMANDS:
-        return "search"
-    if name == "git" and len(words) > 1 and words[1] == "grep":
-        return "search"
-    return "exec"
-
-
-# ---------------------------------------------------------------------------------------------
-# Line-numbered file output
-
-LINE_NUMBER_PREFIX = re.compile(r"^\s*(\d+)(?:\t|\u2192)")
-
-
-def strip_line_numbers(text: str) -> tuple[int, str] | None:
-    """Strip ``cat -n`` / ``nl -ba`` style prefixes ("     1\\t...", "1\\t...", "1→...").
-
-    Returns (first line number, raw text) when every line up to the end (or up to the first
-    unnumbered line, e.g. a harness reminder appended after the file) carries a prefix and the
-    numbers are consecutive; otherwise None. The raw text joins the stripped lines with "\\n",
-    so a numbered empty last line (the file's final newline) restores the trailing newline.
-    """
-    pieces = text.split("\n")
-    if pieces and pieces[-1] == "":
-        pieces.pop()
-        had_trailing_newline = True
-    else:
-        had_trailing_newline = False
-    stripped: list[str] = []
-    first: int | None = None
-    expected = None
-    complete = True
-    for piece in pieces:
-        match = LINE_NUMBER_PREFIX.match(piece)
-        if match is None:
-            complete = False
-            break
-        number = int(match.group(1))
-        if expected is not None and number != expected:
-            return None
-        if first is None:
-            first = number
-        expected = number + 1
-        stripped.append(piece[match.end() :])
-    if first is None:
-        return None
-    body = "\n".join(stripped)
-    if had_trailing_newline and complete:
-        body += "\n"
-    elif not complete:
-        body += "\n"  # the file's lines ended where the appended text began
-    return first, body
-
-
-def _sed_range(words: list[str]) -> int | None:
-    """Start line of ``sed -n 'A,Bp'`` / ``sed -n 'Ap'``; None if not that form."""
-    if len(words) < 3 or words[0] != "sed" or words[1] != "-n":
-        return None
-    match = re.fullmatch(r"(\d+)(?:,(\d+|\$))?p", words[2])
-    return int(match.group(1)) if match else None
-
-
-def _head_ok(words: list[str]) -> bool:
-    rest = words[1:]
-    if not rest:
-        return True
-    if rest[0] == "-n" and len(rest) == 2 and rest[1].isdigit():
-        return True
-    return len(rest) == 1 and re.fullmatch(r"-\d+|-n\d+|--lines=\d+", rest[0]) is not None
-
-
-def _reader(words: list[str]) -> tuple[str, int, bool] | None:
-    """(path, start line, numbered) of a single-file reader command, else None."""
-    if not words:
-        return None
-    name = words[0]
-    args = words[1:]
-    if name == "cat":
-        if len(args) == 1 and not args[0].startswith("-"):
-            return args[0], 1, False
-        if len(args) == 2 and args[0] == "-n":
-            return args[1], 1, True
-        return None
-    if name == "nl":
-        if len(args) == 2 and args[0] == "-ba":
-            return args[1], 1, True
-        if len(args) == 3 and args[0] == "-b" and args[1] == "a":
-            return args[2], 1, True
-        return None
-    if name == "head":
-        if args and not args[-1].startswith("-") and _head_ok(["head", *args[:-1]]):
-            return args[-1], 1, False
-        return None
-    if name == "sed":
-        start = _sed_range(words[:3])
-        if start is not None and len(words) == 4:
-            return words[3], start, False
-    return None
-
-
-def shell_read_span(command: str | Sequence[str], output: str) -> tuple[Span, str] | None:
-    """Span and raw text of a successful single-file read command's output, else None."""
-    if not output:
-        return None
-    script = unwrap_shell(command)
-    tokens = _tokens(script)
-    if tokens is None or any(t in CONTROL_TOKENS - {"|"} for t in tokens):
-        return None
-    if any(t.startswith(("<", ">")) or "$(" in t or "`" in t for t in tokens):
-        return None
-    stages: list[list[str]] = [[]]
-    for tok in tokens:
-        if tok == "|":
-            stages.append([])
-        else:
-            stages[-1].append(tok)
-    reader = _reader(stages[0])
-    if reader is None:
-        return None
-    path, start, numbered = reader
-    for stage in stages[1:]:
-        sed_start = _sed_range(stage)
-        if sed_start is not None and len(stage) == 3:
-            if not numbered:
-                start = start + sed_start - 1
-            continue
-        if stage and stage[0] == "head" and _head_ok(stage):
-            continue
-        return None
-    if numbered:
-        stripped = strip_line_numbers(output)
-        if stripped is None:
-            return None
-        start, text = stripped
-        return Span(path=path, start_line=start), text
-    return Span(path=path, start_line=start), output
-
-
-# ---------------------------------------------------------------------------------------------
-# Adapter base
 
 
 def _decode(data: Any) -> str:
@@ -418,63 +56,6 @@ def _tail(text: str, limit: int = 2000) -> str:
         return text
     head = limit // 4
     return text[:head] + " ... " + text[-(limit - head) :]
-
-
-TOOLS_DIR_ENV = "METAEVAL_TOOLS_DIR"
-"""Directory whose ``node_modules/.bin`` holds the pinned CLIs (default: the checkout's .tools)."""
-AGENT_HOMES_ENV = "METAEVAL_AGENT_HOMES"
-
-
-def tools_dir() -> Path:
-    """Where `make clis` installs the agent CLIs (``$METAEVAL_TOOLS_DIR`` or ``<repo>/.tools``)."""
-    configured = os.environ.get(TOOLS_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path(__file__).resolve().parents[4] / ".tools"
-
-
-def resolve_binary(binary: str) -> Path | None:
-    """Absolute path of a CLI: a path as given, else the project-local install (`tools_dir`),
-    else PATH, else beside this Python (a console script such as ``mini``); None if absent."""
-    if os.sep in binary:
-        path = Path(binary).expanduser()
-        ok = path.is_file() and os.access(path, os.X_OK)
-        return path.resolve() if ok else None
-    local = tools_dir() / "node_modules" / ".bin" / binary
-    if local.is_file() and os.access(local, os.X_OK):
-        return local.resolve()
-    found = shutil.which(binary)
-    if found:
-        return Path(found).resolve()
-    beside = Path(sys.executable).parent / binary  # a console script of this environment
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return beside.absolute()
-    return None
-
-
-def binary_available(binary: str) -> bool:
-    return resolve_binary(binary) is not None
-
-
-def install_root(binary: Path) -> Path:
-    """What the sandbox must show for `binary` to run: its outermost enclosing
-    ``node_modules`` (a CLI's real binary may live in a sibling package), else its directory."""
-    root = None
-    for parent in binary.parents:
-        if parent.name == "node_modules":
-            root = parent
-    if root is None and (binary.parent.parent / "pyvenv.cfg").is_file():
-        root = binary.parent.parent  # a Python console script: its whole virtualenv
-    return root or binary.parent
-
-
-def private_home() -> Path:
-    """A fresh writable HOME for one run, outside /tmp (codex refuses helper binaries under a
-    temporary directory): under ``$METAEVAL_AGENT_HOMES``, else ~/.cache/metaeval/agent-homes."""
-    base = os.environ.get(AGENT_HOMES_ENV)
-    root = Path(base) if base else Path.home() / ".cache" / "metaeval" / "agent-homes"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="home-", dir=root))
 
 
 class CLIAdapter:
@@ -717,9 +298,9 @@ class CLIAdapter:
             produced = sorted(after - before - self.own_files(task, workspace))
             self.cleanup(task, workspace)
             out = self._result(parsed, produced, timed_out, returncode, stderr, limits, started)
-            out = _memory_outcome(out, result, self)
+            out = memory_outcome(out, result, self)
             if link is not None:
-                out = _settle_with_gateway(out, link, self)
+                out = settle_with_gateway(out, link, self)
             return out
         except Exception as exc:  # never raise out of run()
             with contextlib.suppress(Exception):
@@ -778,87 +359,3 @@ class CLIAdapter:
             wall_clock_s=time.monotonic() - started,
             transcript=parsed.transcript,
         )
-
-
-def _memory_outcome(out: AgentResult, result: Any, adapter: CLIAdapter) -> AgentResult:
-    """Note how memory was bounded; a run the cgroup's OOM killer ended is an error with
-    stop reason ``out_of_memory`` (the CLI's own failure, not the harness's)."""
-    note = getattr(result, "memory_note", None)
-    transcript = list(out.transcript)
-    if note:
-        transcript.append(TranscriptEvent(type="info", text=f"memory: {note}"))
-    update: dict[str, Any] = {"transcript": transcript}
-    hits = getattr(result, "memory_cap_hits", 0) or 0
-    if hits and not getattr(result, "oom_killed", False):
-        pressure = f"it reached its memory cap ({adapter.memory_cgroup_mb} MiB) {hits} times"
-        transcript.append(TranscriptEvent(type="info", text=f"memory: {pressure}"))
-        if out.status == "timeout":  # reclaim near the cap can stall a run until its deadline
-            update["error"] = f"{out.error} ({pressure}: it may have been starved of memory)"
-    if getattr(result, "oom_killed", False):
-        update.update(
-            status="error",
-            stop_reason="out_of_memory",
-            infra_error=False,
-            error=(
-                f"{adapter.name} was killed for using more than its memory cap "
-                f"({adapter.memory_cgroup_mb} MiB, cgroup)"
-            ),
-        )
-    return out.model_copy(update=update)
-
-
-def delivered_results(records: list[dict[str, Any]]) -> dict[str, str]:
-    """Tool call id -> the tool result text a CLI sent its model, from gateway records."""
-    delivered: dict[str, str] = {}
-    for record in records:
-        request = record.get("request")
-        for message in getattr(request, "messages", None) or []:
-            call_id = message.tool_call_id
-            if message.role == "tool" and call_id and call_id not in delivered:
-                delivered[call_id] = message.content
-    return delivered
-
-
-def _settle_with_gateway(result: AgentResult, link: Any, adapter: CLIAdapter) -> AgentResult:
-    """The gateway's count becomes the run's usage; the CLI's own report is kept beside it,
-    and a disagreement is written into the transcript."""
-    from metaeval.agents.effort import compute_effort
-
-    records = link.gateway.exchanges.for_client(link.tag)
-    completions = [r for r in records if r.get("kind") == "completion"]
-    counted = link.gateway.exchanges.usage(link.tag)
-    reported = result.usage
-    transcript = adapter.fill_from_gateway(list(result.transcript), delivered_results(records))
-    if counted != reported:
-        transcript.append(
-            TranscriptEvent(
-                type="info",
-                text=(
-                    f"token usage disagrees: gateway counted {counted.model_dump()}, "
-                    f"CLI reported {reported.model_dump()}"
-                ),
-            )
-        )
-    calls = [
-        {
-            "seq": r.get("seq"),
-            "api": r.get("api"),
-            "usage": r.get("usage"),
-            "usage_source": r.get("usage_source"),
-            "model_s": r.get("model_s"),
-            "status": r.get("status"),
-        }
-        for r in completions
-    ]
-    errors = [r for r in records if r.get("kind") == "error" and r.get("status") == 500]
-    update: dict[str, Any] = {
-        "usage": counted,
-        "cli_usage": reported,
-        "transcript": transcript,
-        "effort": compute_effort(transcript),
-        "model_calls": calls,
-    }
-    if errors and result.status != "ok":
-        update["infra_error"] = True
-        update["error"] = f"{result.error}; gateway: {errors[-1].get('error')}"
-    return result.model_copy(update=update)

@@ -27,22 +27,24 @@ excludes them), so ``input_tokens = input + cache_read + cache_creation``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import (
     ParsedStream,
     as_float,
     as_int,
-    classify_shell_command,
     compact_json,
     iter_json_objects,
-    shell_read_span,
     short_hash,
-    strip_line_numbers,
     text_of_content,
+)
+from metaeval.agents.shell_commands import (
+    classify_shell_command,
+    shell_read_span,
+    strip_line_numbers,
 )
 from metaeval.agents.types import Limits, Span, Task, ToolKind, TranscriptEvent
 from metaeval.models.types import Usage
@@ -136,161 +138,179 @@ def _read_result(text: str, tool_input: dict[str, Any], extra: Any) -> tuple[str
 
 def parse_claude_stream(lines: Iterable[str]) -> ParsedStream:
     """Parse ``claude -p --output-format stream-json --verbose`` output."""
-    out = ParsedStream()
-    events = out.transcript
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id -> (name, input)
-    message_usage: dict[str, Usage] = {}
-    anonymous_usage = Usage()
-    result_usage: Usage | None = None
-    last_assistant_text: str | None = None
-    saw_result = False
-
+    stream = _ClaudeStream()
     for lineno, obj, bad in iter_json_objects(lines):
         if bad is not None:
-            events.append(bad)
+            stream.events.append(bad)
             continue
         assert obj is not None
         kind = obj.get("type")
-        replayed = bool(obj.get("isReplay"))
-        if kind == "system":
-            subtype = obj.get("subtype")
-            if subtype == "init":
-                out.session_id = obj.get("session_id") or out.session_id
-                text = f"init model={obj.get('model')} cwd={obj.get('cwd')}"
-                events.append(TranscriptEvent(type="system", text=text))
-            else:
-                events.append(TranscriptEvent(type="info", text=f"system/{subtype}"))
-        elif kind == "assistant":
-            message = obj.get("message") or {}
-            msg_id = message.get("id") or obj.get("uuid")
-            usage = message.get("usage")
-            if isinstance(usage, dict) and usage:
-                if msg_id:
-                    message_usage[msg_id] = claude_usage(usage)
-                else:
-                    anonymous_usage = anonymous_usage + claude_usage(usage)
-            content = message.get("content")
-            if isinstance(content, str):
-                content = [{"type": "text", "text": content}]
-            for block in content or []:
-                if not isinstance(block, dict):
-                    continue
-                btype = block.get("type")
-                if btype == "text":
-                    text = block.get("text") or ""
-                    last_assistant_text = text
-                    bid = f"{msg_id}:text:{short_hash(text)}" if msg_id else None
-                    events.append(
-                        TranscriptEvent(type="assistant", id=bid, text=text, replayed=replayed)
-                    )
-                elif btype == "thinking":
-                    text = block.get("thinking") or ""
-                    bid = f"{msg_id}:thinking:{short_hash(text)}" if msg_id else None
-                    events.append(
-                        TranscriptEvent(type="info", id=bid, text=text, replayed=replayed)
-                    )
-                elif btype in ("tool_use", "server_tool_use"):
-                    name = block.get("name") or ""
-                    tool_input = block.get("input")
-                    tool_input = tool_input if isinstance(tool_input, dict) else {}
-                    call_id = block.get("id")
-                    if call_id:
-                        calls[call_id] = (name, tool_input)
-                    events.append(
-                        TranscriptEvent(
-                            type="tool_call",
-                            id=call_id,
-                            tool=name,
-                            kind=claude_tool_kind(name, tool_input),
-                            arguments=tool_input,
-                            call_id=call_id,
-                            replayed=replayed,
-                        )
-                    )
-                else:
-                    events.append(TranscriptEvent(type="info", text=f"assistant block {btype}"))
-        elif kind == "user":
-            message = obj.get("message") or {}
-            content = message.get("content")
-            if isinstance(content, str):
-                events.append(
-                    TranscriptEvent(
-                        type="user", id=obj.get("uuid"), text=content, replayed=replayed
-                    )
-                )
-                continue
-            for block in content or []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "tool_result":
-                    use_id = block.get("tool_use_id")
-                    text = text_of_content(block.get("content"))
-                    span = None
-                    name, tool_input = calls.get(use_id, ("", {})) if use_id else ("", {})
-                    if name in READ_TOOLS and not block.get("is_error"):
-                        text, span = _read_result(text, tool_input, obj.get("tool_use_result"))
-                    elif name == "Bash" and not block.get("is_error"):
-                        text, span = _bash_result(text, tool_input, obj.get("tool_use_result"))
-                    events.append(
-                        TranscriptEvent(
-                            type="tool_result",
-                            id=f"{use_id}:result" if use_id else None,
-                            text=text,
-                            tool=name or None,
-                            call_id=use_id,
-                            span=span,
-                            replayed=replayed,
-                        )
-                    )
-                elif block.get("type") == "text":
-                    events.append(
-                        TranscriptEvent(
-                            type="user", text=block.get("text") or "", replayed=replayed
-                        )
-                    )
-        elif kind == "result":
-            saw_result = True
-            out.session_id = obj.get("session_id") or out.session_id
-            out.cost_usd = as_float(obj.get("total_cost_usd", obj.get("cost_usd")))
-            if obj.get("num_turns") is not None:
-                out.num_turns = as_int(obj.get("num_turns"))
-            usage = obj.get("usage")
-            per_model = obj.get("modelUsage")
-            if isinstance(per_model, dict) and per_model:
-                result_usage = model_usage_total(per_model)
-            elif isinstance(usage, dict) and usage:
-                result_usage = claude_usage(usage)
-            subtype = obj.get("subtype") or ""
-            result_text = obj.get("result")
-            if isinstance(result_text, str):
-                out.final_text = result_text
-            if subtype == "success" and not obj.get("is_error"):
-                out.reported_success = True
-                out.error = None
-            else:
-                out.reported_success = False
-                details = obj.get("errors")
-                detail = "; ".join(str(d) for d in details) if isinstance(details, list) else ""
-                if not detail and isinstance(result_text, str) and obj.get("is_error"):
-                    detail = result_text
-                label = subtype if subtype and subtype != "success" else "error"
-                out.error = f"{label}: {detail}" if detail else label
-                events.append(TranscriptEvent(type="error", text=out.error))
+        handler = stream.handlers.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            text = f"line {lineno}: {kind}: {compact_json(obj)}"
+            stream.events.append(TranscriptEvent(type="info", text=text))
         else:
-            events.append(
-                TranscriptEvent(type="info", text=f"line {lineno}: {kind}: {compact_json(obj)}")
-            )
+            handler(obj, bool(obj.get("isReplay")))
+    return stream.finish()
 
-    if result_usage is not None:
-        out.usage = result_usage
-    else:
-        total = anonymous_usage
-        for usage in message_usage.values():
-            total = total + usage
-        out.usage = total
-    if not saw_result:
-        out.final_text = last_assistant_text  # cut-off stream: the last thing it said
-    return out
+
+class _ClaudeStream:
+    """The state of one stream being read: the transcript so far, the tool calls by id (a
+    result is read knowing its call), and usage per message (a message may be repeated)."""
+
+    def __init__(self) -> None:
+        self.out = ParsedStream()
+        self.events = self.out.transcript
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id -> (name, input)
+        self.message_usage: dict[str, Usage] = {}
+        self.anonymous_usage = Usage()
+        self.result_usage: Usage | None = None
+        self.last_assistant_text: str | None = None
+        self.saw_result = False
+        self.handlers: dict[str, Callable[[dict[str, Any], bool], None]] = {
+            "system": self.system,
+            "assistant": self.assistant,
+            "user": self.user,
+            "result": self.result,
+        }
+
+    def system(self, obj: dict[str, Any], replayed: bool) -> None:
+        subtype = obj.get("subtype")
+        if subtype == "init":
+            self.out.session_id = obj.get("session_id") or self.out.session_id
+            text = f"init model={obj.get('model')} cwd={obj.get('cwd')}"
+            self.events.append(TranscriptEvent(type="system", text=text))
+        else:
+            self.events.append(TranscriptEvent(type="info", text=f"system/{subtype}"))
+
+    def assistant(self, obj: dict[str, Any], replayed: bool) -> None:
+        message = obj.get("message") or {}
+        msg_id = message.get("id") or obj.get("uuid")
+        usage = message.get("usage")
+        if isinstance(usage, dict) and usage:
+            if msg_id:
+                self.message_usage[msg_id] = claude_usage(usage)
+            else:
+                self.anonymous_usage = self.anonymous_usage + claude_usage(usage)
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content or []:
+            if isinstance(block, dict):
+                self.events.append(self._assistant_block(block, msg_id, replayed))
+
+    def _assistant_block(
+        self, block: dict[str, Any], msg_id: str | None, replayed: bool
+    ) -> TranscriptEvent:
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text") or ""
+            self.last_assistant_text = text
+            bid = f"{msg_id}:text:{short_hash(text)}" if msg_id else None
+            return TranscriptEvent(type="assistant", id=bid, text=text, replayed=replayed)
+        if btype == "thinking":
+            text = block.get("thinking") or ""
+            bid = f"{msg_id}:thinking:{short_hash(text)}" if msg_id else None
+            return TranscriptEvent(type="info", id=bid, text=text, replayed=replayed)
+        if btype in ("tool_use", "server_tool_use"):
+            name = block.get("name") or ""
+            tool_input = block.get("input")
+            tool_input = tool_input if isinstance(tool_input, dict) else {}
+            call_id = block.get("id")
+            if call_id:
+                self.calls[call_id] = (name, tool_input)
+            return TranscriptEvent(
+                type="tool_call",
+                id=call_id,
+                tool=name,
+                kind=claude_tool_kind(name, tool_input),
+                arguments=tool_input,
+                call_id=call_id,
+                replayed=replayed,
+            )
+        return TranscriptEvent(type="info", text=f"assistant block {btype}")
+
+    def user(self, obj: dict[str, Any], replayed: bool) -> None:
+        message = obj.get("message") or {}
+        content = message.get("content")
+        if isinstance(content, str):
+            self.events.append(
+                TranscriptEvent(type="user", id=obj.get("uuid"), text=content, replayed=replayed)
+            )
+            return
+        for block in content or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                self.events.append(self._tool_result(block, obj, replayed))
+            elif block.get("type") == "text":
+                text = block.get("text") or ""
+                self.events.append(TranscriptEvent(type="user", text=text, replayed=replayed))
+
+    def _tool_result(
+        self, block: dict[str, Any], obj: dict[str, Any], replayed: bool
+    ) -> TranscriptEvent:
+        use_id = block.get("tool_use_id")
+        text = text_of_content(block.get("content"))
+        span = None
+        name, tool_input = self.calls.get(use_id, ("", {})) if use_id else ("", {})
+        if name in READ_TOOLS and not block.get("is_error"):
+            text, span = _read_result(text, tool_input, obj.get("tool_use_result"))
+        elif name == "Bash" and not block.get("is_error"):
+            text, span = _bash_result(text, tool_input, obj.get("tool_use_result"))
+        return TranscriptEvent(
+            type="tool_result",
+            id=f"{use_id}:result" if use_id else None,
+            text=text,
+            tool=name or None,
+            call_id=use_id,
+            span=span,
+            replayed=replayed,
+        )
+
+    def result(self, obj: dict[str, Any], replayed: bool) -> None:
+        out = self.out
+        self.saw_result = True
+        out.session_id = obj.get("session_id") or out.session_id
+        out.cost_usd = as_float(obj.get("total_cost_usd", obj.get("cost_usd")))
+        if obj.get("num_turns") is not None:
+            out.num_turns = as_int(obj.get("num_turns"))
+        usage = obj.get("usage")
+        per_model = obj.get("modelUsage")
+        if isinstance(per_model, dict) and per_model:
+            self.result_usage = model_usage_total(per_model)
+        elif isinstance(usage, dict) and usage:
+            self.result_usage = claude_usage(usage)
+        subtype = obj.get("subtype") or ""
+        result_text = obj.get("result")
+        if isinstance(result_text, str):
+            out.final_text = result_text
+        if subtype == "success" and not obj.get("is_error"):
+            out.reported_success = True
+            out.error = None
+            return
+        out.reported_success = False
+        details = obj.get("errors")
+        detail = "; ".join(str(d) for d in details) if isinstance(details, list) else ""
+        if not detail and isinstance(result_text, str) and obj.get("is_error"):
+            detail = result_text
+        label = subtype if subtype and subtype != "success" else "error"
+        out.error = f"{label}: {detail}" if detail else label
+        self.events.append(TranscriptEvent(type="error", text=out.error))
+
+    def finish(self) -> ParsedStream:
+        """The parsed stream: usage from the result event, else summed per message."""
+        out = self.out
+        if self.result_usage is not None:
+            out.usage = self.result_usage
+        else:
+            total = self.anonymous_usage
+            for usage in self.message_usage.values():
+                total = total + usage
+            out.usage = total
+        if not self.saw_result:
+            out.final_text = self.last_assistant_text  # cut-off stream: the last thing it said
+        return out
 
 
 class ClaudeCodeAdapter(CLIAdapter):

@@ -23,7 +23,7 @@ end, patch_apply_begin/end, mcp_tool_call_begin/end, agent_message, agent_reason
 token_count, task_complete, error) is parsed too.
 
 Codex reads files through the shell, so each command is classified by what it runs (see
-`metaeval.agents.cli.base.classify_shell_command`): ``cat``/``sed -n``/``nl``/``ls``... are
+`metaeval.agents.shell_commands.classify_shell_command`): ``cat``/``sed -n``/``nl``/``ls``... are
 read, ``rg``/``grep``/``find`` are search, everything else exec; successful single-file reads
 get a span.
 """
@@ -34,17 +34,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import (
     ParsedStream,
     as_int,
-    classify_shell_command,
     compact_json,
     iter_json_objects,
-    shell_read_span,
     text_of_content,
-    unwrap_shell,
 )
+from metaeval.agents.shell_commands import classify_shell_command, shell_read_span, unwrap_shell
 from metaeval.agents.types import Limits, Task, TranscriptEvent
 from metaeval.models.types import Usage
 

@@ -55,7 +55,7 @@ def live_check(name: str) -> tuple[bool, str]:
 def agent_cli_checks(live: bool = True) -> list[tuple[str, bool, str]]:
     """(check, passed, detail) per agent CLI: where it is, its version, a live run."""
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import resolve_binary
+    from metaeval.agents.cli.binaries import resolve_binary
 
     checks = []
     for name, adapter in CLI_ADAPTERS.items():
@@ -119,7 +119,7 @@ def component_versions() -> list[tuple[str, str]]:
     from importlib.metadata import PackageNotFoundError, version
 
     from metaeval.agents.cli import CLI_ADAPTERS
-    from metaeval.agents.cli.base import resolve_binary
+    from metaeval.agents.cli.binaries import resolve_binary
 
     def package(name: str) -> str:
         try:

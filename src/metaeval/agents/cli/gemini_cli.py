@@ -34,20 +34,14 @@ result holds ``stats.models.<name>`` with the flat fields (``input_tokens``,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
-    ParsedStream,
-    as_int,
-    classify_shell_command,
-    compact_json,
-    iter_json_objects,
-    shell_read_span,
-)
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import ParsedStream, as_int, compact_json, iter_json_objects
+from metaeval.agents.shell_commands import classify_shell_command, shell_read_span
 from metaeval.agents.types import Limits, Span, Task, ToolKind, TranscriptEvent
 from metaeval.models.types import Usage
 
@@ -163,129 +157,155 @@ def parse_gemini_stream(lines: Iterable[str]) -> ParsedStream:
         if isinstance(whole, dict) and "type" not in whole:
             return parse_gemini_json(whole)
 
-    out = ParsedStream()
-    events = out.transcript
-    tools: dict[str, str] = {}
-    commands: dict[str, str] = {}  # tool id -> shell command of run_shell_command
-    pending: list[str] = []  # assistant delta chunks not yet flushed
-    pending_t: float | None = None
-    t0: float | None = None
-    last_assistant: str | None = None
-
-    def rel(ts: float | None) -> float | None:
-        return None if ts is None or t0 is None else round(ts - t0, 3)
-
-    def flush() -> None:
-        nonlocal pending, last_assistant, pending_t
-        if pending:
-            text = "".join(pending)
-            last_assistant = text
-            events.append(TranscriptEvent(type="assistant", text=text, t=rel(pending_t)))
-        pending = []
-        pending_t = None
-
+    stream = _GeminiStream()
     for lineno, obj, bad in iter_json_objects(lines):
         if bad is not None:
-            flush()
-            events.append(bad)
+            stream.flush()
+            stream.events.append(bad)
             continue
         assert obj is not None
+        stream.read(lineno, obj)
+    stream.flush()
+    stream.out.final_text = stream.last_assistant
+    return stream.out
+
+
+class _GeminiStream:
+    """The state of one stream being read: the transcript so far, assistant deltas not yet
+    joined into one message, and each tool call's name and shell command by id."""
+
+    def __init__(self) -> None:
+        self.out = ParsedStream()
+        self.events = self.out.transcript
+        self.tools: dict[str, str] = {}
+        self.commands: dict[str, str] = {}  # tool id -> shell command of run_shell_command
+        self.pending: list[str] = []  # assistant delta chunks not yet flushed
+        self.pending_t: float | None = None
+        self.t0: float | None = None
+        self.last_assistant: str | None = None
+        self.handlers: dict[str, Callable[[dict[str, Any], float | None], None]] = {
+            "init": self.init,
+            "message": self.user_message,
+            "tool_use": self.tool_use,
+            "tool_result": self.tool_result,
+            "error": self.error,
+            "result": self.result,
+        }
+
+    def rel(self, ts: float | None) -> float | None:
+        return None if ts is None or self.t0 is None else round(ts - self.t0, 3)
+
+    def flush(self) -> None:
+        if self.pending:
+            text = "".join(self.pending)
+            self.last_assistant = text
+            self.events.append(
+                TranscriptEvent(type="assistant", text=text, t=self.rel(self.pending_t))
+            )
+        self.pending = []
+        self.pending_t = None
+
+    def read(self, lineno: int, obj: dict[str, Any]) -> None:
         etype = obj.get("type")
         ts = _timestamp(obj.get("timestamp"))
-        if t0 is None and ts is not None:
-            t0 = ts
+        if self.t0 is None and ts is not None:
+            self.t0 = ts
         if etype == "message" and obj.get("role") == "assistant":
-            if obj.get("delta"):
-                if not pending:
-                    pending_t = ts
-                pending.append(str(obj.get("content") or ""))
-            else:
-                flush()
-                pending_t = ts
-                pending.append(str(obj.get("content") or ""))
-                flush()
-            continue
-        flush()
-        if etype == "init":
-            out.session_id = obj.get("session_id") or out.session_id
-            events.append(
-                TranscriptEvent(type="system", text=f"init model={obj.get('model')}", t=rel(ts))
-            )
-        elif etype == "message":
-            events.append(
-                TranscriptEvent(type="user", text=str(obj.get("content") or ""), t=rel(ts))
-            )
-        elif etype == "tool_use":
-            name = str(obj.get("tool_name") or "")
-            tool_id = obj.get("tool_id")
-            params = obj.get("parameters")
-            params = params if isinstance(params, dict) else {}
-            if tool_id:
-                tools[tool_id] = name
-                if name == "run_shell_command" and isinstance(params.get("command"), str):
-                    commands[tool_id] = params["command"]
-            events.append(
-                TranscriptEvent(
-                    type="tool_call",
-                    id=tool_id,
-                    tool=name,
-                    kind=gemini_tool_kind(name, params),
-                    arguments=params,
-                    call_id=tool_id,
-                    t=rel(ts),
-                )
-            )
-        elif etype == "tool_result":
-            tool_id = obj.get("tool_id")
-            output = obj.get("output")
-            text = output if isinstance(output, str) else ""
-            span = None
-            if obj.get("status") == "error" and obj.get("error"):
-                message = _error_text(obj.get("error"))
-                text = f"{text}\n{message}" if text else message
-            elif obj.get("status") == "success" and tool_id in commands:
-                found = shell_read_span(commands[tool_id], text)
-                if found is not None:
-                    span, raw = found
-                    # the shown output lost the trailing newline; its lines are whole
-                    text = raw if raw.endswith("\n") else raw + "\n"
-            events.append(
-                TranscriptEvent(
-                    type="tool_result",
-                    id=f"{tool_id}:result" if tool_id else None,
-                    text=text,
-                    tool=tools.get(tool_id or ""),
-                    call_id=tool_id,
-                    span=span,
-                    t=rel(ts),
-                )
-            )
-        elif etype == "error":
-            message = str(obj.get("message") or "")
-            if obj.get("severity") == "warning":
-                events.append(TranscriptEvent(type="info", text=f"warning: {message}", t=rel(ts)))
-            else:
-                out.error = message
-                events.append(TranscriptEvent(type="error", text=message, t=rel(ts)))
-        elif etype == "result":
-            stats = obj.get("stats")
-            if isinstance(stats, dict):
-                out.usage = models_usage(stats) if "models" in stats else stream_stats_usage(stats)
-            if obj.get("status") == "success":
-                out.reported_success = True
-                out.error = None
-            else:
-                out.reported_success = False
-                error = obj.get("error")
-                out.error = _error_text(error) if error else out.error or "gemini reported error"
-                events.append(TranscriptEvent(type="error", text=out.error, t=rel(ts)))
+            if not obj.get("delta"):
+                self.flush()
+            if not self.pending:
+                self.pending_t = ts
+            self.pending.append(str(obj.get("content") or ""))
+            if not obj.get("delta"):
+                self.flush()
+            return
+        self.flush()
+        handler = self.handlers.get(etype) if isinstance(etype, str) else None
+        if handler is None:
+            text = f"line {lineno}: {etype}: {compact_json(obj)}"
+            self.events.append(TranscriptEvent(type="info", text=text))
         else:
-            events.append(
-                TranscriptEvent(type="info", text=f"line {lineno}: {etype}: {compact_json(obj)}")
+            handler(obj, ts)
+
+    def init(self, obj: dict[str, Any], ts: float | None) -> None:
+        self.out.session_id = obj.get("session_id") or self.out.session_id
+        text = f"init model={obj.get('model')}"
+        self.events.append(TranscriptEvent(type="system", text=text, t=self.rel(ts)))
+
+    def user_message(self, obj: dict[str, Any], ts: float | None) -> None:
+        text = str(obj.get("content") or "")
+        self.events.append(TranscriptEvent(type="user", text=text, t=self.rel(ts)))
+
+    def tool_use(self, obj: dict[str, Any], ts: float | None) -> None:
+        name = str(obj.get("tool_name") or "")
+        tool_id = obj.get("tool_id")
+        params = obj.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        if tool_id:
+            self.tools[tool_id] = name
+            if name == "run_shell_command" and isinstance(params.get("command"), str):
+                self.commands[tool_id] = params["command"]
+        self.events.append(
+            TranscriptEvent(
+                type="tool_call",
+                id=tool_id,
+                tool=name,
+                kind=gemini_tool_kind(name, params),
+                arguments=params,
+                call_id=tool_id,
+                t=self.rel(ts),
             )
-    flush()
-    out.final_text = last_assistant
-    return out
+        )
+
+    def tool_result(self, obj: dict[str, Any], ts: float | None) -> None:
+        tool_id = obj.get("tool_id")
+        output = obj.get("output")
+        text = output if isinstance(output, str) else ""
+        span = None
+        if obj.get("status") == "error" and obj.get("error"):
+            message = _error_text(obj.get("error"))
+            text = f"{text}\n{message}" if text else message
+        elif obj.get("status") == "success" and tool_id in self.commands:
+            found = shell_read_span(self.commands[tool_id], text)
+            if found is not None:
+                span, raw = found
+                # the shown output lost the trailing newline; its lines are whole
+                text = raw if raw.endswith("\n") else raw + "\n"
+        self.events.append(
+            TranscriptEvent(
+                type="tool_result",
+                id=f"{tool_id}:result" if tool_id else None,
+                text=text,
+                tool=self.tools.get(tool_id or ""),
+                call_id=tool_id,
+                span=span,
+                t=self.rel(ts),
+            )
+        )
+
+    def error(self, obj: dict[str, Any], ts: float | None) -> None:
+        message = str(obj.get("message") or "")
+        if obj.get("severity") == "warning":
+            self.events.append(
+                TranscriptEvent(type="info", text=f"warning: {message}", t=self.rel(ts))
+            )
+        else:
+            self.out.error = message
+            self.events.append(TranscriptEvent(type="error", text=message, t=self.rel(ts)))
+
+    def result(self, obj: dict[str, Any], ts: float | None) -> None:
+        out = self.out
+        stats = obj.get("stats")
+        if isinstance(stats, dict):
+            out.usage = models_usage(stats) if "models" in stats else stream_stats_usage(stats)
+        if obj.get("status") == "success":
+            out.reported_success = True
+            out.error = None
+        else:
+            out.reported_success = False
+            error = obj.get("error")
+            out.error = _error_text(error) if error else out.error or "gemini reported error"
+            self.events.append(TranscriptEvent(type="error", text=out.error, t=self.rel(ts)))
 
 
 def _delivered_for(tool_id: str, delivered: dict[str, str]) -> str | None:

@@ -18,7 +18,7 @@ blocks is a format error and has no action. The observation follows as a ``user`
 ``<returncode>0</returncode>\\n<output>\\n...</output>``; the part inside ``<output>`` is the
 tool result. The final ``exit`` message (v2) or ``info`` carries exit status and submission.
 
-Each command is classified like codex's (`metaeval.agents.cli.base.classify_shell_command`);
+Each command is classified like codex's (`metaeval.agents.shell_commands.classify_shell_command`);
 the ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` command is kind ``submit``. Usage is summed
 over assistant messages' ``extra.response.usage`` when the model class recorded it (v2); v1
 trajectories carry only cost and call count, so their token usage stays 0. A reply without
@@ -40,15 +40,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from metaeval.agents.cli.base import (
-    CLIAdapter,
-    ParsedStream,
-    as_float,
-    as_int,
-    classify_shell_command,
-    shell_read_span,
-    text_of_content,
-)
+from metaeval.agents.cli.base import CLIAdapter
+from metaeval.agents.cli.stream import ParsedStream, as_float, as_int, text_of_content
+from metaeval.agents.shell_commands import classify_shell_command, shell_read_span
 from metaeval.agents.types import Limits, Task, TranscriptEvent
 from metaeval.models.types import Usage
 
@@ -189,14 +183,7 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
         if role != "assistant" and isinstance(response, dict) and "usage" in response:
             # mini 2.x keeps the response of a malformed reply on its format-error message
             usage = usage + mini_usage(response.get("usage"))
-        if role is None and msg.get("object") == "response":
-            role = "assistant"
-            content, calls = _responses_message(msg)
-            msg = {**msg, "tool_calls": calls}
-        if role is None and msg.get("type") == "function_call_output":
-            role = "tool"
-            msg = {**msg, "tool_call_id": msg.get("call_id")}
-            content = text_of_content(msg.get("output"))
+        role, content, msg = _as_chat_message(role, content, msg)
 
         if role == "system":
             events.append(TranscriptEvent(type="system", id=f"message{index}", text=content, t=t))
@@ -211,33 +198,12 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
                     TranscriptEvent(type="assistant", id=f"message{index}", text=content, t=t)
                 )
             pending = []
-            actions = _actions(msg, content)
-            for k, (tool_call_id, command, raw) in enumerate(actions):
+            for k, (tool_call_id, command, raw) in enumerate(_actions(msg, content)):
                 call_id = str(tool_call_id) if tool_call_id else f"message{index}:action{k}"
                 pending.append((call_id, command))
-                events.append(
-                    TranscriptEvent(
-                        type="tool_call",
-                        id=call_id,
-                        tool="bash",
-                        kind=classify_shell_command(command),
-                        arguments={"command": command},
-                        arguments_json=raw,
-                        call_id=call_id,
-                        t=t,
-                    )
-                )
+                events.append(_action_event(call_id, command, raw, t))
         elif role == "tool" or (role == "user" and pending):
-            if role == "tool" and msg.get("tool_call_id"):
-                wanted = str(msg.get("tool_call_id"))
-                match = next((p for p in pending if p[0] == wanted), (wanted, ""))
-            elif pending:
-                match = pending[0]
-            else:
-                match = (f"message{index}", "")
-            if match in pending:
-                pending.remove(match)
-            call_id, command = match
+            call_id, command = _answered_call(role, msg, pending, index)
             events.append(_observation(call_id, command, content, extra, t))
         elif role == "user":
             events.append(TranscriptEvent(type="user", id=f"message{index}", text=content, t=t))
@@ -256,6 +222,59 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
                 TranscriptEvent(type="info", id=f"message{index}", text=f"{role}: {content}", t=t)
             )
 
+    _finish(out, info, exit_extra, usage)
+    return out
+
+
+def _as_chat_message(
+    role: Any, content: str, msg: dict[str, Any]
+) -> tuple[Any, str, dict[str, Any]]:
+    """(role, content, message) of a Responses-API item in a mini 2.x trajectory, as a chat
+    message: a response is the assistant's, a function call's output a tool message."""
+    if role is None and msg.get("object") == "response":
+        content, calls = _responses_message(msg)
+        return "assistant", content, {**msg, "tool_calls": calls}
+    if role is None and msg.get("type") == "function_call_output":
+        msg = {**msg, "tool_call_id": msg.get("call_id")}
+        return "tool", text_of_content(msg.get("output")), msg
+    return role, content, msg
+
+
+def _action_event(call_id: str, command: str, raw: str | None, t: float | None) -> TranscriptEvent:
+    """The tool call of one bash action."""
+    return TranscriptEvent(
+        type="tool_call",
+        id=call_id,
+        tool="bash",
+        kind=classify_shell_command(command),
+        arguments={"command": command},
+        arguments_json=raw,
+        call_id=call_id,
+        t=t,
+    )
+
+
+def _answered_call(
+    role: Any, msg: dict[str, Any], pending: list[tuple[str, str]], index: int
+) -> tuple[str, str]:
+    """(call id, command) an observation answers: the named tool call, else the oldest one
+    still pending (taken off `pending`), else one named after the message."""
+    if role == "tool" and msg.get("tool_call_id"):
+        wanted = str(msg.get("tool_call_id"))
+        match = next((p for p in pending if p[0] == wanted), (wanted, ""))
+    elif pending:
+        match = pending[0]
+    else:
+        match = (f"message{index}", "")
+    if match in pending:
+        pending.remove(match)
+    return match
+
+
+def _finish(
+    out: ParsedStream, info: dict[str, Any], exit_extra: dict[str, Any], usage: Usage
+) -> None:
+    """Cost, turns, usage, the submission and how the run ended, from the trajectory's info."""
     stats = info.get("model_stats")
     if not isinstance(stats, dict):
         stats = {}
@@ -277,8 +296,7 @@ def parse_mini_trajectory(data: dict[str, Any]) -> ParsedStream:
         if not detail and isinstance(traceback, str) and traceback.strip():
             detail = traceback.strip().splitlines()[-1]
         out.error = f"{exit_status}: {detail}" if detail else str(exit_status)
-        events.append(TranscriptEvent(type="error", text=out.error))
-    return out
+        out.transcript.append(TranscriptEvent(type="error", text=out.error))
 
 
 def _observation(

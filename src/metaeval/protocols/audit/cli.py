@@ -1,4 +1,4 @@
-"""`metaeval audit ...`: run, score, report, convert."""
+"""`metaeval audit ...`: run, score, review, report, convert."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def run_cmd(
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.audit.findings import parse_evidence_tier
-    from metaeval.protocols.audit.runner import AuditRun, AuditSettings, default_concurrency
+    from metaeval.protocols.audit.run import AuditRun, AuditSettings, default_concurrency
 
     models = [] if static_only else list(model or ["local/smollm2"])
     prefetch_sdks(models)  # the provider SDK imports while the run plans
@@ -146,6 +146,9 @@ def run_cmd(
         )
         below = summary.get("findings_below_min_tier")
         out.print(f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else ""))
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            out.print(f"execution checks: {line}")
     out.print(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     gold = bench_dir / "gold.json"
     if gold.is_file():
@@ -208,7 +211,7 @@ def agent_run_cmd(
     """Run an agent on every task in its sandbox, score it with the task's tests, and write
     the agent results the execution tier reads; re-running resumes."""
     from metaeval.cli_options import apply_model_options
-    from metaeval.protocols.audit.agent_runs import AgentRuns, AgentRunSettings
+    from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
     run_dir = output or Path("runs") / f"agent-{bench_dir.resolve().name}"
@@ -279,6 +282,26 @@ def score_cmd(
             style="yellow",
         )
     out.print(f"scores: {run_dir / 'score.json'}; report updated: {run_dir / 'report.html'}")
+
+
+@audit_app.command("review")
+def review_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="An audit run directory.")],
+    to_gold: Annotated[
+        Path | None,
+        typer.Option(
+            "--to-gold",
+            help="Write the confirmed findings of the sheet as a gold file (added to it when "
+            "it exists) instead of writing the sheet.",
+        ),
+    ] = None,
+) -> None:
+    """Write the review sheet RUN_DIR/review.csv (verdicts given before are kept): mark each
+    finding confirmed, rejected or unsure, with a note; `audit score` reads it."""
+    from metaeval.protocols.audit.review import review_cli
+
+    for line in review_cli(run_dir, to_gold):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @audit_app.command("report")

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from metaeval.protocols.audit.findings import Evidence, Finding
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 
 SLACK_LINES = 2
 LOGS_PREFIX = "logs/"

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from metaeval.engine.call_slots import call_slot
 from metaeval.models.base import Model
-from metaeval.models.call_slots import call_slot
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, SUBCATEGORIES, Finding
 from metaeval.protocols.audit.findings import Protocol as FindingProtocol
@@ -36,7 +36,7 @@ from metaeval.protocols.audit.prompts import (
     render_messages,
     render_repair,
 )
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 
 __all__ = [
     "FINDINGS_OBJECT_SCHEMA",
@@ -258,7 +258,16 @@ def findings_from_items(
         item_repairs: list[dict[str, Any]] = []
         data = _normalize_item(item, index, item_repairs)
         try:
-            finding = Finding(task_id=task_id, source=source, protocol=protocol, **data)
+            # A model's finding is never `executed` on its own, whatever it cites (a log line
+            # it quotes proves nothing ran): only an execution check's finding folded into
+            # it (`dedupe.merge_check_findings`) promotes a finding to that tier.
+            finding = Finding(
+                task_id=task_id,
+                source=source,
+                protocol=protocol,
+                evidence_tier="self-contained",
+                **data,
+            )
         except ValidationError as exc:
             dropped.append({"index": index, "reason": _validation_reason(exc), "item": item})
             continue

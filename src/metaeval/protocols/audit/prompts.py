@@ -31,7 +31,7 @@ from metaeval.protocols.audit.findings import (
     SEVERITY_ORDER,
     TAXONOMY,
 )
-from metaeval.tasks.harbor import LoadedTask, TaskFile
+from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 AuditProtocol = Literal["definition", "execution"]
 

@@ -8,13 +8,14 @@ from typing import Any
 
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.ensemble import ensemble_views, merge_findings
-from metaeval.protocols.audit.gold import load_gold
+from metaeval.protocols.audit.gold import Gold, load_gold
 from metaeval.protocols.audit.judge import (
     CATEGORY_JUDGE,
     JUDGE_PROMPT_TEMPLATE,
     CategoryJudge,
     Judge,
 )
+from metaeval.protocols.audit.pooled import add_pooled_rows
 from metaeval.protocols.audit.report import (
     AuditReportData,
     CheckOutcome,
@@ -23,6 +24,7 @@ from metaeval.protocols.audit.report import (
     render_html,
     render_markdown,
 )
+from metaeval.protocols.audit.review import review_summary
 from metaeval.protocols.audit.scoring import ScoreReport, score
 from metaeval.protocols.audit.summary import (
     STATIC_SOURCE,
@@ -30,13 +32,16 @@ from metaeval.protocols.audit.summary import (
     cost_by_source,
     cost_rows,
     final_cells,
+    model_sources,
     read_records,
     valid_findings,
 )
+from metaeval.protocols.audit.tables import paper_tables
 from metaeval.records import RunDir
 from metaeval.records.durable import atomic_write
 
 SCORE_FILE = "score.json"
+ALL_SOURCES = "all sources (any)"
 
 
 def _phase_outcome(data: dict[str, Any] | None) -> CheckOutcome | None:
@@ -113,6 +118,7 @@ def report_data(
         suppressed_count=len(findings) - len(reported),
         costs=[CostRow(**row) for row in cost_rows(cells)],
         score=score_report,
+        tables=paper_tables(findings, cells),
     )
 
 
@@ -151,19 +157,60 @@ def rerender(run_dir: Path) -> list[Path]:
         run.close()
 
 
-def score_groups(run: RunDir, min_tier: str | None = None) -> dict[str, list[Any]]:
-    """Rows to score: each source alone, then the ensemble rules over model sources; with
-    `min_tier`, only findings whose evidence is that strong."""
-    reported = [f for f in valid_findings(run) if f.reported and f.at_least(min_tier)]
+def score_groups(
+    run: RunDir, min_tier: str | None = None
+) -> tuple[dict[str, list[Any]], dict[str, int]]:
+    """Rows to score and the suppressed count of the rows of merged findings: each source
+    alone (its findings below the report threshold included, counted as suppressed), then
+    the merged rules over model sources, then every source merged; with `min_tier`, only
+    findings whose evidence is that strong."""
+    valid = [f for f in valid_findings(run) if f.at_least(min_tier)]
+    reported = [f for f in valid if f.reported]
     groups: dict[str, list[Any]] = {}
-    for source in sorted({f.source for f in reported} | {s for _, s in final_cells(run)}):
-        groups[source] = [f for f in reported if f.source == source]
+    for source in sorted({f.source for f in valid} | {s for _, s in final_cells(run)}):
+        groups[source] = [f for f in valid if f.source == source]
     models = [s for s in groups if s != STATIC_SOURCE]
+    hidden = {s: sum(1 for f in items if not f.reported) for s, items in groups.items()}
+    suppressed: dict[str, int] = {}
     if len(models) >= 2:
         views = ensemble_views([f for f in reported if f.source != STATIC_SOURCE])
-        groups.update({f"ensemble {name}": items for name, items in views.items()})
-    groups["all sources (any)"] = merge_findings(reported)
-    return groups
+        for name, items in views.items():
+            groups[f"merged {name}"] = items
+            suppressed[f"merged {name}"] = sum(hidden[m] for m in models)
+    groups[ALL_SOURCES] = merge_findings(reported)
+    suppressed[ALL_SOURCES] = sum(hidden.values())
+    return groups, suppressed
+
+
+def coverage_warnings(
+    cells: dict[tuple[str, str], dict], gold: Gold, models: list[str]
+) -> list[str]:
+    """What the scores cannot have seen: gold tasks the run has no record of, and gold tasks a
+    model did not audit (no completed cell). Their issues still count in recall's denominator."""
+    run_tasks = {task for task, _ in cells}
+    gold_tasks = sorted(gold.tasks)
+    warnings = []
+    absent = [t for t in gold_tasks if t not in run_tasks]
+    if absent:
+        missed = sum(len(gold.issues_for(t)) for t in absent)
+        warnings.append(
+            f"{len(absent)} gold task(s) are not in this run ({missed} gold issue(s) there "
+            f"count as missed by every row): {', '.join(absent)}."
+        )
+    for model in models:
+        unaudited = [
+            t
+            for t in gold_tasks
+            if t in run_tasks
+            and (cells.get((t, model)) or {}).get("status") != "ok"
+            and gold.issues_for(t)
+        ]
+        if unaudited:
+            warnings.append(
+                f"{model} did not audit {len(unaudited)} gold task(s) with issues (no completed "
+                f"cell), so their issues count as missed by it: {', '.join(unaudited)}."
+            )
+    return warnings
 
 
 def score_run(
@@ -177,14 +224,27 @@ def score_run(
         judge = Judge(get_model(judge_model), run_dir / "judge_cache")
     run = _open_existing(run_dir)
     try:
+        cells = final_cells(run)
         costs: dict[str, float | None] = {STATIC_SOURCE: 0.0}  # checks make no model calls
-        costs.update(cost_by_source(cost_rows(final_cells(run))))
-        report = score(score_groups(run, min_tier), gold, judge, costs=costs)
+        costs.update(cost_by_source(cost_rows(cells)))
+        groups, suppressed = score_groups(run, min_tier)
+        models = model_sources(cells)
+        model_costs = [costs.get(m) for m in models]
+        together = None if None in model_costs else sum(c or 0.0 for c in model_costs)
+        costs.update({row: together for row in suppressed})  # every merged row: all models
+        report = score(groups, gold, judge, costs=costs, suppressed=suppressed)
+        add_pooled_rows(report, models)
+        report.warnings = coverage_warnings(cells, gold, models)
+        records = read_records(run, min_tier)
+        tables = paper_tables(records.findings, cells)
+        report.review = review_summary(run.path, records.findings)
         payload = report.model_dump(mode="json")
         payload["judge_prompt_sha256"] = _sha(JUDGE_PROMPT_TEMPLATE)
+        payload["tables"] = tables.model_dump(mode="json")
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))
-        atomic_write(run.path / "score.md", report.to_markdown().encode("utf-8"))
-        write_reports(run, report, read_records(run, min_tier))
+        markdown = report.to_markdown() + "\n" + tables.to_markdown()
+        atomic_write(run.path / "score.md", markdown.encode("utf-8"))
+        write_reports(run, report, records)
         return report
     finally:
         run.close()

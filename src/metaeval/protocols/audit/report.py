@@ -8,7 +8,7 @@ report threshold (confidence < 0.3) are left out; their number is stated.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from importlib import resources
 from typing import Literal
 
@@ -17,8 +17,10 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import BaseModel, Field
 
-from metaeval.protocols.audit.findings import SEVERITY_ORDER, Evidence, Finding
-from metaeval.protocols.audit.scoring import SCORE_COLUMNS, ScoreReport, fmt_cost
+from metaeval.protocols.audit.execution_results import execution_lines
+from metaeval.protocols.audit.findings import EVIDENCE_TIERS, SEVERITY_ORDER, Evidence, Finding
+from metaeval.protocols.audit.scoring import SCORE_COLUMNS, ScoreReport, fmt_cost, fmt_pct
+from metaeval.protocols.audit.tables import PaperTables
 from metaeval.report.markdown import markdown_table, md_code, md_fence, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.audit"
@@ -98,6 +100,7 @@ class AuditReportData(BaseModel):
     suppressed_count: int = 0  # low-confidence findings not included in `findings`
     costs: list[CostRow] = Field(default_factory=list)
     score: ScoreReport | None = None
+    tables: PaperTables | None = None  # by subcategory and source, protocols, cost per task
 
     @property
     def reported_findings(self) -> list[Finding]:
@@ -164,16 +167,47 @@ def findings_summary(data: AuditReportData) -> str:
     return f"{len(findings)} {noun} on {len(data.tasks)} tasks ({flagged} flagged)"
 
 
+def severity_summary(data: AuditReportData) -> str:
+    """Reported findings per severity and per evidence tier, e.g. `2 High, 1 Low; 1 executed,
+    2 self-contained`."""
+    findings = data.reported_findings
+    if not findings:
+        return "none"
+    severities: Counter[str] = Counter(f.severity for f in findings)
+    tiers: Counter[str] = Counter(f.evidence_tier or "assumed" for f in findings)
+    by_severity = ", ".join(f"{severities[s]} {s}" for s in SEVERITY_ORDER if severities[s])
+    by_tier = ", ".join(f"{tiers[t]} {t}" for t in EVIDENCE_TIERS if tiers[t])
+    return f"{by_severity}; evidence: {by_tier}"
+
+
+HEADLINE_ROWS = ("pooled union", "all sources (any)")
+
+
+def score_headline(data: AuditReportData) -> str | None:
+    """Recall and precision of the widest row (the paper's pooled union when there are
+    several models, else every source merged), or None when the run is not scored."""
+    if data.score is None or not data.score.rows:
+        return None
+    names = [r.name for r in data.score.rows]
+    row = data.score.row(next((n for n in HEADLINE_ROWS if n in names), names[0]))
+    return (
+        f"Recall_A {fmt_pct(row.recall_a)}%, Recall_A+P {fmt_pct(row.recall_ap)}%, "
+        f"Precision_A {fmt_pct(row.precision_a)}% against {row.n_gold} gold issues "
+        f"(row: {row.name})"
+    )
+
+
 def skip_summary(data: AuditReportData) -> list[str]:
-    """One line per distinct reason execution checks were skipped, with its task count."""
-    reasons: dict[str, int] = {}
-    for t in data.tasks:
-        if t.oracle == "skipped" and t.null_agent == "skipped" and t.execution_notes.strip():
-            reason = t.execution_notes.strip()
-            reasons[reason] = reasons.get(reason, 0) + 1
-    return [
-        f"{reason} ({count} task{'s' if count != 1 else ''})" for reason, count in reasons.items()
+    """What the execution checks did, said once (`execution_results.execution_lines`)."""
+    outcomes = [
+        (
+            not (t.oracle == "skipped" and t.null_agent == "skipped"),
+            t.execution_notes if t.oracle == "skipped" and t.null_agent == "skipped" else "",
+        )
+        for t in data.tasks
+        if t.oracle is not None or t.null_agent is not None
     ]
+    return execution_lines(outcomes)
 
 
 def suppressed_text(n: int) -> str:
@@ -221,6 +255,8 @@ def render_markdown(data: AuditReportData) -> str:
     out += [
         f"- Tasks: {len(data.tasks)}",
         f"- Findings reported: {findings_summary(data)} ({suppressed_text(data.n_suppressed)})",
+        f"- By severity: {severity_summary(data)}",
+        *([f"- Scores: {_one_line(headline)}"] if (headline := score_headline(data)) else []),
         *[f"- Execution checks skipped: {_one_line(line)}" for line in skip_summary(data)],
         f"- Total cost ($): {totals.cost_text()}",
         "",
@@ -340,6 +376,9 @@ def render_markdown(data: AuditReportData) -> str:
             "they are not counted as 0.\n"
         )
 
+    if data.tables is not None and data.tables.to_markdown():
+        out.append("## Findings and cost by model\n")
+        out.append(data.tables.to_markdown())
     if data.score is not None:
         out.append(data.score.to_markdown())
     return "\n".join(out).rstrip() + "\n"
@@ -432,6 +471,8 @@ def render_html(data: AuditReportData) -> str:
         totals_by_source=data.totals_by_source(),
         execution_text=execution_text,
         findings_summary=findings_summary(data),
+        severity_summary=severity_summary(data),
+        score_headline=score_headline(data),
         skip_lines=skip_summary(data),
         score=score,
         score_columns=SCORE_COLUMNS,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.gold import Gold, GoldIssue
 from metaeval.protocols.audit.judge import JudgeLike, Verdict, VerdictLabel
+from metaeval.protocols.audit.review import ReviewSummary
 from metaeval.report.markdown import markdown_table
 
 SCORE_COLUMNS = (
@@ -38,6 +39,13 @@ SCORE_COLUMNS = (
     "Cost ($)",
 )
 NA = "n/a"
+ROWS_NOTE = (
+    "Rows: one per source; `merged any` / `merged >=k` merge findings of several models that "
+    "cite the same evidence, then vote; `pooled union` / `pooled >=k` are the paper's rule: all "
+    "models' findings pooled unmerged, a gold issue counts when at least k models each have an "
+    "aligned finding (Recall_A) or an aligned or partial one (Recall_A+P); their cost is the sum "
+    "of the models'."
+)
 _RANK = {"ALIGNED": 0, "PARTIAL": 1, "UNRELATED": 2}
 _MARK = {"ALIGNED": "✓", "PARTIAL": "~", "UNRELATED": "✗", None: "✗"}
 
@@ -56,7 +64,7 @@ def fmt_cost(value: float | None) -> str:
     return f"{value:.4f}" if abs(value) < 0.01 else f"{value:.2f}"
 
 
-def _ratio(num: int, den: int) -> float | None:
+def ratio(num: int, den: int) -> float | None:
     return None if den == 0 else num / den
 
 
@@ -107,6 +115,7 @@ class RowScore(BaseModel):
     """The metrics of one row, with their numerators and denominators."""
 
     name: str
+    kind: str = "findings"  # "findings": scored from its own findings; "pooled": see pooled.py
     n_gold: int
     recalled_a: int  # gold issues with an ALIGNED finding
     recalled_ap: int  # gold issues with an ALIGNED or PARTIAL finding
@@ -146,6 +155,8 @@ class ScoreReport(BaseModel):
     findings: list[FindingDetail] = Field(default_factory=list)
     judge_errors: int = 0  # distinct pairs whose verdict was forced by malformed judge output
     judge_pairs: int = 0  # distinct pairs judged
+    warnings: list[str] = Field(default_factory=list)  # gold tasks a row could not have seen
+    review: ReviewSummary | None = None  # precision against the run's review sheet, if any
 
     def row(self, name: str) -> RowScore:
         for r in self.rows:
@@ -231,6 +242,10 @@ class ScoreReport(BaseModel):
             for d in self.issues
         ]
 
+    def rows_note(self) -> str:
+        """How the merged and the pooled rows differ, when the report has pooled rows."""
+        return ROWS_NOTE if any(r.kind == "pooled" for r in self.rows) else ""
+
     def to_markdown(self) -> str:
         """Table 2/3-style scores, raw counts, per-category recall and per-issue detail."""
         parts = [
@@ -248,6 +263,12 @@ class ScoreReport(BaseModel):
             "\n### Gold issues (✓ aligned, ~ partial, ✗ missed)\n",
             markdown_table(self.issue_columns(), self.issue_rows()),
         ]
+        for warning in self.warnings:
+            parts.append(f"\n**Warning:** {warning}\n")
+        if self.rows_note():
+            parts.append(f"\n{self.rows_note()}\n")
+        if self.review is not None:
+            parts.append("\n" + self.review.to_markdown())
         if self.judge_errors:
             parts.append(
                 f"\n**Warning:** {self.judge_errors} judge verdict(s) were forced to UNRELATED "
@@ -277,13 +298,16 @@ def score(
     gold: Gold,
     judge: JudgeLike,
     costs: dict[str, float | None] | None = None,
+    suppressed: dict[str, int] | None = None,
 ) -> ScoreReport:
     """Score every row of `groups` (row name -> findings) against `gold`.
 
-    Only findings with `.reported` True count. `costs` maps row names to USD (missing or
-    None: unknown, shown as "n/a").
+    Only findings with `.reported` True count; the others are the row's suppressed count,
+    unless `suppressed` gives it (a row of merged findings). `costs` maps row names to USD
+    (missing or None: unknown, shown as "n/a").
     """
     costs = costs or {}
+    suppressed = suppressed or {}
     issues = list(gold.all_issues())
     n_gold = len(issues)
     memo: dict[str, Verdict] = {}
@@ -366,15 +390,15 @@ def score(
                 n_gold=n_gold,
                 recalled_a=recalled_a,
                 recalled_ap=recalled_ap,
-                recall_a=_ratio(recalled_a, n_gold),
-                recall_ap=_ratio(recalled_ap, n_gold),
+                recall_a=ratio(recalled_a, n_gold),
+                recall_ap=ratio(recalled_ap, n_gold),
                 n_findings_defective=n_defective,
                 precise_a=precise_a,
                 precise_ap=precise_ap,
-                precision_a=_ratio(precise_a, n_defective),
-                precision_ap=_ratio(precise_ap, n_defective),
+                precision_a=ratio(precise_a, n_defective),
+                precision_ap=ratio(precise_ap, n_defective),
                 n_findings=len(findings),
-                n_suppressed=len(all_findings) - len(findings),
+                n_suppressed=suppressed.get(row_name, len(all_findings) - len(findings)),
                 cost_usd=costs.get(row_name),
                 judge_errors=row_errors,
             )
@@ -387,8 +411,8 @@ def score(
         for row_name, best in best_by_row.items():
             a = sum(1 for k in keys if best[k] == "ALIGNED")
             ap = sum(1 for k in keys if best[k] in ("ALIGNED", "PARTIAL"))
-            entry.recall_a[row_name] = _ratio(a, len(keys))
-            entry.recall_ap[row_name] = _ratio(ap, len(keys))
+            entry.recall_a[row_name] = ratio(a, len(keys))
+            entry.recall_ap[row_name] = ratio(ap, len(keys))
         categories.append(entry)
 
     return ScoreReport(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.exit_codes import one_line
 from metaeval.protocols.audit.ensemble import ensemble_views
+from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import Finding
 from metaeval.records.run import is_final
 
@@ -60,7 +61,7 @@ def read_records(run: RunDir, min_tier: str | None = None) -> AuditRecords:
     return AuditRecords(cells, kept, min_tier, len(findings) - len(kept))
 
 
-def model_sources(findings: list[Finding], cells: dict[tuple[str, str], dict]) -> list[str]:
+def model_sources(cells: dict[tuple[str, str], dict]) -> list[str]:
     """Model sources that took part (static excluded), sorted."""
     return sorted({source for _, source in cells if source != STATIC_SOURCE})
 
@@ -120,7 +121,7 @@ def summarize_run(
     reported = [f for f in findings if f.reported]
     costs = cost_rows(cells)
     by_source = cost_by_source(costs)
-    models = model_sources(findings, cells)
+    models = model_sources(cells)
     views = ensemble_views([f for f in reported if f.source != STATIC_SOURCE])
     known_costs = [v for v in by_source.values() if v is not None]
     total_cost = sum(known_costs) if len(known_costs) == len(by_source) else None
@@ -153,4 +154,16 @@ def summarize_run(
         "cost_usd_by_model": by_source,
         "cost_usd": total_cost,
         "skipped_dirs": [list(s) for s in getattr(audit, "skipped", [])],
+        "execution": execution_lines(
+            [
+                (not (rec.get("execution") or {}).get("skipped"), _skip_reason(rec))
+                for (_, source), rec in sorted(cells.items())
+                if source == STATIC_SOURCE and rec.get("execution") is not None
+            ]
+        ),
     }
+
+
+def _skip_reason(rec: dict[str, Any]) -> str:
+    execution = rec.get("execution") or {}
+    return str(execution.get("skipped") or "")

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from metaeval.agents.registry import get_agent
 from metaeval.agents.scripted import ScriptedAgent
 from metaeval.agents.types import AgentResult, Limits, Task
+from metaeval.config_files import parse_yaml, read_text
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.config import AgentSpec
 from metaeval.protocols.buildfind.seeds import LETTERS
@@ -152,9 +151,8 @@ class ReferenceFinder:
     def _canonical_answers(meta: dict[str, Any]) -> dict[str, str | None]:
         """Option text per question id that this reference finder will pick."""
         root = Path(meta["pack_task_root"])
-        questions = yaml.safe_load((root / "questions.yaml").read_text(encoding="utf-8"))[
-            "questions"
-        ]
+        questions_path = root / "questions.yaml"
+        questions = parse_yaml(read_text(questions_path), str(questions_path))["questions"]
         options = {q["id"]: q["options"] for q in questions}
         if meta["slice"] == "question_only":
             return {qid: meta["shuffled"][qid]["A"] for qid in options}
@@ -162,6 +160,6 @@ class ReferenceFinder:
             return {q["id"]: q["options"][q["gold"]] for q in questions}
         builder = (meta.get("reference_builder") or "").removeprefix(REFERENCE_PREFIX)
         expected_path = root / "reference" / "expected_answers.yaml"
-        expected = yaml.safe_load(expected_path.read_text(encoding="utf-8")) or {}
+        expected = parse_yaml(read_text(expected_path), str(expected_path)) or {}
         letters = expected.get(builder, {})
         return {qid: (options[qid][letter] if letter else None) for qid, letter in letters.items()}

@@ -29,7 +29,7 @@ def run_counts_text(counts: dict) -> str:
 
 def print_findings(summary: dict) -> None:
     """The headline figures (named as in the report) and the self-labelling warning."""
-    from metaeval.protocols.buildfind.pipeline import headline_text, self_label_warning
+    from metaeval.protocols.buildfind.finalize import headline_text, self_label_warning
 
     out.print(headline_text(summary), highlight=False)
     warning = self_label_warning(summary.get("self_labelled_finders") or [])
@@ -71,7 +71,7 @@ def run_cmd(
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pipeline import run_and_finalize
+    from metaeval.protocols.buildfind.finalize import run_and_finalize
 
     cfg = load_config(config)
     prefetch_sdks(a.model for a in [*cfg.builders, *cfg.finders] if a.model)
@@ -108,8 +108,8 @@ def run_cmd(
 
 def print_pending_labels(run_dir: Path, summary: dict) -> None:
     """Say when labels/review.csv holds rows only a person can label, and with what."""
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV
     from metaeval.protocols.buildfind.labels import FILLABLE_LABELS
-    from metaeval.protocols.buildfind.pipeline import LABELS_DIR, REVIEW_CSV
 
     pending = summary.get("unlabeled_review_rows")
     if pending:
@@ -122,7 +122,12 @@ def print_pending_labels(run_dir: Path, summary: dict) -> None:
         )
 
 
-FAILURE_KINDS = {"infra_error": "infra errors", "timeout": "timeouts", "error": "failed cells"}
+FAILURE_KINDS = {
+    "infra_error": "infra errors",
+    "timeout": "timeouts",
+    "error": "failed cells",
+    "unparsable": "unparsable answers",
+}
 
 
 def cell_failures(rows: list[dict], max_recovery_attempts: int) -> list[CellFailure]:
@@ -144,8 +149,8 @@ def label_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A build-and-find run directory.")],
 ) -> None:
     """Merge consensus prelabels and the filled review CSV into the rows; re-analyze."""
-    from metaeval.protocols.buildfind.pipeline import LABELS_DIR, REVIEW_CSV, finalize_run
-    from metaeval.protocols.buildfind.runner import open_existing
+    from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV, finalize_run
+    from metaeval.protocols.buildfind.run import open_existing
 
     run = open_existing(run_dir)
     try:
@@ -186,7 +191,7 @@ def analyze_cmd(
     """Recompute every table and the report from a run directory or from a rows file."""
     from metaeval.errors import ConfigError
     from metaeval.protocols.buildfind.analysis.panels import PANEL_MODES
-    from metaeval.protocols.buildfind.pipeline import analyze_rows_file
+    from metaeval.protocols.buildfind.finalize import analyze_rows_file
 
     if (run_dir is None) == (rows is None):
         raise ConfigError("give either a run directory or --rows FILE", field="rows")

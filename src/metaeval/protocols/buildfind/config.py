@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from metaeval.config_files import read_mapping, validate
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.views import ViewSpec, resolve_view
+from metaeval.protocols.buildfind.view_specs import ViewSpec, resolve_view
 from metaeval.records.names import SafeName
 
 DEFAULT_SEED0 = 20260501
@@ -92,6 +93,8 @@ class RunConfig(BaseModel):
     # which formal pairs are run: all (every finder on every builder) or matched (a finder
     # reads only builders of its own effort; no work on pairs matched panels leave out)
     find_pairs: Literal["all", "matched"] = "all"
+    # a finder answer holding no JSON object is run once more with a short reminder
+    retry_unparsable: bool = False
 
     @field_validator("views", mode="before")
     @classmethod
@@ -127,32 +130,13 @@ class RunConfig(BaseModel):
 
 
 def load_config(path: Path) -> RunConfig:
-    """Parse and validate a run config; errors name the file and the field."""
-    from metaeval.protocols.buildfind.pack import read_yaml_text
-
-    if not path.is_file():
+    """Parse and validate a run config (YAML, or JSON for a ``.json`` file) with the shared
+    strict reader; errors name the file and the field."""
+    if not path.exists():
         raise ConfigError("run config not found", file=str(path))
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:  # refused before parsing: YAML takes seconds per MiB
-        raise ConfigError(
-            f"run config is {size} bytes, more than the {MAX_CONFIG_BYTES} a run config may "
-            "have (it lists agents and settings; the pack holds the tasks)",
-            file=str(path),
-        )
-    try:
-        with path.open("rb") as handle:
-            text = handle.read(MAX_CONFIG_BYTES).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=str(path)) from exc
-    data = read_yaml_text(text, str(path))
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", file=str(path))
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        field = ".".join(str(p) for p in problem["loc"]) or "(top level)"
-        raise ConfigError(problem["msg"], file=str(path), field=field) from exc
+    # refused before parsing: YAML takes seconds per MiB; a run config lists agents and
+    # settings (the pack holds the tasks), so it is small
+    config = validate(RunConfig, read_mapping(path, max_bytes=MAX_CONFIG_BYTES), file=path)
     if not config.pack.is_absolute():
         config.pack = (path.parent / config.pack).resolve()
     return config

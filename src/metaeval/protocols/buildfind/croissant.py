@@ -188,7 +188,7 @@ def _present(root: Path, rel: str, fields: dict[str, tuple[str, str]]) -> dict:
 def croissant_metadata(root: Path, manifest: dict[str, Any], license: str) -> dict[str, Any]:
     """The JSON-LD document describing a release directory."""
     from metaeval.protocols.buildfind.rows import COLUMNS
-    from metaeval.protocols.buildfind.view_layer import VIEW_SCHEMA
+    from metaeval.protocols.buildfind.view_evidence import VIEW_SCHEMA
 
     rows_fields = {c: (_TYPES[t], text) for c, (t, text) in COLUMNS.items()}
     files = [

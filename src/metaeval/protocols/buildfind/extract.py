@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.protocols.buildfind.rows import SCHEMA, conform, empty_rows
-from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ def rows_from_finds(
         slice_name, task, builder, build_trial, finder, find_trial = key
         if slice_name == "formal" and (task, builder, build_trial) not in builds:
             continue  # the build was superseded (new layer): its finds leave the view too
+        if not scorable(record):
+            continue  # a failed cell (failures.py counts it), not a run of wrong answers
         finder_spec = finders.get(finder, {})
         builder_spec = builders.get(builder, {})
         usage = record.get("usage") or {}
@@ -65,6 +67,12 @@ def rows_from_finds(
     if not columns["slice"]:
         return empty_rows()
     return conform(pl.DataFrame(columns, schema=SCHEMA))
+
+
+def scorable(record: dict[str, Any]) -> bool:
+    """A final find record whose answers are scored: the finder finished (not a timeout or an
+    error) and its answer was readable (`unparsable` answers are a failed cell)."""
+    return record.get("status") == "ok" and record.get("answers_status") != "unparsable"
 
 
 def builds_table(run: RecordReader) -> pl.DataFrame:

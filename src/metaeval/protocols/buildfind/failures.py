@@ -3,7 +3,8 @@
 A build cell fails when its final record is not `ok` (its artifact is never inspected) or
 when it has no final record at all: every attempt was an infrastructure failure and the
 recovery budget is spent. A find cell fails when its final record is an error or a timeout
-(its questions are unanswered or absent) or when it has no final record. Such cells
+(its questions are unanswered or absent), when its answer could not be parsed
+(`unparsable`: scored neither right nor wrong) or when it has no final record. Such cells
 contribute no rows (or only unanswered ones), so the run summary, the report and the CLI
 count them instead of letting them disappear.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval.exit_codes import one_line
-from metaeval.protocols.buildfind.runner import BUILD_KEY, BUILDS, FIND_KEY, FINDS
+from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS
 from metaeval.records import is_final
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from metaeval.protocols.buildfind.record_files import RecordReader
 
 TABLE = "failed_cells"
+UNPARSABLE = "unparsable"  # the finder finished but its answer held no JSON object
 SCHEMA: dict[str, PolarsDataType] = {
     "phase": pl.Utf8,
     "slice": pl.Utf8,
@@ -52,7 +54,7 @@ def failed_cells(run: RecordReader) -> pl.DataFrame:
                 failed = last.get("status") != "ok" if phase == "build" else _find_failed(last)
                 if not failed:
                     continue
-                kind = str(last.get("status"))
+                kind = _kind(last)
             else:
                 last, kind = records[-1], "infra_error"
             fields = dict(zip(key_fields, key, strict=True))
@@ -84,12 +86,24 @@ def failure_counts(failed: pl.DataFrame) -> dict[str, Any]:
 
 
 def _find_failed(record: dict[str, Any]) -> bool:
-    return record.get("status") in ("error", "timeout") or not record.get("answers")
+    return (
+        record.get("status") in ("error", "timeout")
+        or not record.get("answers")
+        or record.get("answers_status") == UNPARSABLE
+    )
+
+
+def _kind(record: dict[str, Any]) -> str:
+    if record.get("status") == "ok" and record.get("answers_status") == UNPARSABLE:
+        return UNPARSABLE
+    return str(record.get("status"))
 
 
 def _reason(record: dict[str, Any]) -> str:
     if record.get("status") == "timeout" and not record.get("error"):
         return f"timed out ({record.get('stop_reason') or 'time limit'})"
+    if _kind(record) == UNPARSABLE:
+        return one_line(str(record.get("answers_problem")))
     return one_line(record.get("error") or record.get("stop_reason") or record.get("status"))
 
 

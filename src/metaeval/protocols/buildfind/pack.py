@@ -19,7 +19,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from metaeval.config_files import field_path, parse_yaml
 from metaeval.errors import ConfigError
 from metaeval.records.names import name_problem
 from metaeval.tasks.safe_files import classify, read_regular, walk_tree
@@ -232,62 +232,6 @@ def format_problems(problems: list[Problem]) -> str:
     return "\n".join(str(problem) for problem in problems)
 
 
-# --- YAML -----------------------------------------------------------------------------------
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
-
-
-def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            duplicate = key in seen
-            seen.add(key)
-        except TypeError:  # unhashable key: let the normal constructor report it
-            continue
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f"found duplicate key {key!r}",
-                key_node.start_mark,
-            )
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_unique_mapping,
-)
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys; RecursionError for absurd nesting."""
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-
-
-def read_yaml_text(text: str, where: str) -> Any:
-    """`load_yaml`, with every failure a ConfigError naming `where`."""
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(_yaml_message(exc), file=where) from exc
-    except RecursionError as exc:
-        raise ConfigError("invalid YAML: nested too deeply", file=where) from exc
-
-
-def _yaml_message(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return f"invalid YAML: {problem}"
-
-
 class _Collector:
     """Problems of one validation pass, with file names relative to the pack root."""
 
@@ -330,12 +274,9 @@ class _Collector:
             self.add(path, None, f"cannot read: {exc}")
             return None
         try:
-            data = load_yaml(text)
-        except yaml.YAMLError as exc:
-            self.add(path, None, _yaml_message(exc))
-            return None
-        except RecursionError:
-            self.add(path, None, "invalid YAML: nested too deeply")
+            data = parse_yaml(text, "")  # no file prefix: the problem names the file itself
+        except ConfigError as exc:
+            self.add(path, None, str(exc))
             return None
         if data is None:
             self.add(path, None, "file is empty; expected a mapping")
@@ -351,19 +292,8 @@ class _Collector:
             return model.model_validate(data)
         except ValidationError as exc:
             for error in exc.errors(include_url=False):
-                self.add(path, _dotted(error["loc"]), error["msg"])
+                self.add(path, field_path(error["loc"]) or None, error["msg"])
             return None
-
-
-def _dotted(loc: tuple[int | str, ...]) -> str | None:
-    """Pydantic location -> dotted field: ('questions', 3, 'options') -> 'questions[3].options'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or None
 
 
 def _raw_list(data: Any, key: str) -> list[Any]:
@@ -380,8 +310,8 @@ def _duplicate_ids(entries: list[Any], key: str, what: str, path: Path, out: _Co
         if entry_id in first_index:
             out.add(
                 path,
-                f"{key}[{index}].id",
-                f"duplicate {what} id {entry_id!r} (first used at {key}[{first_index[entry_id]}])",
+                f"{key}.{index}.id",
+                f"duplicate {what} id {entry_id!r} (first used at {key}.{first_index[entry_id]})",
             )
         else:
             first_index[entry_id] = index
@@ -435,7 +365,7 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
                     if isinstance(trace, str) and trace not in spec_ids:
                         out.add(
                             questions_path,
-                            f"questions[{q_index}].traces[{t_index}]",
+                            f"questions.{q_index}.traces.{t_index}",
                             f"trace {trace!r} is not a spec item id in {SPEC_FILE}",
                         )
 

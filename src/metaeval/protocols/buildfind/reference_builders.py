@@ -17,10 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from metaeval.agents.scripted import Action, ScriptedAgent
 from metaeval.agents.types import Task
+from metaeval.config_files import parse_yaml, read_text
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.pack import OPTION_KEYS, PackTask, load_task
 from metaeval.sandbox.workspace import (
@@ -132,10 +131,7 @@ def load_expected_answers(pack_task: PackTask) -> dict[str, dict[str, str | None
     path = pack_task.root / REFERENCE_DIR / EXPECTED_ANSWERS_FILE
     if not path.is_file():
         raise ConfigError("missing expected answers file", file=str(path))
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
+    data: Any = parse_yaml(read_text(path), str(path))
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping of builder -> answers", file=str(path))
     question_ids = [question.id for question in pack_task.questions]

@@ -41,20 +41,9 @@ import polars as pl
 from metaeval import __version__
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.frame_files import csv_escaped
+from metaeval.protocols.buildfind.records import CHECKSUMS, CLAIMS, CROISSANT, RECORD_FILES
 from metaeval.protocols.buildfind.release_scrub import Scrubber
 
-CHECKSUMS = "SHA256SUMS"
-CLAIMS = "claims.json"
-CROISSANT = "croissant.json"
-RECORD_FILES = (
-    "manifest.json",
-    "layers.jsonl",
-    "sessions.jsonl",
-    "builds.jsonl",
-    "finds.jsonl",
-    "view_finds.jsonl",
-    "summary.json",
-)
 _STRIPPED_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 _BLOB_REF = re.compile(rb"sha256:[0-9a-f]{64}")
 _LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING")

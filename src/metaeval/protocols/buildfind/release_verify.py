@@ -156,7 +156,7 @@ def check_json_records(root: Path, files: list[str]) -> list[str]:
 def check_checksums(root: Path, files: list[str] | None = None) -> list[str]:
     """Problems with SHA256SUMS: missing, unreadable lines, wrong hashes, unlisted files.
     `files` are the release's regular files (walked here when not given)."""
-    from metaeval.protocols.buildfind.release import CHECKSUMS
+    from metaeval.protocols.buildfind.records import CHECKSUMS
 
     if files is None:
         files, problems = release_files(root)
@@ -298,12 +298,12 @@ def compare_csv(label: str, path: Path, recomputed: pl.DataFrame) -> list[str]:
 
 def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """(recomputed tables, rows frames by released path, problems reading the data)."""
-    from metaeval.protocols.buildfind.analysis.extras import evidence_audit_summary
-    from metaeval.protocols.buildfind.pipeline import analyze_rows
+    from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
+    from metaeval.protocols.buildfind.finalize import analyze_rows
     from metaeval.protocols.buildfind.record_files import RecordFiles
+    from metaeval.protocols.buildfind.records import VIEW_FIND_KEY, VIEW_FINDS, logical_view
     from metaeval.protocols.buildfind.rows import read_rows
-    from metaeval.protocols.buildfind.runner import VIEW_FIND_KEY, VIEW_FINDS, logical_view
-    from metaeval.protocols.buildfind.view_layer import read_view_rows, view_files, view_tables
+    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_files, view_tables
 
     problems: list[str] = []
     frames: dict[str, pl.DataFrame] = {}
@@ -316,7 +316,7 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    from metaeval.protocols.buildfind.pipeline import mark_self_labelled, self_labelled_finders
+    from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
 
     config = RecordFiles(root / "records").manifest.get("config", {})
     tables = analyze_rows(rows, builds, config.get("panels", "matched"))
@@ -359,7 +359,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         read_review_csv,
     )
     from metaeval.protocols.buildfind.record_files import RecordFiles
-    from metaeval.protocols.buildfind.runner import (
+    from metaeval.protocols.buildfind.records import (
         BUILD_KEY,
         BUILDS,
         FIND_KEY,
@@ -368,7 +368,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         VIEW_FINDS,
         logical_view,
     )
-    from metaeval.protocols.buildfind.view_layer import view_rows_from
+    from metaeval.protocols.buildfind.view_evidence import view_rows_from
 
     records = RecordFiles(root / "records")
     config = records.manifest.get("config", {})
@@ -422,7 +422,7 @@ def check_claims(
 ) -> list[str]:
     """Every released claim holds in the released tables and rows, and recomputes the same."""
     from metaeval.protocols.buildfind.claims import claims, count_rows, same_value, with_row_counts
-    from metaeval.protocols.buildfind.release import CLAIMS
+    from metaeval.protocols.buildfind.records import CLAIMS
 
     try:
         released = read_json(root / CLAIMS, root, expect=list)

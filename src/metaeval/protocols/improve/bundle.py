@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
 from metaeval.records import RunDir, redact
+from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, read_manifest
-from metaeval.records.run import WAYS_OUT
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import NodeEval, Plan
@@ -65,7 +65,7 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
     changes = [
         f"{key} changed: {before[key]} -> {resolved.get(key)}"
-        for key in ("trial_budget", "seed", "meta_agent_limits")
+        for key in ("trial_budget", "seed", "meta_agent_limits", "sandbox")
         if key in before and before[key] != resolved.get(key)
     ]
     for split, suite in (before.get("suites") or {}).items():
@@ -176,6 +176,23 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
             )
             for key in ("input_tokens", "output_tokens")
         },
+        **_target_totals(baseline, ledger),
+    }
+
+
+def _target_totals(baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
+    """The target's tokens and cost over the baseline's and every candidate's evaluation
+    (ledger entries written before these were recorded count as unknown cost)."""
+    usages = [getattr(baseline, "target_usage", None)]
+    usages += [e.get("target") for e in ledger if e.get("candidate_commit")]
+    known = [u for u in usages if u]
+    return {
+        "target_cost_usd": _total((u or {}).get("cost_usd") for u in usages),
+        "target_tokens": {
+            key: sum(int(u.get(key) or 0) for u in known)
+            for key in ("input_tokens", "output_tokens")
+        },
+        "target_usage_sources": sorted({str(u.get("source")) for u in known}),
     }
 
 

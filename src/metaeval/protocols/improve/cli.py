@@ -35,6 +35,14 @@ def run_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory.")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="Override the trial budget.")] = None,
     allow_host_env: AllowHostEnv = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Where tasks and their verifiers run: bwrap (every task in bubblewrap), "
+            "auto (a task with a Dockerfile or image in its own container when Docker or "
+            "Podman works, else bubblewrap), docker or podman (that engine, required)."
+        ),
+    ] = "bwrap",
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.exit_codes import report_failures
@@ -43,8 +51,9 @@ def run_cmd(
     from metaeval.protocols.improve.runner import build_plan, run_experiment
 
     host_env = host_env_names(allow_host_env or [])
-    plan, _ = build_plan(manifest, output, budget, host_env)  # the bundle path (suites may change)
-    summary = run_experiment(manifest, output, budget, host_env=host_env)
+    # the bundle path, planned first (suites may change)
+    plan, _ = build_plan(manifest, output, budget, host_env, sandbox)
+    summary = run_experiment(manifest, output, budget, host_env=host_env, sandbox=sandbox)
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
     failures = framework_failures(plan.bundle, summary["trials_consumed"])
@@ -68,6 +77,6 @@ def check_patch_cmd(
     ] = None,
 ) -> None:
     """Check a patch against a mutation boundary: exit 0 accepted, 1 rejected (every reason)."""
-    from metaeval.protocols.improve.boundary import check_patch_cli
+    from metaeval.protocols.improve.patch_check import check_patch_cli
 
     raise typer.Exit(check_patch_cli(boundary, patch, worktree=worktree))

@@ -1,10 +1,12 @@
 """Evaluate a target agent on Harbor tasks through the PACT episode interface.
 
-One task, one episode (`evaluate_task`), run as a Harbor trial in bubblewrap
-(`metaeval.tasks.trial.run_trial`, limits from task.toml through `metaeval.tasks.limits`):
+One task, one episode (`evaluate_task`), run as a Harbor trial
+(`metaeval.tasks.trial.run_trial`, limits from task.toml through `metaeval.tasks.limits`) in
+bubblewrap or, with `sandbox` auto/docker/podman, in a container of the task's own image
+(`metaeval.protocols.improve.episode_room`):
 
-1. A fresh work directory is seeded from the task's `environment/` (Docker build files
-   left out); it is the agent's `/app`.
+1. A fresh /app: in bubblewrap a work directory seeded from the task's `environment/`
+   (Docker build files left out), in a container the image's own.
 2. `client.reset(ResetRequest)` starts the episode with the task's instruction.md; the first
    observation is `initial`.
 3. Up to `max_steps` times: `client.act(ActRequest(observation))` returns an action.
@@ -13,9 +15,10 @@ One task, one episode (`evaluate_task`), run as a Harbor trial in bubblewrap
      directory, not the verifier's, at /logs/verifier), capped at `command_timeout_s` and
      at the time the episode has left;
      observation `command_result` (stdout/stderr capped, exit code, timed_out);
-   - write_file: written on the host under the work directory; the path is `/app/<rel>` or
-     `<rel>`; a path leaving /app (absolute elsewhere, `..`, or through a symlink) is refused
-     with an `error` observation and nothing is written; otherwise `file_written`;
+   - write_file: written under /app (on the host in bubblewrap, inside a container as the
+     image's user); the path is `/app/<rel>` or `<rel>`; a path leaving /app (absolute
+     elsewhere, `..`, or in bubblewrap through a symlink) is refused with an `error`
+     observation and nothing is written; otherwise `file_written`;
    - submit: the episode ends.
 4. Whether the agent submitted, ran out of steps or ran out of time, the task's tests run
    (`bash /tests/test.sh` in the trial's verifier phase: /tests visible, the task's verifier
@@ -66,12 +69,20 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from metaeval.executor import Executor, Job, JobOutcome, make_executor
+from metaeval.engine.executor import Executor, Job, JobOutcome, make_executor
+from metaeval.protocols.improve.episode_room import (
+    DEFAULT_SANDBOX,
+    Refused,
+    RoomUnavailable,
+    check_sandbox,
+    choose_backend,
+    write_in_room,
+)
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
     ActResponse,
@@ -82,12 +93,10 @@ from metaeval.protocols.improve.pact.protocol import (
     WriteFileAction,
 )
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
-from metaeval.sandbox.harbor_root import harbor_sandbox_unavailable
 from metaeval.sandbox.process import ExecResult
-from metaeval.tasks.harbor import parse_task_toml
 from metaeval.tasks.limits import TrialLimits, trial_limits
-from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import read_regular, remove_tree
+from metaeval.tasks.task_dirs import parse_task_toml
 from metaeval.tasks.trial import Room, TrialResult, run_trial
 
 TaskStatus = Literal["passed", "failed", "infra_error", "target_error"]
@@ -123,6 +132,7 @@ class TaskOutcome(BaseModel):
     test_log: str = ""
     usage: dict[str, int] = Field(default_factory=dict)  # summed over steps
     duration_s: float = 0.0
+    backend: str = ""  # where the trial ran: "bubblewrap", "podman 4.9.3 (image ...)"
 
     @property
     def scored(self) -> bool:
@@ -195,10 +205,6 @@ class _Stop(Exception):
         self.reason = reason
 
 
-class _Refused(Exception):
-    """A write_file path the harness will not write."""
-
-
 # --------------------------------------------------------------------------- one task
 
 
@@ -214,11 +220,13 @@ def evaluate_task(
     episode_id: str | None = None,
     keep_work: bool = False,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> TaskOutcome:
     """Run one episode of `client` on the Harbor task at `task_dir`, then its tests.
 
     `host_env` names the host variables task.toml's env tables may read as `${NAME}`
     (`metaeval.tasks.limits`); no other host variable reaches the episode or its tests.
+    `sandbox` picks where the trial runs (`metaeval.protocols.improve.episode_room`).
 
     Raises ValueError for non-positive limits; otherwise never raises: every problem becomes a status with
     a reason (see the module docstring). `work_root` holds the episode's scratch directory
@@ -226,6 +234,7 @@ def evaluate_task(
     """
     if max_steps < 1 or task_timeout_s <= 0 or command_timeout_s <= 0:
         raise ValueError("max_steps, task_timeout_s and command_timeout_s must be positive")
+    check_sandbox(sandbox)
     started = time.monotonic()
     root = Path(task_dir).resolve()
     outcome = TaskOutcome(task_id=root.name, status="infra_error")
@@ -246,6 +255,7 @@ def evaluate_task(
             verifier_timeout_s=verifier_timeout_s,
             episode_id=episode_id or f"episode-{uuid.uuid4().hex[:16]}",
             host_env=tuple(host_env),
+            sandbox=sandbox,
         ).run()
     except _Stop as stop:
         outcome.status = stop.status
@@ -275,9 +285,11 @@ class _Episode:
         verifier_timeout_s: float | None,
         episode_id: str,
         host_env: tuple[str, ...] = (),
+        sandbox: str = DEFAULT_SANDBOX,
     ) -> None:
         self.root = root
         self.host_env = host_env
+        self.sandbox = sandbox
         self.client = client
         self.outcome = outcome
         self.deadline = started + task_timeout_s
@@ -288,24 +300,29 @@ class _Episode:
         self.episode_id = episode_id
         self.scratch = scratch
         self.config: dict[str, Any] = {}
-        self.room: BwrapRoom | None = None
+        self.room: Room | None = None
         self.ending = ""
 
     # ---------------------------------------------------------------- phases
 
     def run(self) -> None:
         instruction = self._prepare()
+        try:
+            backend = choose_backend(self.root, self.config, self.sandbox)
+        except RoomUnavailable as exc:
+            raise _Stop("infra_error", str(exc)) from exc
 
         def episode(room: Room) -> None:
-            assert isinstance(room, BwrapRoom)  # write_file writes into its host /app
             self.room = room
             self._reset(instruction)
             self.ending = self._loop()
 
         limits = self._limits()
+        image = getattr(backend, "image", None)
+        self.outcome.backend = backend.description + (f" (image {image})" if image else "")
         trial = run_trial(
             self.root,
-            BwrapBackend(),
+            backend,
             limits=limits,
             scratch=self.scratch,
             solve=episode,
@@ -314,9 +331,6 @@ class _Episode:
         self._score(trial, limits)
 
     def _prepare(self) -> str:
-        unavailable = harbor_sandbox_unavailable()
-        if unavailable is not None:
-            raise _Stop("infra_error", f"sandbox unavailable: {unavailable}")
         missing = [
             rel for rel in ("instruction.md", "tests/test.sh") if not (self.root / rel).is_file()
         ]
@@ -458,11 +472,9 @@ class _Episode:
             )
         try:
             assert self.room is not None
-            target, shown = _resolve_app_path(self.room.app, action.path)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        except _Refused as exc:
+            limit = min(self.command_timeout_s, max(self._left(), 1.0))
+            shown = write_in_room(self.room, action.path, data, limit)
+        except Refused as exc:
             return Observation(kind="error", step=step, message=f"refused: {exc}")
         except OSError as exc:
             return Observation(kind="error", step=step, message=f"cannot write: {exc.strerror}")
@@ -538,47 +550,6 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _resolve_app_path(app: Path, path: str) -> tuple[Path, str]:
-    """The host path for an agent's write_file path, and how to show it (/app/...).
-
-    Accepts `/app/<rel>` and `<rel>`. Refuses other absolute paths, `..`, NUL bytes, an
-    existing directory as the target, and any symlink on the way (a symlink made inside the
-    sandbox may point anywhere on the host). Missing parent directories are created.
-    """
-    if not path or "\x00" in path:
-        raise _Refused("empty path or NUL byte in the path")
-    pure = PurePosixPath(path)
-    if pure.is_absolute():
-        try:
-            pure = pure.relative_to("/app")
-        except ValueError:
-            raise _Refused(f"{path!r} is outside /app") from None
-    parts = pure.parts
-    if not parts:
-        raise _Refused(f"{path!r} names /app itself, not a file")
-    if ".." in parts:
-        raise _Refused(f"{path!r} leaves /app ('..' is not allowed)")
-    current = app
-    for part in parts[:-1]:
-        current = current / part
-        if current.is_symlink():
-            raise _Refused(f"{path!r} goes through a symlink ({_shown(app, current)})")
-        if not current.exists():
-            current.mkdir()
-        elif not current.is_dir():
-            raise _Refused(f"{_shown(app, current)} is not a directory")
-    target = current / parts[-1]
-    if target.is_symlink():
-        raise _Refused(f"{_shown(app, target)} is a symlink")
-    if target.is_dir():
-        raise _Refused(f"{_shown(app, target)} is a directory")
-    return target, _shown(app, target)
-
-
-def _shown(app: Path, path: Path) -> str:
-    return "/app/" + path.relative_to(app).as_posix()
-
-
 def _sandbox_broke(result: ExecResult) -> bool:
     """True only on signals the agent cannot fake: the sandbox reported itself unavailable,
     or the process could not be reaped."""
@@ -615,6 +586,7 @@ def evaluate_suite(
     on_outcome: Callable[[TaskOutcome], None] | None = None,
     executor: Executor | None = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> SuiteResult:
     """Evaluate every task as one executor job each (one client per task from
     `client_factory`) and score the suite; outcomes keep the order of `tasks`.
@@ -624,7 +596,7 @@ def evaluate_suite(
     with a `release()` method gets it called when its episode ends. A job the executor
     reports as failed (the harness crashed, a worker was lost) is an infra_error.
     `on_outcome` is called as each task finishes, in the executor's orchestrating thread.
-    `host_env`: see `evaluate_task`.
+    `host_env`, `sandbox`: see `evaluate_task`.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -636,6 +608,7 @@ def evaluate_suite(
         "work_root": work_root,
         "verifier_timeout_s": verifier_timeout_s,
         "host_env": tuple(host_env),
+        "sandbox": check_sandbox(sandbox),
     }
     jobs = [
         Job(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metaeval.sandbox.git import GitError, git, git_result, git_tree
+from metaeval.tasks.safe_files import walk_tree
 
 CONTEXT_DIR = ".aie_bench_recursive"
 
@@ -83,21 +84,9 @@ def tampered(tree: TrialTree) -> str | None:
         same = False
     if not same:
         return "the worktree's .git was changed, replaced or removed"
-    stack = [tree.path]
-    while stack:
-        here = stack.pop()
-        try:
-            entries = list(os.scandir(here))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name == ".git" and here != tree.path:
-                rel = Path(entry.path).relative_to(tree.path).as_posix()
-                return f"a git repository entry was planted at '{rel}'"
-            if entry.is_dir(follow_symlinks=False) and not (
-                here == tree.path and entry.name == ".git"
-            ):
-                stack.append(Path(entry.path))
+    for entry in walk_tree(tree.path):  # iterative, never through a link
+        if entry.rel != ".git" and entry.path.name == ".git":
+            return f"a git repository entry was planted at '{entry.rel}'"
     return None
 
 

@@ -119,9 +119,18 @@ def apply_tool_menu(meta_agent: Any, menu: Sequence[str], sut_config: str | None
     meta_agent.tool_menu = list(menu)
 
 
-def make_meta_agent(spec: dict[str, Any], scripted_steps: Sequence[EditStep] | None = None):
-    """The meta-agent of a SUT config's `meta_agent` section."""
+def make_meta_agent(
+    spec: dict[str, Any],
+    scripted_steps: Sequence[EditStep] | None = None,
+    launch_profile: Any = None,
+):
+    """The meta-agent of a SUT config's `meta_agent` section (the `pact` lane: the server
+    its `launch_profile` describes)."""
     kind = spec.get("agent", "scripted")
+    if kind == "pact":
+        from metaeval.protocols.improve.pact.meta_agent import PactMetaAgent
+
+        return PactMetaAgent(launch_profile)
     if kind == "scripted":
         if scripted_steps is None:
             from metaeval.protocols.improve.scripted_steps import demo_steps

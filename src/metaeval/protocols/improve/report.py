@@ -10,14 +10,12 @@ evidence instead of being shown:
   comparisons in words), scores per suite next to the parent's and the baseline's, the failure
   class with its evidence (boundary reasons, the launch or framework error, failed tasks), and
   the candidate's diff, collapsed;
-- a lineage chart (candidates under their parents) and a score chart (optimize and held-out
-  per trial against the baseline), drawn as large inline SVG;
+- a lineage chart and a score chart (`charts`), drawn as large inline SVG;
 - the HTML page uses the shared report stylesheet (`metaeval.report.html`).
 """
 
 from __future__ import annotations
 
-import html
 import os
 from importlib import resources
 from pathlib import Path
@@ -28,6 +26,7 @@ from markupsafe import Markup
 
 from metaeval.errors import ConfigError
 from metaeval.exit_codes import CellFailure, one_line
+from metaeval.protocols.improve.charts import COLOURS, lineage_svg, score_text, scores_svg
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table
 from metaeval.tasks.safe_files import read_head
@@ -47,20 +46,9 @@ FAILURE_MEANING = {
     "the candidate's fault",
     "task_failure": "the candidate ran and failed some tasks inside a valid evaluation",
 }
-COLOURS = {
-    "baseline": "#4c78a8",
-    "promoted": "#54a24b",
-    "rejected": "#9d9d9d",
-    "invalid": "#e45756",
-}
 MAX_DIFF_CHARS = 200_000
 MAX_PATCH_BYTES = 4 * MAX_DIFF_CHARS
 """More of a candidate.patch than this is never read (the report shows MAX_DIFF_CHARS)."""
-
-
-def score_text(value: Any) -> str:
-    """A score to 3 places, 'n/a' when missing."""
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _read_json(path: Path, bundle: Path, notes: list[str]) -> dict[str, Any] | None:
@@ -237,136 +225,6 @@ def _changed_files(diff: str) -> list[str]:
         elif line.startswith("deleted file") and files is not None:
             continue
     return files
-
-
-# ---------------------------------------------------------------------------------------------
-# charts
-
-
-def _layout(nodes: list[dict]) -> dict[str, tuple[float, float]]:
-    """x by order, y by lane: the promoted chain on lane 0, every other candidate on its own
-    lane below (so rejected siblings of one parent do not overlap)."""
-    positions: dict[str, tuple[float, float]] = {}
-    lane = 0
-    for index, node in enumerate(nodes):
-        x = 70 + index * 150
-        if node["decision"] in ("baseline", "promoted"):
-            y = 70
-        else:
-            lane += 1
-            y = 70 + 110 * (1 + (lane - 1) % 2)
-        positions[node["id"]] = (x, y)
-    return positions
-
-
-def lineage_svg(nodes: list[dict]) -> str:
-    """Every node as a large labelled circle, an edge from each candidate to its parent."""
-    positions = _layout(nodes)
-    width = 140 + 150 * max(len(nodes) - 1, 0)
-    height = 330 if len(nodes) > 1 else 150
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        'aria-label="lineage of candidates" font-family="system-ui, sans-serif">'
-    ]
-    for node in nodes:
-        if node["parent"] in positions:
-            (x1, y1), (x2, y2) = positions[node["parent"]], positions[node["id"]]
-            parts.append(
-                f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#777" stroke-width="2.5"/>'
-            )
-    for node in nodes:
-        x, y = positions[node["id"]]
-        decision = node["decision"] or "n/a"
-        fill = COLOURS.get(decision, "#9d9d9d")
-        label = html.escape(node["id"])
-        title = f"{label}: {html.escape(decision)}"
-        if node.get("failure_class"):
-            title += f" ({html.escape(node['failure_class'])})"
-        parts.append(
-            f'<circle cx="{x}" cy="{y}" r="26" fill="{fill}" stroke="#333" stroke-width="1">'
-            f"<title>{title}</title></circle>"
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 6}" font-size="15" font-weight="600" text-anchor="middle" '
-            f'fill="#fff">{score_text(node["optimize_score"])}</text>'
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 48}" font-size="15" text-anchor="middle">{label}</text>'
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 66}" font-size="13" text-anchor="middle" fill="#555">'
-            f"{html.escape(decision)}</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def scores_svg(nodes: list[dict]) -> str:
-    """Optimize (solid) and held-out (dashed) score per node on a 0..1 axis with gridlines;
-    the baseline's optimize score as a dotted reference line."""
-    left, right, top, bottom = 70, 30, 40, 70
-    step = 120
-    width = left + right + step * max(len(nodes) - 1, 1)
-    plot_h = 300
-    height = top + plot_h + bottom
-
-    def y_of(value: float) -> float:
-        return top + plot_h * (1 - value)
-
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        'aria-label="scores per trial" font-family="system-ui, sans-serif">'
-    ]
-    for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        y = y_of(tick)
-        parts.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-        )
-        parts.append(
-            f'<text x="{left - 10}" y="{y + 5:.1f}" font-size="14" text-anchor="end">{tick:.2f}</text>'
-        )
-    parts.append(
-        f'<text x="18" y="{top + plot_h / 2:.0f}" font-size="14" text-anchor="middle" '
-        f'transform="rotate(-90 18 {top + plot_h / 2:.0f})">score</text>'
-    )
-    base = nodes[0].get("optimize_score") if nodes else None
-    if base is not None:
-        parts.append(
-            f'<line x1="{left}" y1="{y_of(base):.1f}" x2="{width - right}" y2="{y_of(base):.1f}" '
-            'stroke="#4c78a8" stroke-width="1.5" stroke-dasharray="2 4"/>'
-        )
-    for key, colour, dash in (
-        ("optimize_score", "#4c78a8", ""),
-        ("held_out_score", "#f58518", ' stroke-dasharray="8 5"'),
-    ):
-        points = [
-            (left + i * step, y_of(n[key])) for i, n in enumerate(nodes) if n.get(key) is not None
-        ]
-        if len(points) > 1:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-            parts.append(
-                f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="3"{dash}/>'
-            )
-        for x, y in points:
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}"/>')
-    for i, node in enumerate(nodes):
-        x = left + i * step
-        parts.append(
-            f'<text x="{x}" y="{top + plot_h + 24}" font-size="14" text-anchor="middle">'
-            f"{html.escape(node['id'])}</text>"
-        )
-        decision = node.get("decision") or ""
-        parts.append(
-            f'<text x="{x}" y="{top + plot_h + 44}" font-size="12" text-anchor="middle" '
-            f'fill="{COLOURS.get(decision, "#555")}">{html.escape(decision)}</text>'
-        )
-    parts.append(
-        f'<text x="{left}" y="22" font-size="14" fill="#4c78a8">&#9473; optimize</text>'
-        f'<text x="{left + 120}" y="22" font-size="14" fill="#f58518">&#9476; held-out</text>'
-        f'<text x="{left + 240}" y="22" font-size="14" fill="#4c78a8">&#8943; baseline optimize</text>'
-    )
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------

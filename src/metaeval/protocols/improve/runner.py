@@ -12,7 +12,7 @@ from typing import Any
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
-from metaeval.protocols.improve.config import resolve_manifest
+from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.loop import (
     BASELINE_EVAL,
     LEDGER,
@@ -22,6 +22,7 @@ from metaeval.protocols.improve.loop import (
     TrialLoop,
 )
 from metaeval.protocols.improve.meta_agents import make_meta_agent
+from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
@@ -58,11 +59,17 @@ def build_plan(
     output: Path | None = None,
     budget: int | None = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> tuple[Plan, Any]:
-    """Resolve the manifest and every layer it names into a Plan (and the meta-agent spec).
+    """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
-    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`).
+    `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
+    `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`).
     """
+    try:
+        check_sandbox(sandbox)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="sandbox") from None
     resolved = resolve_manifest(manifest_path)
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
@@ -81,6 +88,7 @@ def build_plan(
     # the contract as it runs: the effective budget (`--budget` included) and every suite's
     # content, so a resume with any of them changed is refused (see `open_bundle`)
     resolved_json["trial_budget"] = budget or manifest.trial_budget
+    resolved_json["sandbox"] = sandbox  # where the tasks and their verifiers run
     resolved_json["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
@@ -92,9 +100,7 @@ def build_plan(
         "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
         "max_steps": sut.max_steps,
         "tool_menu": list(sut.tool_menu) or "full",
-        "launch_profile": "recorded only: metaeval starts its meta-agent lanes itself"
-        if sut.launch_profile
-        else None,
+        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
     }
     held = manifest.evaluation.held_out
     plan = Plan(
@@ -117,6 +123,7 @@ def build_plan(
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
+        sandbox=sandbox,
         meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
@@ -144,7 +151,7 @@ def build_plan(
             "sum_boundary.json": json.loads(boundary.to_json()),
         },
     )
-    return plan, resolved.sut.meta_agent
+    return plan, resolved
 
 
 def run_experiment(
@@ -153,10 +160,13 @@ def run_experiment(
     budget: int | None = None,
     meta_agent: Any = None,
     host_env: Sequence[str] = (),
+    sandbox: str = DEFAULT_SANDBOX,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, spec = build_plan(manifest_path, output, budget, host_env)
-    agent = meta_agent or make_meta_agent(spec.model_dump())
+    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox)
+    agent = meta_agent or make_meta_agent(
+        resolved.sut.meta_agent.model_dump(), launch_profile=resolved.launch_profile
+    )
     return TrialLoop(plan, agent).run()
 
 

@@ -261,6 +261,37 @@ class TargetModelService:
         except OSError:
             return True
 
+    def free(self) -> bool:
+        """True when the target's model costs nothing: none, or one run on this machine."""
+        return self.model == "none" or (
+            self.settings.base_url is None and self.provider in IN_PROCESS_PROVIDERS
+        )
+
+    def usage_mark(self) -> int:
+        """A position in the gateway's exchanges; `usage_since` counts what came after."""
+        with self._lock:
+            gateway = self._gateway
+        return 0 if gateway is None else len(gateway.exchanges.records)
+
+    def usage_since(self, mark: int) -> dict[str, Any] | None:
+        """Tokens and cost of the target's model calls the gateway served after `mark`, as
+        the gateway counted them (the provider's usage, else its own count), never as the
+        target reports them; None when no gateway serves the target's model."""
+        with self._lock:
+            gateway = self._gateway
+        if gateway is None:
+            return None
+        records = gateway.exchanges.snapshot()[mark:]
+        done = [r for r in records if r.get("kind") == "completion" and r.get("status") == 200]
+        costs = [r.get("cost_usd") for r in done]
+        return {
+            "source": "gateway",
+            "calls": len(done),
+            "input_tokens": sum(int(r["usage"].get("input_tokens") or 0) for r in done),
+            "output_tokens": sum(int(r["usage"].get("output_tokens") or 0) for r in done),
+            "cost_usd": None if None in costs else round(sum(float(c) for c in costs), 6),
+        }
+
     def _socket_path(self) -> Path:
         """A fresh private directory's socket path (the lock is held)."""
         return Path(tempfile.mkdtemp(prefix="mt-")) / "model.sock"

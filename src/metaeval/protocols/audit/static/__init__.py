@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.static.build import check_build
 from metaeval.protocols.audit.static.config import check_task_config
-from metaeval.protocols.audit.static.context import TaskContext
 from metaeval.protocols.audit.static.filenames import check_file_names
 from metaeval.protocols.audit.static.fixtures import check_test_fixtures
 from metaeval.protocols.audit.static.floats import check_float_equality
@@ -25,7 +24,8 @@ from metaeval.protocols.audit.static.mounted import check_mounted_files
 from metaeval.protocols.audit.static.network import check_test_network
 from metaeval.protocols.audit.static.paths import check_absolute_paths
 from metaeval.protocols.audit.static.reward import check_reward_written
-from metaeval.tasks.harbor import LoadedTask
+from metaeval.protocols.audit.static.task_context import TaskContext
+from metaeval.protocols.audit.task_view import LoadedTask
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,9 @@ import difflib
 import re
 
 from metaeval.protocols.audit.findings import Evidence, Finding, FindingType, Severity
-from metaeval.protocols.audit.static.context import (
-    TaskContext,
-    evidence_line,
-    make_finding,
-    plural,
-    toml_key_lines,
-    toml_line_for,
-)
+from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding, plural
+from metaeval.protocols.audit.static.task_context import TaskContext
+from metaeval.protocols.audit.static.toml_lines import toml_key_lines, toml_line_for
 from metaeval.tasks.toml_schema import ENVIRONMENT_KEYS, value_problems
 
 LISTED_KEYS = 20

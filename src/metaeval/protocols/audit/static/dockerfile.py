@@ -20,12 +20,9 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from metaeval.protocols.audit.static.installs import InstallCommand, find_installs_in
 from metaeval.protocols.audit.static.shell import ShellCommand, expand_vars, parse_script
-
-if TYPE_CHECKING:
-    from metaeval.protocols.audit.static.context import InstallCommand
 
 _OPAQUE_INSTALL = re.compile(
     r"\b(?:poetry install|uv sync|pipenv (?:install|sync)|pdm (?:install|sync)|"
@@ -119,8 +116,6 @@ def _flag(flags: tuple[str, ...], name: str) -> str | None:
 def parse_dockerfile(path: str, text: str) -> DockerInfo:
     """Everything the static checks need from one Dockerfile (see the module docstring)."""
     import dockerfile
-
-    from metaeval.protocols.audit.static.context import find_installs_in
 
     info = DockerInfo(present=True, file=path)
     try:

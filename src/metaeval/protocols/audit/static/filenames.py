@@ -36,12 +36,9 @@ import re
 from dataclasses import dataclass, field
 
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.static.context import (
-    TaskContext,
-    evidence_line,
-    locate,
-    make_finding,
-)
+from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
+from metaeval.protocols.audit.static.python_source import locate
+from metaeval.protocols.audit.static.task_context import TaskContext
 
 EXTENSIONS = [
     "csv",

@@ -22,13 +22,11 @@ import posixpath
 import re
 
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.static.build import copied_directories, environment_listing
-from metaeval.protocols.audit.static.context import (
-    PySource,
-    TaskContext,
-    evidence_line,
-    make_finding,
-)
+from metaeval.protocols.audit.static.build_context import environment_listing
+from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
+from metaeval.protocols.audit.static.python_source import PySource
+from metaeval.protocols.audit.static.run_reads import copied_directories
+from metaeval.protocols.audit.static.task_context import TaskContext
 
 _PATH_CALLS = frozenset({"Path", "PurePath", "PurePosixPath", "PosixPath"})
 # a test about a missing input reads a missing file on purpose

@@ -26,13 +26,13 @@ import math
 import re
 
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.static.context import (
-    TaskContext,
+from metaeval.protocols.audit.static.finding_builder import (
     dedupe_evidence,
     evidence_line,
     make_finding,
     plural,
 )
+from metaeval.protocols.audit.static.task_context import TaskContext
 
 _INF_STRINGS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan"}
 _EQUALITY_METHODS = {"assertEqual", "assertEquals", "assertNotEqual", "assertNotEquals"}

@@ -40,18 +40,16 @@ import tomllib
 from dataclasses import dataclass
 
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.static.context import (
-    ALWAYS_IMPORTABLE,
-    PySource,
-    TaskContext,
+from metaeval.protocols.audit.static.finding_builder import (
     dedupe_evidence,
     evidence_line,
-    import_names,
     make_finding,
-    requirement_name,
-    skipped_path,
 )
+from metaeval.protocols.audit.static.installs import requirement_name
+from metaeval.protocols.audit.static.packages import ALWAYS_IMPORTABLE, import_names
 from metaeval.protocols.audit.static.paths import UNKNOWN_IMAGE_CONFIDENCE
+from metaeval.protocols.audit.static.python_source import PySource
+from metaeval.protocols.audit.static.task_context import TaskContext, skipped_path
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__", "__main__"}
 _PY_NAME = re.compile(r"(?<![\w.-])([A-Za-z_]\w*)\.py\b")

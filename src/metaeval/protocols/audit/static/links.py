@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 from metaeval.protocols.audit.findings import Evidence, Finding
-from metaeval.protocols.audit.static.context import TaskContext, make_finding, plural
+from metaeval.protocols.audit.static.finding_builder import make_finding, plural
+from metaeval.protocols.audit.static.task_context import TaskContext
 
 LISTED = 20
 

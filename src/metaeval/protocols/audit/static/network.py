@@ -4,7 +4,7 @@ The verifier's network is what Harbor gives the verify phase (Harbor's network p
 `[verifier] network_mode`, else `[verifier.environment] network_mode` for a separate verifier
 environment, else the `[environment]` baseline (`network_mode`, or the deprecated boolean
 `allow_internet`); the default is public. `toml_schema.network_setting` decides on/off where
-it is available (`metaeval.tasks.harbor.network_allowed`); this module adds the allowlist hosts,
+it is available (`metaeval.tasks.task_dirs.network_allowed`); this module adds the allowlist hosts,
 the separate-verifier-environment case and the key to cite.
 
 Network use in `tests/` files:
@@ -31,20 +31,18 @@ import re
 from dataclasses import dataclass
 
 from metaeval.protocols.audit.findings import Evidence, Finding
-from metaeval.protocols.audit.static.context import (
-    PySource,
-    TaskContext,
+from metaeval.protocols.audit.static.command_words import strip_wrappers
+from metaeval.protocols.audit.static.finding_builder import (
     dedupe_evidence,
     evidence_line,
-    find_installs_in,
-    locate,
     make_finding,
-    strip_wrappers,
-    toml_key_lines,
-    toml_line_for,
 )
+from metaeval.protocols.audit.static.installs import find_installs_in
+from metaeval.protocols.audit.static.python_source import PySource, locate
 from metaeval.protocols.audit.static.shell import parse_script
-from metaeval.tasks.harbor import network_allowed  # wraps toml_schema.network_setting
+from metaeval.protocols.audit.static.task_context import TaskContext
+from metaeval.protocols.audit.static.toml_lines import toml_key_lines, toml_line_for
+from metaeval.tasks.task_dirs import network_allowed  # wraps toml_schema.network_setting
 
 _URL = re.compile(r"\b(?:https?|ftp|git|ssh|wss?)://([^/\s:'\"`<>)\]}]+)")
 _SCP_GIT = re.compile(r"\bgit@([\w.-]+):")

@@ -40,16 +40,14 @@ import re
 from dataclasses import dataclass
 
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.static.context import (
-    PySource,
-    TaskContext,
-    absolute_tokens,
+from metaeval.protocols.audit.static.finding_builder import (
     dedupe_evidence,
     evidence_line,
-    locate,
     make_finding,
 )
+from metaeval.protocols.audit.static.python_source import PySource, locate
 from metaeval.protocols.audit.static.shell import SimpleCommand
+from metaeval.protocols.audit.static.task_context import TaskContext, absolute_tokens
 
 UNKNOWN_IMAGE_CONFIDENCE = 0.3
 HARBOR_PATHS = ("/app", "/tests", "/solution", "/logs", "/tmp", "/installed-agent", "/oracle")

@@ -26,12 +26,9 @@ from __future__ import annotations
 import re
 
 from metaeval.protocols.audit.findings import Evidence, Finding
-from metaeval.protocols.audit.static.context import (
-    TaskContext,
-    evidence_line,
-    make_finding,
-)
+from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
 from metaeval.protocols.audit.static.shell import ShellScript, parse_shell
+from metaeval.protocols.audit.static.task_context import TaskContext
 
 TEST_SH = "tests/test.sh"
 REWARD_DIR = "/logs/verifier"

@@ -30,6 +30,8 @@ Conventions shared by all metrics (each also restated where it matters):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 FORMAL = "formal"
@@ -127,8 +129,11 @@ def primary(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.filter((pl.col("slice") == FORMAL) & pl.col("compile_pass").fill_null(False))
 
 
-def run_table(rows: Frame) -> pl.LazyFrame:
-    """One row per find run with the audited scoring set of Eq. 1 applied.
+def run_table(
+    rows: Frame, *, subsets: Sequence[str] = (), extra: Sequence[pl.Expr] = ()
+) -> pl.LazyFrame:
+    """One row per find run with the audited scoring set of Eq. 1 applied: the one run table
+    every metric (core and extras) is derived from.
 
     Returned as a LazyFrame over the materialized table (about rows / questions-per-run rows), so
     plans that use it several times do not repeat the aggregation over the question rows.
@@ -154,6 +159,8 @@ def run_table(rows: Frame) -> pl.LazyFrame:
         keyed(rows)
         .group_by(RUN_KEYS)
         .agg(
+            *_subset_counts(subsets),
+            *extra,
             n_questions=pl.len().cast(pl.Int64),
             n_labelled=(pl.col("label") != UNLABELED).fill_null(False).sum().cast(pl.Int64),
             n_gold=gold.sum().cast(pl.Int64),
@@ -170,6 +177,14 @@ def run_table(rows: Frame) -> pl.LazyFrame:
     runs = (
         runs.with_columns(_audited=audited)
         .with_columns(
+            *(
+                pl.when("_audited")
+                .then(f"_{p}_gold{s}")
+                .otherwise(f"_{p}_all{s}")
+                .alias(f"n_{p}{s}")
+                for s in subsets
+                for p in ("scored", "correct")
+            ),
             scoring_set=pl.when("_audited").then(pl.lit(AUDITED)).otherwise(pl.lit(ALL_QUESTIONS)),
             n_scored=pl.when("_audited").then("n_gold").otherwise("n_questions"),
             n_correct=pl.when("_audited").then("n_gold_correct").otherwise("n_any_correct"),
@@ -193,9 +208,27 @@ def run_table(rows: Frame) -> pl.LazyFrame:
             "total_bytes",
             "input_tokens",
             "output_tokens",
+            *(f"n_{p}{s}" for s in subsets for p in ("scored", "correct")),
+            *(e.meta.output_name() for e in extra),
         )
     )
     return runs.collect().lazy()
+
+
+def _subset_counts(subsets: Sequence[str]) -> list[pl.Expr]:
+    """Per subset column s: scored / correct counts of both scoring-set rules, in the rows
+    where s is true (`run_table` picks one rule per run)."""
+    gold, ok = _label_is(IMPLEMENTED_GOLD), _correct()
+    counts = []
+    for s in subsets:
+        inside = pl.col(s).fill_null(False)
+        counts += [
+            (inside & gold).sum().cast(pl.Int64).alias(f"_scored_gold{s}"),
+            (inside & gold & ok).sum().cast(pl.Int64).alias(f"_correct_gold{s}"),
+            inside.sum().cast(pl.Int64).alias(f"_scored_all{s}"),
+            (inside & ok).sum().cast(pl.Int64).alias(f"_correct_all{s}"),
+        ]
+    return counts
 
 
 def question_groups(rows: Frame) -> pl.LazyFrame:
@@ -258,36 +291,3 @@ def panel_grid(runs: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyF
         formal.select("effort_panel", "finder").unique(),
         formal.select("effort_panel", "task").unique(),
     )
-
-
-def analyze(
-    rows: Frame,
-    *,
-    eta: float = 0.1,
-    reliable_threshold: float = 0.9,
-    agreement: str = "all_correct",
-) -> dict[str, pl.DataFrame]:
-    """Every analysis table from one pass of each of the two row aggregations.
-
-    Returns {"run_accuracy", "calibration", "repeatability", "recovery_gate", "cell_costs",
-    "rb_effort", "aels", "coverage"}; "cell_costs" and "rb_effort" hold the three metrics of
-    `METRICS` stacked (their `metric` column tells them apart). Each table equals what the
-    matching public function returns for the same arguments.
-    """
-    from metaeval.protocols.buildfind.analysis import accuracy, calibration, coverage, effort
-
-    rows = keyed(rows).collect()  # cast the string keys once for both aggregations
-    runs = run_table(rows)
-    groups = question_groups(rows)
-    costs = [effort.cell_costs_from(runs, m).collect().lazy() for m in METRICS]
-    rb = [effort.rb_effort_from(c, m) for c, m in zip(costs, METRICS, strict=True)]
-    return {
-        "run_accuracy": accuracy.run_accuracy_from(runs),
-        "calibration": calibration.calibration_from(runs),
-        "repeatability": calibration.repeatability_from(groups, reliable_threshold, agreement),
-        "recovery_gate": accuracy.recovery_gate_from(runs),
-        "cell_costs": finish(pl.concat(costs), ["metric", *CELL_KEYS]),
-        "rb_effort": finish(pl.concat(rb), ["metric", "effort_panel", "builder"]),
-        "aels": effort.aels_from(runs, groups, rb[0], eta, agreement),
-        "coverage": coverage.coverage_from(groups),
-    }

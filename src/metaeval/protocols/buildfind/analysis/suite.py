@@ -1,14 +1,27 @@
-"""Every build-and-find table at once, from the rows table (and builder tokens if known)."""
+"""Every build-and-find table at once, from the rows table (and builder tokens if known).
+
+`analyze` derives the core metrics (Eqs. 1-8) from one pass of each of the two row
+aggregations of `core`; `analyze_extras` derives the extras from `prepared.Prepared`.
+"""
 
 from __future__ import annotations
 
 import polars as pl
 
-from metaeval.protocols.buildfind.analysis import core, extras
+from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis import accuracy, calibration, core, coverage, effort
+from metaeval.protocols.buildfind.analysis.affinity import affinity_from, family_from
+from metaeval.protocols.buildfind.analysis.evidence_audit import (
+    EVIDENCE_AUDIT_PER_STRATUM,
+    EVIDENCE_AUDIT_SEED,
+    evidence_audit_sample_from,
+)
+from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
-
-EVIDENCE_AUDIT_SEED = extras.EVIDENCE_AUDIT_SEED
-EVIDENCE_AUDIT_PER_STRATUM = extras.EVIDENCE_AUDIT_PER_STRATUM
+from metaeval.protocols.buildfind.analysis.prepared import Prepared
+from metaeval.protocols.buildfind.analysis.ranking import kendall_from
+from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
+from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
 
 
 def run_analysis(
@@ -22,11 +35,79 @@ def run_analysis(
     extras work on the categorical codes and return String-keyed tables either way)."""
     paneled, panel_table = form_panels(rows, panels)
     rows = paneled.collect()
-    tables = dict(core.analyze(rows))
+    tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
     tables.update(
-        extras.analyze_extras(
+        analyze_extras(
             rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM
         )
     )
+    return tables
+
+
+def analyze(
+    rows: core.Frame,
+    *,
+    eta: float = 0.1,
+    reliable_threshold: float = 0.9,
+    agreement: str = "all_correct",
+) -> dict[str, pl.DataFrame]:
+    """Every analysis table from one pass of each of the two row aggregations.
+
+    Returns {"run_accuracy", "calibration", "repeatability", "recovery_gate", "cell_costs",
+    "rb_effort", "aels", "coverage"}; "cell_costs" and "rb_effort" hold the three metrics of
+    `METRICS` stacked (their `metric` column tells them apart). Each table equals what the
+    matching public function returns for the same arguments.
+    """
+    rows = core.keyed(rows).collect()  # cast the string keys once for both aggregations
+    runs = core.run_table(rows)
+    groups = core.question_groups(rows)
+    costs = [effort.cell_costs_from(runs, m).collect().lazy() for m in core.METRICS]
+    rb = [effort.rb_effort_from(c, m) for c, m in zip(costs, core.METRICS, strict=True)]
+    return {
+        "run_accuracy": accuracy.run_accuracy_from(runs),
+        "calibration": calibration.calibration_from(runs),
+        "repeatability": calibration.repeatability_from(groups, reliable_threshold, agreement),
+        "recovery_gate": accuracy.recovery_gate_from(runs),
+        "cell_costs": core.finish(pl.concat(costs), ["metric", *core.CELL_KEYS]),
+        "rb_effort": core.finish(pl.concat(rb), ["metric", "effort_panel", "builder"]),
+        "aels": effort.aels_from(runs, groups, rb[0], eta, agreement),
+        "coverage": coverage.coverage_from(groups),
+    }
+
+
+def analyze_extras(
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None = None,
+    *,
+    seed: int = EVIDENCE_AUDIT_SEED,
+    per_stratum: int = EVIDENCE_AUDIT_PER_STRATUM,
+) -> dict[str, pl.DataFrame]:
+    """Every extra table with its default options, from two shared aggregations of the rows.
+
+    Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `question_agreement`,
+    `finder_calibration`, `token_usage` (with ``builds``), `subset_views` and
+    `evidence_audit_sample` (with ``seed``, ``per_stratum``) one by one, but the question rows
+    are aggregated once (per run, and per (artifact, finder, question)) and every table is
+    derived from those. String columns may be String, Categorical or Enum; outputs are keyed
+    by String columns either way.
+
+    Returns a dict with keys kendall_tau, affinity, affinity_family, question_agreement,
+    finder_calibration, token_usage, every `subset_views` key and evidence_audit_sample.
+    """
+    if per_stratum < 0:
+        raise ConfigError("per_stratum must be >= 0", field="per_stratum")
+    prep = Prepared(rows, True)
+    runs = prep.run_view()
+    pairs = affinity_from(runs, "recovery")
+    tables = {
+        "kendall_tau": kendall_from(runs),
+        "affinity": pairs,
+        "affinity_family": family_from(pairs),
+        "question_agreement": prep.agreement,
+        "finder_calibration": finder_calibration_from(prep),
+        "token_usage": token_usage_from(prep, builds, False),
+    }
+    tables.update(subset_views_from(prep))
+    tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
     return tables

@@ -47,7 +47,7 @@ from metaeval.records.nofollow import open_file
 from metaeval.records.redact import LineRedactor, redact_text
 from metaeval.sandbox.bwrap import wrap_command
 from metaeval.sandbox.policy import SandboxSpec
-from metaeval.sandbox.process import spawn, stop_process_group
+from metaeval.sandbox.process_group import spawn, stop_process_group
 
 HEALTH_POLL_S = 0.1
 LOG_TAIL_CHARS = 4000

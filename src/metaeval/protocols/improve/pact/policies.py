@@ -493,3 +493,19 @@ def failing_policy() -> ScriptedPolicy:
         raise RuntimeError("failing_policy always fails")
 
     return ScriptedPolicy(step, name="failing-policy")
+
+
+def command_policy() -> ScriptedPolicy:
+    """Runs the shell commands of the JSON list in METAEVAL_PACT_COMMANDS (a launch
+    profile's `env`), each reporting 5 input and 2 output tokens, then submits
+    METAEVAL_PACT_SUMMARY."""
+    commands = [str(c) for c in json.loads(os.environ.get("METAEVAL_PACT_COMMANDS", "[]"))]
+    summary = os.environ.get("METAEVAL_PACT_SUMMARY", "done")
+
+    def step(observation: Observation, index: int) -> Step:
+        usage = {"input_tokens": 5, "output_tokens": 2}
+        if index < len(commands):
+            return Step(CommandAction(command=commands[index]), usage=usage)
+        return Step(SubmitAction(answer=summary), usage=usage)
+
+    return ScriptedPolicy(step, name="command-policy")

@@ -1,0 +1,7 @@
+"""The kinds of cell an audit run computes, one module each.
+
+- `static`: the static source's cell of one task (static checks, execution checks, evidence),
+  run in the engine's process lane when more than one job is in flight;
+- `model`: one model's LLM-protocol audit of one task;
+- `agent_run`: an agent's attempt at one task, for the execution tier (`AgentRuns`).
+"""

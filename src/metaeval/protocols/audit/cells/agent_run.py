@@ -1,0 +1,493 @@
+"""Agent runs for the audit's execution tier: an agent solves each task in its sandbox, the
+task's tests score it, and what it did becomes the agent results the execution tier reads.
+
+BenchGuard's execution-level mode shows auditors one agent's attempt beside the task (its
+program and its evaluation result), so defects that only show when a real candidate meets the
+tests come out. `AgentRuns` produces that attempt with any metaeval agent, usually a CLI on a
+metaeval model (``claude-code:local/smollm2``, ``codex:replay/FILE``; the gateway starts
+itself). Per task:
+
+1. a fresh /app is seeded from the task's environment/ files (as the execution checks do);
+2. the agent runs in the task's bubblewrap root (`TaskRootWorkspace`: /app, no /tests, no
+   /solution, no network but its gateway relay) on instruction.md, within the task's
+   `[agent] timeout_sec` (or the given limit);
+3. `bash /tests/test.sh` runs on the /app the agent left, in a fresh root with /tests (the
+   verifier phase of the execution checks), and the reward is read from /logs/verifier;
+4. the results land in ``<out>/<task_id>/``: ``program.diff`` (a unified diff of /app from
+   start to end: the agent's program), ``result.json`` (status and its classification,
+   reward, test outcome, token usage counted by the gateway and as the CLI reported it,
+   steps, time, files produced), ``transcript.md`` (a summary of the transcript) and
+   ``tests.log`` (the verifier's output). The audit loads that folder as ``agent/...``
+   files (`metaeval audit run --tier execution --agent-results <out>`).
+
+``<out>`` is a run directory (protocol ``audit-agent``): one record per task in
+``agent_runs.jsonl``, written after the task's files, so a run killed at any point resumes
+without repeating a finished task. An agent that times out, crashes, runs out of memory or
+exits with an error is recorded with that classification, and its tests still run (a partial
+attempt is evidence too); a harness failure (the gateway's provider unreachable, a transient
+OS error) is an infrastructure error, retried on resume.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from metaeval.agents.registry import get_agent
+from metaeval.agents.types import AgentResult, Limits, Task, TranscriptEvent
+from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
+from metaeval.engine.executor import JobResources
+from metaeval.errors import ConfigError
+from metaeval.protocols.audit.task_view import LoadedTask, load_task
+from metaeval.records import RunDir
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
+from metaeval.tasks.limits import timeout_s, trial_limits
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
+from metaeval.tasks.safe_files import read_regular, remove_tree, walk_tree
+from metaeval.tasks.task_workspace import TaskRootWorkspace
+from metaeval.tasks.trial import Room, run_trial
+
+PROTOCOL = "audit-agent"
+RECORDS = "agent_runs"
+WORK_DIR = ".work"
+DEFAULT_TIME_LIMIT_S = 600.0
+DEFAULT_MAX_STEPS = 30
+DEFAULT_TEST_TIMEOUT_S = 300.0
+DIFF_FILE_BYTES = 256 * 1024  # a file larger than this shows in the diff by size only
+
+
+@dataclass
+class AgentRunSettings:
+    """One agent-run over a benchmark (goes into the run's manifest)."""
+
+    bench_dir: Path
+    out_dir: Path
+    agent: str
+    task_filter: list[str] = field(default_factory=list)
+    concurrency: int = 1
+    time_limit_s: float | None = None  # None: the task's [agent] timeout_sec, else the default
+    max_steps: int = DEFAULT_MAX_STEPS
+    test_timeout_s: float | None = None  # None: the task's [verifier] timeout_sec
+    memory_cgroup_mb: int | None = None  # None: the agent's own default
+    progress: bool | None = None
+    new_layer: str | None = None
+    # Host variables task.toml's [verifier.env] may read as ${NAME} (`metaeval.tasks.limits`)
+    host_env: tuple[str, ...] = ()
+
+
+class AgentRuns:
+    """Runs one agent on every task of a benchmark, writing agent results into `out_dir`."""
+
+    def __init__(self, settings: AgentRunSettings, agent: Any = None):
+        """`agent` overrides building one from `settings.agent` (tests, embedding)."""
+        from metaeval.protocols.audit.run import AuditSettings, plan_tasks
+
+        if not settings.bench_dir.is_dir():
+            raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
+        if not settings.agent:
+            raise ConfigError("give an agent, e.g. claude-code:local/smollm2", field="agent")
+        self.settings = settings
+        plan = AuditSettings(
+            bench_dir=settings.bench_dir,
+            run_dir=settings.out_dir,
+            static_only=True,
+            task_filter=settings.task_filter,
+        )
+        self.task_dirs, _ = plan_tasks(plan)
+        self._given = agent
+        _ = self.agent  # a bad spec fails here, before anything runs
+
+    @property
+    def agent(self) -> Any:
+        """The agent; one per process when built from the spec (a job shipped to another
+        process, e.g. a Ray worker, builds its own there)."""
+        if self._given is not None:
+            return self._given
+        return _agent_for(self.settings.agent, self.settings.memory_cgroup_mb)
+
+    def _bench_tasks(self) -> list[Path]:
+        from metaeval.tasks.task_dirs import discover_tasks
+
+        return discover_tasks(self.settings.bench_dir)[0]
+
+    def task_id(self, task_dir: Path) -> str:
+        return task_dir.relative_to(self.settings.bench_dir).as_posix()
+
+    def config(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "benchmark": str(s.bench_dir.resolve()),
+            "agent": s.agent,
+            "tasks": [self.task_id(d) for d in self.task_dirs],
+            "time_limit_s": s.time_limit_s,
+            "max_steps": s.max_steps,
+            "test_timeout_s": s.test_timeout_s,
+            "memory_cgroup_mb": getattr(self.agent, "memory_cgroup_mb", None),
+            **({"host_env": list(s.host_env)} if s.host_env else {}),
+        }
+
+    def meaning_settings(self) -> dict[str, Any]:
+        """The settings a rerun must keep (the agent, its limits, the host variable names);
+        `--task` only selects tasks and is left out."""
+        config = self.config()
+        selection = ("benchmark", "tasks")
+        return {
+            **{k: v for k, v in config.items() if k not in selection},
+            "host_env": sorted(self.settings.host_env),
+        }
+
+    def run(self) -> dict[str, Any]:
+        """Run every task without a final record; returns a summary of all records."""
+        from metaeval.tasks.bench_hash import benchmark_hash
+
+        for task_dir in self.task_dirs:  # a name that would shadow the run's bookkeeping
+            first = self.task_id(task_dir).split("/", 1)[0]
+            reserved = ("blobs", "manifest.json", "summary.json", ".lock", WORK_DIR)
+            if first in reserved or first.endswith(".jsonl"):
+                raise ConfigError(
+                    f"task id '{self.task_id(task_dir)}' collides with a run directory file; "
+                    "rename the task or use --task to leave it out",
+                    file=str(task_dir),
+                )
+        run = RunDir.open(
+            self.settings.out_dir,
+            protocol=PROTOCOL,
+            config=self.config(),
+            # over every task of the benchmark: --task narrows a run without changing it
+            hashes={"benchmark": benchmark_hash(self.settings.bench_dir, self._bench_tasks())},
+            settings=self.meaning_settings(),
+            seeds={},
+            new_layer=self.settings.new_layer,
+        )
+        try:
+            remove_tree(run.path / WORK_DIR)  # scratch of a killed run (we hold the lock)
+            by_id = {self.task_id(d): d for d in self.task_dirs}
+            plan = plan_cells(run, RECORDS, ("task_id",), [(t,) for t in by_id])
+            cells = [
+                Cell(
+                    key=(task_id,),
+                    fn=partial(self._one, run, by_id[task_id]),
+                    label=f"{task_id} {self.settings.agent}",
+                    resources=JobResources(sandbox=True),
+                )
+                for (task_id,), _ in plan.todo
+            ]
+            run_cells(
+                run,
+                cells,
+                partial(self._write, run),
+                concurrency=self.settings.concurrency,
+                progress=self.settings.progress,
+                description="agent runs",
+            )
+            run.flush()
+            latest = run.latest_records(RECORDS, ("task_id",))
+            summary = summarize([r for key, r in latest.items() if key[0] in by_id])
+            summary.update(skipped_completed=plan.reused, ran=len(cells))
+            run.write_summary(summary)
+            return summary
+        finally:
+            remove_tree(run.path / WORK_DIR)
+            run.close()
+
+    def _write(self, run: RunDir, result: CellResult) -> Stages:
+        """On the driver: the task's folder first, then the record that completes it."""
+        (task_id,) = result.cell.key
+        if result.kind == "ok":
+            cell, files = result.value
+        elif result.kind == "final":  # the harness fails the same way every time
+            cell = {
+                "task_id": task_id,
+                "agent": self.settings.agent,
+                "attempt": uuid.uuid4().hex[:12],
+                "status": "error",
+                "classification": "error",
+                "infra_error": False,
+                "error": f"deterministic failure, not retried: {result.error}"[:2000],
+            }
+            files = documents(cell, "", "", f"not run: {cell['error']}\n")
+        else:  # infrastructure: retried on resume, no folder
+            failure = {
+                "task_id": task_id,
+                "agent": self.settings.agent,
+                "status": "error",
+                "classification": "infra_error",
+                "infra_error": True,
+                "error": (result.error or "")[-4000:],
+            }
+            return [[(RECORDS, failure)]]
+        write_documents(run, cell["task_id"], files)
+        return [[(RECORDS, cell)]]
+
+    # ------------------------------------------------------------------ one task
+
+    def _one(self, run: RunDir, task_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+        """(record, the task's result files) of one task."""
+        task = load_task(task_dir, tier="minimal", bench_root=self.settings.bench_dir)
+        base: dict[str, Any] = {
+            "task_id": task.task_id,
+            "agent": self.settings.agent,
+            "attempt": uuid.uuid4().hex[:12],
+        }
+        skip = _not_runnable(task)
+        if skip is not None:
+            record = {
+                **base,
+                "status": "error",
+                "classification": "not_run",
+                "infra_error": False,
+                "error": skip,
+            }
+            return record, documents(record, "", "", f"not run: {skip}\n")
+        scratch = run.path / WORK_DIR / f"{base['attempt']}"
+        try:
+            return self._attempt(run, task, base, scratch)
+        finally:
+            remove_tree(scratch)
+
+    def _attempt(
+        self, run: RunDir, task: LoadedTask, base: dict[str, Any], scratch: Path
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The agent as the solve step of one Harbor trial (`tasks.trial.run_trial`) in the
+        bubblewrap room, then the task's tests; /app is diffed against a fresh copy."""
+        scratch.mkdir(parents=True)
+        start = scratch / "start"
+        seed_app(task.root, start)
+        trial_limits_ = trial_limits(
+            task.config,
+            agent_timeout_s=self.settings.time_limit_s
+            or timeout_s(task.config, "agent", DEFAULT_TIME_LIMIT_S),
+            verifier_timeout_s=self.settings.test_timeout_s
+            or timeout_s(task.config, "verifier", DEFAULT_TEST_TIMEOUT_S),
+            host_env=self.settings.host_env,
+        )
+        instruction = next(f.text for f in task.files if f.role == "instruction")
+        limits = Limits(
+            max_steps=self.settings.max_steps, time_limit_s=trial_limits_.agent.timeout_s
+        )
+        agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
+        ran: list[AgentResult] = []
+
+        def drive(room: Room) -> None:
+            assert isinstance(room, BwrapRoom)  # what BwrapBackend opens
+            workspace = TaskRootWorkspace(room.app, room.agent_logs)
+            ran.append(self.agent.run(agent_task, workspace, limits))
+
+        trial = run_trial(
+            task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
+        )
+        result, test, log = ran[0], trial.test, trial.log
+        assert test is not None  # run_trial always runs the tests after the solve step
+        reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
+        work = scratch / "app"
+        diff = tree_diff(start, work)
+        record = {
+            **base,
+            "status": result.status,
+            "classification": classify(result),
+            "stop_reason": result.stop_reason,
+            "infra_error": result.infra_error,
+            "error": result.error,
+            "reward": reward,
+            "reward_source": reward_source,
+            "reward_error": reward_error,
+            "passed": reward is not None and reward >= 1,
+            "tests": {
+                "returncode": test.returncode,
+                "timed_out": test.timed_out,
+                "duration_s": test.duration_s,
+            },
+            "time_limit_s": limits.time_limit_s,
+            "usage": result.usage.model_dump(),
+            "cli_usage": result.cli_usage.model_dump() if result.cli_usage else None,
+            "cost_usd": result.cost_usd,
+            "steps": result.steps,
+            "wall_clock_s": round(result.wall_clock_s, 3),
+            "files_produced": result.files_produced,
+            "effort": result.effort.model_dump(),
+            "model_calls": len(result.model_calls),
+            "diff_blob": run.blobs.put(diff),
+            "transcript_blob": run.blobs.put(
+                json.dumps([e.model_dump(mode="json") for e in result.transcript])
+            ),
+            "tests_log_blob": run.blobs.put(log),
+        }
+        summary = transcript_summary(result.transcript, result.submission)
+        return record, documents(record, diff, summary, log)
+
+
+_agents: dict[tuple[int, str, int | None], Any] = {}
+
+
+def _agent_for(spec: str, memory_cgroup_mb: int | None) -> Any:
+    """The agent a spec names, built once per process (CLI adapters are thread-safe)."""
+    key = (os.getpid(), spec, memory_cgroup_mb)
+    agent = _agents.get(key)
+    if agent is None:
+        agent = get_agent(spec)
+        if memory_cgroup_mb is not None and hasattr(agent, "memory_cgroup_mb"):
+            agent.memory_cgroup_mb = memory_cgroup_mb
+        _agents[key] = agent
+    return agent
+
+
+def documents(record: dict[str, Any], diff: str, summary: str, log: str) -> dict[str, str]:
+    """The files of a task's agent-results folder (name -> text)."""
+    shown = {k: v for k, v in record.items() if not k.endswith("_blob") and k != "attempt"}
+    return {
+        "program.diff": diff or "(no changes under /app)\n",
+        "result.json": json.dumps(shown, indent=2, sort_keys=True) + "\n",
+        "transcript.md": summary or "(no transcript)\n",
+        "tests.log": log,
+    }
+
+
+def write_documents(run: RunDir, task_id: str, files: dict[str, str]) -> None:
+    """Write a task's agent-results folder (each file atomically)."""
+    for name, text in files.items():
+        run.write_document(f"{task_id}/{name}", text)
+
+
+def _not_runnable(task: LoadedTask) -> str | None:
+    """Why the agent is not run on this task (its tests cannot score it), or None."""
+    from metaeval.protocols.audit.execution_checks import _unsafe_script
+
+    if not (task.root / "tests" / "test.sh").is_file():
+        return "no tests/test.sh"
+    if not any(f.role == "instruction" for f in task.files):
+        return "no readable instruction.md"
+    unsafe = _unsafe_script(task.root, "tests", "test.sh")
+    if unsafe is not None:
+        return unsafe
+    return harbor_sandbox_unavailable()
+
+
+def classify(result: AgentResult) -> str:
+    """The agent run's outcome class: ok, timeout, out_of_memory, crashed (killed by a
+    signal or no result at all), error, or infra_error."""
+    if result.infra_error:
+        return "infra_error"
+    if result.status == "timeout":
+        return "timeout"
+    if result.stop_reason == "out_of_memory":
+        return "out_of_memory"
+    if result.status == "ok":
+        return "ok"
+    error = result.error or ""
+    if "without reporting a result" in error or "signal" in error:
+        return "crashed"
+    return "error"
+
+
+def tree_diff(before: Path, after: Path) -> str:
+    """A unified diff (``a/`` before, ``b/`` after) of two trees' regular files; binary,
+    large or unreadable files and entries that are not regular files are named, not shown."""
+    old, new = _tree_files(before), _tree_files(after)
+    parts: list[str] = []
+    for rel in sorted(set(old) | set(new)):
+        a, b = old.get(rel), new.get(rel)
+        if a == b:
+            continue
+        a_text, b_text = _diffable(a), _diffable(b)
+        if a_text is None or b_text is None:
+            what = "added" if a is None else "removed" if b is None else "changed"
+            now = b if b is not None else a
+            assert now is not None  # rel is a key of old or of new
+            kind = now if isinstance(now, str) else f"binary, {len(now)} bytes"
+            parts.append(f"Not shown: {rel} {what} ({kind})\n")
+            continue
+        lines = difflib.unified_diff(
+            a_text.splitlines(keepends=True),
+            b_text.splitlines(keepends=True),
+            fromfile="/dev/null" if a is None else f"a/{rel}",
+            tofile="/dev/null" if b is None else f"b/{rel}",
+        )
+        for line in lines:
+            parts.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(parts)
+
+
+def _tree_files(root: Path) -> dict[str, bytes | str]:
+    """rel -> content (bytes) of regular files, or a description of any other entry."""
+    found: dict[str, bytes | str] = {}
+    if not root.is_dir():
+        return found
+    for entry in walk_tree(root, ignore_dirs=()):
+        if entry.kind == "file":
+            try:
+                size = os.lstat(entry.path).st_size
+                found[entry.rel] = (
+                    read_regular(entry.path, root, max_bytes=DIFF_FILE_BYTES)
+                    if size <= DIFF_FILE_BYTES
+                    else f"large file, {size} bytes"
+                )
+            except OSError as exc:
+                found[entry.rel] = f"unreadable ({exc})"
+        elif entry.kind == "link":
+            found[entry.rel] = f"symlink to {entry.detail}"
+        elif entry.kind != "dir":
+            found[entry.rel] = entry.describe()
+    return found
+
+
+def _diffable(content: bytes | str | None) -> str | None:
+    if content is None:
+        return ""
+    if isinstance(content, str) or b"\0" in content[:8192]:
+        return None
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+SUMMARY_TEXT_CHARS = 300
+
+
+def transcript_summary(events: list[TranscriptEvent], submission: str | None) -> str:
+    """A readable digest of a transcript: one line per step, long texts shortened."""
+    lines = ["# Agent transcript (summary)", ""]
+    step = 0
+    for event in events:
+        if event.type == "tool_call":
+            step += 1
+            args = event.arguments_json or json.dumps(event.arguments, sort_keys=True)
+            lines.append(f"{step}. {event.tool} [{event.kind}] {_short(args)}")
+        elif event.type == "tool_result":
+            size = event.raw_bytes if event.raw_bytes is not None else len(event.text.encode())
+            lines.append(f"   -> {size} bytes: {_short(event.text)}")
+        elif event.type == "assistant" and event.text.strip():
+            lines.append(f"assistant: {_short(event.text)}")
+        elif event.type in ("error", "info") and event.text.strip():
+            lines.append(f"{event.type}: {_short(event.text)}")
+    if submission:
+        lines += ["", f"final answer: {_short(submission)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _short(text: str, limit: int = SUMMARY_TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts over the latest record of each task."""
+    by_class: dict[str, int] = {}
+    for r in records:
+        by_class[r.get("classification", "?")] = by_class.get(r.get("classification", "?"), 0) + 1
+    rewards = [r["reward"] for r in records if isinstance(r.get("reward"), int | float)]
+    return {
+        "tasks": len(records),
+        "passed": sum(1 for r in records if r.get("passed")),
+        "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else None,
+        "classifications": dict(sorted(by_class.items())),
+        "infra_errors": sum(1 for r in records if r.get("infra_error")),
+        "input_tokens": sum((r.get("usage") or {}).get("input_tokens", 0) for r in records),
+        "output_tokens": sum((r.get("usage") or {}).get("output_tokens", 0) for r in records),
+    }

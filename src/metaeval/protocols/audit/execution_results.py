@@ -1,0 +1,106 @@
+"""What the execution checks of one task did: each trial's outcome and the task's result."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from metaeval.protocols.audit.findings import Finding
+from metaeval.sandbox.process import ExecResult
+
+ORACLE_LOG = "logs/oracle.log"
+
+
+NULL_AGENT_LOG = "logs/null_agent.log"
+
+
+class PhaseOutcome(BaseModel):
+    """One run (oracle or null agent) of a task."""
+
+    name: str  # "oracle" or "null_agent"
+    ran: bool = False
+    note: str = ""  # why it did not run, or a remark about the reward
+    reward: float | None = None
+    reward_source: str | None = None  # "reward.txt" or "reward.json"
+    reward_error: str | None = None
+    notes: list[str] = Field(default_factory=list)  # on task.toml's env tables (names only)
+    solve: ExecResult | None = None
+    test: ExecResult | None = None
+    log: str = ""
+    log_name: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """True when the run finished with a reward of at least 1."""
+        return self.ran and self.reward is not None and self.reward >= 1
+
+    @property
+    def timed_out(self) -> bool:
+        return any(r is not None and r.timed_out for r in (self.solve, self.test))
+
+
+class ExecutionCheckResult(BaseModel):
+    """Findings of the execution checks of one task, with the runs behind them."""
+
+    task_id: str
+    findings: list[Finding] = Field(default_factory=list)
+    skipped: str | None = None
+    backend: str = ""  # "podman 4.3.1", "docker 27.0", "bubblewrap"
+    approximate: bool = False  # bubblewrap or a stand-in image playing the task's image
+    stand_in: list[str] = Field(default_factory=list)  # base images played by local stand-ins
+    mismatch: str | None = None  # a failure the real environment would not have
+    build_log: str = ""
+    oracle: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="oracle"))
+    null_agent: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="null_agent"))
+
+    @property
+    def logs(self) -> dict[str, str]:
+        """Log texts by name (e.g. "logs/oracle.log"), for storing as blobs."""
+        return {o.log_name: o.log for o in (self.oracle, self.null_agent) if o.ran and o.log_name}
+
+
+_UNAVAILABLE = re.compile(r"\bimage (\S+) is not available here\b")
+
+
+def unavailable_reason(engine: str, image: str) -> str:
+    """The skip reason of a task whose image (or base image) this machine does not have."""
+    return f"{engine}: image {image} is not available here (not present locally, not pulled)"
+
+
+def unavailable_image(skip_reason: str | None) -> str | None:
+    """The image an `unavailable_reason` names, or None for any other skip reason."""
+    match = _UNAVAILABLE.search(skip_reason or "")
+    return match.group(1) if match else None
+
+
+SHOWN_IMAGES = 5  # images named in the one summary line; the rest are counted
+
+
+def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
+    """What the execution checks did, said once: `outcomes` holds (ran, skip reason) per task.
+    Tasks skipped because their image is not here make one line naming the images; other
+    reasons one line each with their task count."""
+    unavailable: dict[str, int] = {}
+    others: dict[str, int] = {}
+    for ran, reason in outcomes:
+        if ran or not reason.strip():
+            continue
+        image = unavailable_image(reason)
+        if image is not None:
+            unavailable[image] = unavailable.get(image, 0) + 1
+        else:
+            others[reason.strip()] = others.get(reason.strip(), 0) + 1
+    lines = []
+    if unavailable:
+        could_run = sum(1 for did, _ in outcomes if did)
+        shown = ", ".join(list(unavailable)[:SHOWN_IMAGES])
+        more = len(unavailable) - SHOWN_IMAGES
+        lines.append(
+            f"{could_run} of {len(outcomes)} tasks could run: {sum(unavailable.values())} need an image "
+            f"that is not available here ({shown}{f' and {more} more' if more > 0 else ''}); "
+            "`--no-execution` skips this step"
+        )
+    for reason, count in others.items():
+        lines.append(f"{reason} ({count} task{'s' if count != 1 else ''})")
+    return lines

@@ -1,0 +1,441 @@
+"""The review loop: a sheet where a person marks each reported finding confirmed, rejected or
+unsure (with a note), the precision those verdicts give, and a gold file of the confirmed
+findings for the next audit of the benchmark.
+
+The sheet is ``review.csv`` in the run directory, one row per reported finding of each source
+(a model, or the static checks), columns `COLUMNS`. Rows are keyed by a finding id made from
+what identifies the finding (task, source, subcategory, title, first citation), so writing the
+sheet again after a resumed or extended run keeps every verdict and note already given; rows
+of findings the run no longer has stay in the sheet and are counted as stale.
+
+Reviewed precision (per source, and over all sources) = confirmed / (confirmed + rejected)
+among the source's reported findings; unsure and unreviewed findings are counted but are in
+neither term. It is a property of the reviewed findings only, not a recall.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import hashlib
+import io
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from metaeval.errors import ConfigError
+from metaeval.protocols.audit.ensemble import merge_findings
+from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
+from metaeval.protocols.audit.gold import load_gold
+from metaeval.records.durable import atomic_write
+from metaeval.report.markdown import markdown_table
+
+REVIEW_FILE = "review.csv"
+COLUMNS = (
+    "finding_id",
+    "task",
+    "subcategory",
+    "severity",
+    "tier",
+    "source",
+    "title",
+    "verdict",
+    "note",
+)
+VERDICTS = ("confirmed", "rejected", "unsure")
+MAX_NOTE = 4000
+ALL_SOURCES = "all sources"
+_LOCK = threading.Lock()
+
+
+def finding_id(f: Finding) -> str:
+    """A short id that stays the same while the finding does (task, source, subcategory,
+    title and first citation; a merged finding keeps its representative's first citation, so
+    it gets the representative's id)."""
+    first = f.evidence[0] if f.evidence else None
+    key = [
+        f.task_id,
+        f.source,
+        f.subcategory,
+        f.title,
+        [first.file, first.line_start, first.line_end] if first else None,
+    ]
+    digest = hashlib.sha256(json.dumps(key, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return "F-" + digest[:10]
+
+
+@dataclass(frozen=True)
+class ReviewRow:
+    finding_id: str
+    task: str
+    subcategory: str
+    severity: str
+    tier: str
+    source: str
+    title: str
+    verdict: str = ""  # "" = not reviewed yet
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        return [str(getattr(self, c)) for c in COLUMNS]
+
+
+def row_for(f: Finding) -> ReviewRow:
+    return ReviewRow(
+        finding_id=finding_id(f),
+        task=f.task_id,
+        subcategory=f.subcategory,
+        severity=f.severity,
+        tier=f.evidence_tier or "",
+        source=f.source,
+        title=" ".join(f.title.split()),
+    )
+
+
+def sheet_path(run_dir: Path) -> Path:
+    return Path(run_dir) / REVIEW_FILE
+
+
+def check_verdict(value: str, where: str, file: str) -> str:
+    """A verdict as stored (lower case; "" = not reviewed), or a ConfigError naming `where`."""
+    verdict = value.strip().lower()
+    if verdict and verdict not in VERDICTS:
+        raise ConfigError(
+            f"unknown verdict '{value.strip()}' (expected {', '.join(VERDICTS)}, or empty for "
+            "not reviewed)",
+            file=file,
+            field=where,
+        )
+    return verdict
+
+
+def read_sheet(path: Path) -> list[ReviewRow]:
+    """The rows of a review sheet; a bad header, verdict or duplicate id is a ConfigError
+    naming the file, the row (as a spreadsheet numbers it, header = row 1) and the column."""
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ConfigError(
+            "no review sheet (write one with `metaeval audit review RUN`)", file=file
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the review sheet: {exc}", file=file) from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ConfigError(
+            f"missing column(s) {', '.join(missing)} (expected {', '.join(COLUMNS)})",
+            file=file,
+            field="row 1",
+        )
+    rows: list[ReviewRow] = []
+    seen: dict[str, int] = {}
+    for record in reader:
+        line = reader.line_num
+        values = {c: (record.get(c) or "").strip() for c in COLUMNS}
+        fid = values["finding_id"]
+        if not fid:
+            raise ConfigError("empty finding_id", file=file, field=f"row {line}, column finding_id")
+        if fid in seen:
+            raise ConfigError(
+                f"finding {fid} is listed twice (also row {seen[fid]})",
+                file=file,
+                field=f"row {line}, column finding_id",
+            )
+        seen[fid] = line
+        values["verdict"] = check_verdict(values["verdict"], f"row {line}, column verdict", file)
+        rows.append(ReviewRow(**values))
+    return rows
+
+
+def write_sheet(path: Path, rows: list[ReviewRow]) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(row.cells() for row in rows)
+    atomic_write(path, buffer.getvalue().encode("utf-8"))
+
+
+@contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """One writer of the sheet at a time (threads of the viewer, and processes)."""
+    with _LOCK:
+        fd = os.open(Path(run_dir) / ".review.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def reported(findings: list[Finding]) -> list[Finding]:
+    """The findings a sheet lists: reported ones, one per id, by task, severity, source."""
+    by_id: dict[str, Finding] = {}
+    for f in findings:
+        if f.reported:
+            by_id.setdefault(finding_id(f), f)
+    return sorted(
+        by_id.values(), key=lambda f: (f.task_id, SEVERITY_ORDER[f.severity], f.source, f.title)
+    )
+
+
+def merged_rows(findings: list[Finding], old: list[ReviewRow]) -> list[ReviewRow]:
+    """Rows of the run's findings, each with the verdict and note already given to its id,
+    then the old rows whose finding the run no longer has (kept: they are a person's work)."""
+    given = {r.finding_id: r for r in old}
+    rows = []
+    for f in reported(findings):
+        row = row_for(f)
+        before = given.pop(row.finding_id, None)
+        rows.append(
+            row if before is None else replace(row, verdict=before.verdict, note=before.note)
+        )
+    return rows + list(given.values())
+
+
+def write_review(run_dir: Path, findings: list[Finding]) -> tuple[Path, list[ReviewRow]]:
+    """Write (or bring up to date) the run's review sheet; verdicts already given stay."""
+    path = sheet_path(run_dir)
+    with locked(run_dir):
+        old = read_sheet(path) if os.path.lexists(path) else []
+        rows = merged_rows(findings, old)
+        write_sheet(path, rows)
+    return path, rows
+
+
+def set_verdict(
+    run_dir: Path, findings: list[Finding], fid: str, verdict: str, note: str
+) -> ReviewRow:
+    """Record one verdict and note (the viewer's review controls); the sheet is written first
+    when the run has none. Unknown ids and verdicts are ConfigErrors."""
+    path = sheet_path(run_dir)
+    verdict = check_verdict(verdict, "verdict", str(path))
+    if len(note) > MAX_NOTE:
+        raise ConfigError(f"note longer than {MAX_NOTE} characters", field="note")
+    note = " ".join(note.split())
+    with locked(run_dir):
+        old = read_sheet(path) if os.path.lexists(path) else []
+        rows = merged_rows(findings, old)
+        for i, row in enumerate(rows):
+            if row.finding_id == fid:
+                rows[i] = replace(row, verdict=verdict, note=note)
+                write_sheet(path, rows)
+                return rows[i]
+    raise ConfigError(f"no reported finding {fid!r} in this run", field="finding_id")
+
+
+def verdicts(run_dir: Path) -> dict[str, ReviewRow]:
+    """The sheet's rows by finding id ({} when the run has no sheet)."""
+    path = sheet_path(run_dir)
+    if not os.path.lexists(path):
+        return {}
+    return {r.finding_id: r for r in read_sheet(path)}
+
+
+# ---------------------------------------------------------------------------------- precision
+
+
+class SourceReview(BaseModel):
+    """The verdicts on one source's reported findings."""
+
+    name: str
+    n_findings: int
+    confirmed: int = 0
+    rejected: int = 0
+    unsure: int = 0
+    unreviewed: int = 0
+    precision: float | None = None  # confirmed / (confirmed + rejected); None when both are 0
+
+
+class ReviewSummary(BaseModel):
+    """Reviewed precision per source and over all sources, from the run's review sheet."""
+
+    path: str
+    rows: list[SourceReview] = Field(default_factory=list)
+    stale: int = 0  # sheet rows whose finding the run no longer reports
+
+    def columns(self) -> list[str]:
+        return ["Source", "Findings", "Confirmed", "Rejected", "Unsure", "Unreviewed",
+                "Reviewed precision"]  # fmt: skip
+
+    def table_rows(self) -> list[list[str]]:
+        return [
+            [
+                r.name,
+                str(r.n_findings),
+                str(r.confirmed),
+                str(r.rejected),
+                str(r.unsure),
+                str(r.unreviewed),
+                "n/a" if r.precision is None else f"{100 * r.precision:.1f}",
+            ]
+            for r in self.rows
+        ]
+
+    def explanation(self) -> str:
+        text = (
+            f"From the review sheet {self.path}: reviewed precision = confirmed / (confirmed + "
+            "rejected); unsure and unreviewed findings are in neither term; percentages."
+        )
+        if self.stale:
+            text += f" {self.stale} row(s) of the sheet name findings this run no longer has."
+        return text
+
+    def to_markdown(self) -> str:
+        return "\n".join(
+            [
+                "## Precision against the reviewed findings\n",
+                self.explanation() + "\n",
+                markdown_table(self.columns(), self.table_rows()),
+            ]
+        )
+
+
+def _tally(name: str, findings: list[Finding], given: dict[str, ReviewRow]) -> SourceReview:
+    counts = {"confirmed": 0, "rejected": 0, "unsure": 0, "": 0}
+    for f in findings:
+        row = given.get(finding_id(f))
+        counts[row.verdict if row else ""] += 1
+    judged = counts["confirmed"] + counts["rejected"]
+    return SourceReview(
+        name=name,
+        n_findings=len(findings),
+        confirmed=counts["confirmed"],
+        rejected=counts["rejected"],
+        unsure=counts["unsure"],
+        unreviewed=counts[""],
+        precision=counts["confirmed"] / judged if judged else None,
+    )
+
+
+def summarize(findings: list[Finding], given: dict[str, ReviewRow], path: str) -> ReviewSummary:
+    shown = reported(findings)
+    sources = sorted({f.source for f in shown})
+    rows = [_tally(s, [f for f in shown if f.source == s], given) for s in sources]
+    if len(sources) > 1:
+        rows.append(_tally(ALL_SOURCES, shown, given))
+    ids = {finding_id(f) for f in shown}
+    return ReviewSummary(path=path, rows=rows, stale=sum(1 for k in given if k not in ids))
+
+
+def review_summary(run_dir: Path, findings: list[Finding]) -> ReviewSummary | None:
+    """The reviewed precision of `findings` (the run's valid findings) from the run's sheet;
+    None when the run has no sheet. What `audit score` adds to its report."""
+    given = verdicts(run_dir)
+    if not given:
+        return None
+    return summarize(findings, given, str(sheet_path(run_dir)))
+
+
+# -------------------------------------------------------------------------------------- gold
+
+
+def _evidence_text(f: Finding, note: str) -> str:
+    cites = []
+    for ev in f.evidence:
+        lines = ""
+        if ev.line_start is not None:
+            end = ev.line_end if ev.line_end not in (None, ev.line_start) else None
+            lines = f":{ev.line_start}" + (f"-{end}" if end is not None else "")
+        cites.append(
+            f"{ev.file}{lines}" + (f" ({' '.join(ev.snippet.split())[:200]})" * bool(ev.snippet))
+        )
+    parts = ["; ".join(cites)] if cites else []
+    if note:
+        parts.append(f"reviewer: {note}")
+    return " | ".join(parts)
+
+
+def gold_issues(findings: list[Finding], given: dict[str, ReviewRow]) -> dict[str, list[dict]]:
+    """The confirmed findings as gold issues per task: duplicates across sources (the
+    ensemble's merge rule) become one issue, with the id of their representative."""
+    confirmed = [
+        f
+        for f in reported(findings)
+        if (r := given.get(finding_id(f))) and r.verdict == "confirmed"
+    ]
+    out: dict[str, list[dict]] = {}
+    for m in merge_findings(confirmed):
+        notes = [
+            given[finding_id(f)].note
+            for f in confirmed
+            if f.task_id == m.task_id and f.source in m.sources and given[finding_id(f)].note
+        ]
+        issue = {
+            "id": finding_id(m),
+            "description": " ".join(f"{m.title}. {m.description}".split()),
+            "category": m.subcategory,
+            "evidence": _evidence_text(m, " / ".join(dict.fromkeys(notes))),
+        }
+        out.setdefault(m.task_id, []).append(issue)
+    return out
+
+
+def write_gold(path: Path, findings: list[Finding], given: dict[str, ReviewRow]) -> tuple[int, int]:
+    """Write the confirmed findings as a gold file (docs/formats/gold.md). An existing gold
+    file at `path` is kept and added to: its issues stay, confirmed findings whose id it does
+    not hold yet are appended. Returns (issues added, issues in the file)."""
+    path = Path(path)
+    data: dict[str, dict[str, Any]] = {}
+    if os.path.lexists(path):
+        for task, old in load_gold(path).tasks.items():
+            data[task] = {"issues": [i.model_dump(exclude={"task_id"}) for i in old]}
+    added = 0
+    for task, new in gold_issues(findings, given).items():
+        entry = data.setdefault(task, {"issues": []})
+        known = {i["id"] for i in entry["issues"]}
+        for issue in new:
+            if issue["id"] not in known:
+                entry["issues"].append(issue)
+                added += 1
+    text = json.dumps({"tasks": data}, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(path, text.encode("utf-8"))
+    load_gold(path)  # what was written reads back as a valid gold file
+    return added, sum(len(e["issues"]) for e in data.values())
+
+
+# --------------------------------------------------------------------------------------- CLI
+
+
+def review_cli(run_dir: Path, to_gold: Path | None) -> list[str]:
+    """`metaeval audit review`: write the sheet, or (with `to_gold`) the gold file; the lines
+    to print."""
+    from metaeval.protocols.audit.summary import valid_findings
+    from metaeval.records import RunDir
+
+    run = RunDir.open_existing(run_dir, "audit")
+    try:
+        findings = valid_findings(run)
+    finally:
+        run.close()
+    if to_gold is not None:
+        given = {r.finding_id: r for r in read_sheet(sheet_path(run_dir))}
+        added, total = write_gold(to_gold, findings, given)
+        return [
+            f"gold: {to_gold}: {added} confirmed finding(s) added, {total} issue(s) in the file",
+            f"score the next audit with: metaeval audit score RUN --gold {to_gold}",
+        ]
+    path, rows = write_review(run_dir, findings)
+    summary = summarize(findings, {r.finding_id: r for r in rows}, str(path))
+    done = sum(1 for r in rows if r.verdict)
+    lines = [
+        f"review sheet: {path} ({len(rows)} finding(s), {done} with a verdict); set the verdict "
+        f"column to {', '.join(VERDICTS)} and add a note, then run `metaeval audit score` "
+        "or `metaeval audit review --to-gold FILE`",
+    ]
+    for r in summary.rows:
+        shown = "n/a" if r.precision is None else f"{100 * r.precision:.1f}%"
+        lines.append(
+            f"{r.name}: reviewed precision {shown} ({r.confirmed} confirmed, {r.rejected} "
+            f"rejected, {r.unsure} unsure, {r.unreviewed} not reviewed)"
+        )
+    return lines

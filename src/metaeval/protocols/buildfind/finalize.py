@@ -1,0 +1,322 @@
+"""After the find phase: rows table, implementation labels, analysis, tables and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, panel_notes
+from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
+from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
+from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
+from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
+from metaeval.protocols.buildfind.rows import read_rows, write_rows
+from metaeval.protocols.buildfind.view_evidence import view_layer
+from metaeval.records import RunDir
+
+RUN_COLUMNS = ["slice", "task", "builder", "build_trial", "finder", "find_trial"]
+LABELS_DIR = "labels"
+REVIEW_CSV = "review.csv"
+PRELABELS = "prelabels.parquet"
+
+
+def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.DataFrame:
+    """Consensus prelabels from base finders, a review CSV for the rest, merged with provenance.
+
+    An existing review CSV (possibly filled in by a person) is never overwritten; its filled
+    labels are applied. A new review CSV is written only when none exists yet.
+    """
+    from metaeval.protocols.buildfind.labels import (
+        apply_labels,
+        consensus_prelabels,
+        read_review_csv,
+        review_queue,
+        write_review_csv,
+    )
+
+    labels_dir = run.path / LABELS_DIR
+    prelabels = consensus_prelabels(rows, base_finders) if base_finders else None
+    if prelabels is not None:
+        write_parquet(prelabels, labels_dir / PRELABELS, run.path)
+    review_path = labels_dir / REVIEW_CSV
+    reviewed = read_review_csv(review_path) if review_path.is_file() else None
+    if reviewed is None:
+        queue = review_queue(rows, prelabels, _question_texts(run))
+        write_review_csv(queue, review_path, run.path)
+    return apply_labels(rows, prelabels, reviewed)
+
+
+def _question_texts(run: RunDir) -> dict[object, str]:
+    """(task, question id) -> question text, from the pack named in the run config."""
+    from metaeval.protocols.buildfind.pack import load_pack
+
+    pack_path = run.manifest.get("config", {}).get("pack")
+    if not pack_path or not Path(pack_path).is_dir():
+        return {}
+    pack = load_pack(Path(pack_path))
+    return {(t.task_id, q.id): q.question for t in pack.tasks.values() for q in t.questions}
+
+
+def analyze_rows(
+    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+) -> dict[str, pl.DataFrame]:
+    """Every table of the analysis, from the rows table alone (plus builder tokens if known);
+    `panels` is matched (the paper's) or cross (see `analysis.panels`)."""
+    from metaeval.protocols.buildfind.analysis.suite import run_analysis
+
+    return run_analysis(rows, builds, panels)
+
+
+def write_outputs(
+    tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
+) -> list[Path]:
+    """tables/ (CSV, Parquet, README) plus report.md and report.html."""
+    from metaeval.protocols.buildfind.report_pages import write_report
+    from metaeval.protocols.buildfind.tables import write_tables
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    warnings = list(meta.get("warnings") or [])
+    return [*write_tables(tables, out_dir, warnings), *write_report(tables, meta, out_dir)]
+
+
+def self_labelled_finders(rows: pl.DataFrame, base_finders: list[str]) -> list[str]:
+    """Scored finders whose own answers made the consensus prelabels of their scoring set.
+
+    A consensus prelabel is ``implemented_gold`` exactly when the base finders all answered
+    the gold option, so a base finder that is also scored is right by construction on every
+    prelabelled question: its audited recovery measures agreement with itself.
+    """
+    if not base_finders:
+        return []
+    formal = rows.filter(
+        (pl.col("slice") == "formal") & (pl.col("label_source") == "consensus_prelabel")
+    )
+    scored = set(formal.get_column("finder").unique().to_list())
+    return sorted(scored & set(base_finders))
+
+
+def self_label_warning(finders: list[str]) -> str | None:
+    """The warning shown by the CLI, the report and tables/README.md, or None."""
+    if not finders:
+        return None
+    names = ", ".join(finders)
+    return (
+        f"labels come from the finders being scored: the consensus prelabels were made from the "
+        f"answers of {names}, which {'is' if len(finders) == 1 else 'are'} also scored, so "
+        f"formal recovery is correct by construction on every prelabelled question. Use "
+        f"independent base_finders or fill labels/{REVIEW_CSV} by hand."
+    )
+
+
+HEADLINE = {
+    "formal_recovery": ("compile_pass", "formal recovery"),
+    "question_only_accuracy": ("question_only", "question-only accuracy"),
+    "spec_only_accuracy": ("spec_only", "spec-only accuracy"),
+}
+"""Summary key -> (calibration-table slice, name shown everywhere). The CLI, the report and
+summary.json quote the calibration table's pooled (task "all") accuracy under these names."""
+
+
+def headline(tables: dict[str, pl.DataFrame]) -> dict[str, float | None]:
+    """The pooled accuracies of the calibration table, keyed as in `HEADLINE`."""
+    calibration = tables.get("calibration")
+    out: dict[str, float | None] = {}
+    for key, (slice_name, _) in HEADLINE.items():
+        value = None
+        if calibration is not None and calibration.height:
+            hit = calibration.filter((pl.col("slice") == slice_name) & (pl.col("task") == "all"))
+            if hit.height:
+                value = hit.get_column("accuracy").item()
+        out[key] = value
+    return out
+
+
+def headline_text(summary: dict[str, Any]) -> str:
+    """'formal recovery 1.000, question-only accuracy 0.500, ...' (3 places, as the tables)."""
+    parts = []
+    for key, (_, name) in HEADLINE.items():
+        value = summary.get(key)
+        parts.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
+    return ", ".join(parts)
+
+
+def mark_self_labelled(tables: dict[str, pl.DataFrame], finders: list[str]) -> None:
+    """finder_calibration gets `labels_from_self`: the finder's answers made its labels."""
+    table = tables.get("finder_calibration")
+    if table is not None:
+        tables["finder_calibration"] = table.with_columns(
+            labels_from_self=pl.col("finder").cast(pl.Utf8).is_in(finders)
+        )
+
+
+def finalize_run(run: RunDir) -> dict[str, Any]:
+    """Rows, labels, analysis and report for a run directory; returns a summary."""
+    config = dict(run.manifest.get("config", {}))
+    # a later evidence layer may have other settings (`--new-layer`): its own apply
+    layer: dict[str, Any] = next(
+        (e for e in reversed(run.layers) if e.get("name") == run.layer), {}
+    )
+    config.update(layer.get("settings") or {})
+    base_finders = list(config.get("base_finders", []))
+    rows = rows_from_records(run)
+    rows = label_rows(run, rows, base_finders)
+    write_rows(rows, run.path)
+    builds = builds_table(run)
+    tables = analyze_rows(rows, builds, config.get("panels", DEFAULT_PANELS))
+    # restricted views: their own rows and tables
+    tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
+    self_labelled = self_labelled_finders(rows, base_finders)
+    mark_self_labelled(tables, self_labelled)
+    figures = headline(tables)
+    warning = self_label_warning(self_labelled)
+    warnings = ([warning] if warning else []) + panel_notes(tables.get("effort_panels"))
+    meta = {
+        "run_id": run.path.name,
+        "pack": config.get("pack"),
+        "builders": [b["name"] for b in config.get("builders", [])],
+        "finders": [f["name"] for f in config.get("finders", [])],
+        "r_build": config.get("r_build"),
+        "r_find": config.get("r_find"),
+        "rows": rows.height,
+        **{HEADLINE[key][1]: value for key, value in figures.items()},
+        "panels": config.get("panels", DEFAULT_PANELS),
+        "warnings": warnings,
+    }
+    tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
+    failed = failed_cells(run)
+    tables[FAILED_TABLE] = failed
+    meta["failed_cells"] = failure_counts(failed)
+    paths = write_outputs(tables, meta, run.path)
+    summary = {
+        **{k: v for k, v in meta.items() if k not in {name for _, name in HEADLINE.values()}},
+        **figures,
+        "failed_cell_reasons": failed.to_dicts(),
+        "builds": builds.height,
+        "compile_failed": builds.filter(pl.col("compile_pass").not_()).height,
+        "find_runs": rows.select(RUN_COLUMNS).unique().height,
+        "self_labelled_finders": self_labelled,
+        "unlabeled_review_rows": unlabeled_review_rows(run.path),
+        "outputs": [str(p.relative_to(run.path)) for p in paths],
+    }
+    run.write_summary(summary)
+    return summary
+
+
+def unlabeled_review_rows(run_path: Path) -> int | None:
+    """Rows of labels/review.csv whose label is still empty (None without a review CSV)."""
+    path = run_path / LABELS_DIR / REVIEW_CSV
+    if not path.is_file():
+        return None
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as handle:
+        return sum(1 for row in csv.DictReader(handle) if not (row.get("label") or "").strip())
+
+
+EVIDENCE_AUDIT_CSV = "evidence_audit.csv"
+
+
+def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
+    """Write the stratified evidence-audit sample for labelling, with each answer's cited
+    evidence from the find records; once a person has filled `evidence_label`, summarize it
+    (Table 12). A filled file is never overwritten."""
+    from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
+
+    path = run.path / LABELS_DIR / EVIDENCE_AUDIT_CSV
+    if not path.is_file():
+        if sample is None or sample.height == 0:
+            return {}
+        _write_evidence_sample(run, sample, path)
+    # The summary is always read back from the file, so the run that writes the sample and
+    # every later run report the same table (a finished run is a fixed point).
+    try:
+        labelled = csv_unescaped(pl.read_csv(path, infer_schema_length=0, encoding="utf8"))
+        if "evidence_label" in labelled.columns:
+            labelled = labelled.with_columns(pl.col("evidence_label").fill_null(""))
+        return {"evidence_audit_summary": evidence_audit_summary(labelled)}
+    except ConfigError as exc:
+        raise ConfigError(str(exc), file=str(path)) from exc
+    except pl.exceptions.PolarsError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError(f"malformed CSV: {first}", file=str(path)) from exc
+
+
+def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> None:
+    from metaeval.protocols.buildfind.records import FIND_KEY, FINDS, logical_view
+
+    finds = logical_view(run.read(FINDS), FIND_KEY)
+    evidence = []
+    for row in sample.iter_rows(named=True):
+        record = finds.get(
+            (
+                "formal",
+                row["task"],
+                row["builder"],
+                row["build_trial"],
+                row["finder"],
+                row["find_trial"],
+            ),
+            {},
+        )
+        answer = (record.get("answers") or {}).get(row["question_id"], {})
+        evidence.append(
+            {
+                "evidence_files": "; ".join(map(str, answer.get("evidence_files") or [])),
+                "evidence_symbols": "; ".join(map(str, answer.get("evidence_symbols") or [])),
+                "rationale": str(answer.get("rationale") or ""),
+            }
+        )
+    joined = pl.concat(
+        [
+            sample,
+            pl.DataFrame(
+                evidence,
+                schema={
+                    "evidence_files": pl.Utf8,
+                    "evidence_symbols": pl.Utf8,
+                    "rationale": pl.Utf8,
+                },
+            ),
+        ],
+        how="horizontal",
+    )
+    write_csv(joined, path, run.path)
+
+
+def analyze_rows_file(
+    path: Path, out_dir: Path, view_rows: Path | None = None, panels: str = DEFAULT_PANELS
+) -> list[Path]:
+    """`analyze --rows FILE`: every published number recomputed from released rows (and the
+    per-view tables from released view rows, when given), with matched or cross panels."""
+    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
+
+    rows = read_rows(path)
+    tables = analyze_rows(rows, None, panels)
+    if view_rows is not None:
+        tables.update(view_tables(rows, read_view_rows(view_rows), tables, panels))
+    meta = {
+        "run_id": path.stem,
+        "pack": None,
+        "rows": rows.height,
+        "source": str(path),
+        "panels": panels,
+        "warnings": panel_notes(tables.get("effort_panels")),
+        **{HEADLINE[key][1]: value for key, value in headline(tables).items()},
+    }
+    return write_outputs(tables, meta, out_dir)
+
+
+def run_and_finalize(config: Any, run_dir: Path, new_layer: str | None = None) -> tuple[dict, dict]:
+    """Build and find (resuming), then rows, labels, analysis and report: (counts, summary)."""
+    from metaeval.protocols.buildfind.run import BuildFindRun
+
+    bf = BuildFindRun(config, run_dir, new_layer=new_layer)
+    counts = bf.run()
+    run = bf.open()
+    try:
+        return counts, finalize_run(run)
+    finally:
+        run.close()

@@ -1,0 +1,285 @@
+"""Build-and-find report: Markdown and one self-contained HTML page.
+
+The Markdown report has a run summary and every table. The HTML page adds the figures of
+`report_figures` (SVG inlined into the page). The page
+loads nothing from elsewhere: CSS is inline, the SVG carries no external references, and all
+table text is HTML-escaped by jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import polars as pl
+from markupsafe import Markup
+
+from metaeval.protocols.buildfind.report_figures import (
+    NA,
+    affinity_figure,
+    kendall_figure,
+    rb_figure,
+)
+from metaeval.protocols.buildfind.tables import TABLE_DOCS, TABLE_TITLES, column_doc, table_order
+from metaeval.records.durable import atomic_write
+from metaeval.report.html import printable_output, shared_css
+from metaeval.report.markdown import markdown_table, md_text
+
+TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
+HTML_TEMPLATE = "templates/report.html.j2"
+
+# meta key -> label in the summary, in display order; other keys follow under their own name
+SUMMARY_FIELDS = {
+    "run_id": "Run",
+    "pack": "Task pack",
+    "builders": "Builders",
+    "finders": "Finders",
+    "trials": "Trials",
+    "rows": "Question rows",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+
+def fmt_value(value: Any) -> str:
+    """Cell text: floats to 3 places, null and NaN as 'n/a'."""
+    if value is None:
+        return NA
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return NA
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt_value(v) for v in value) + "]"
+    return str(value)
+
+
+def _meta_text(value: Any) -> str:
+    if value is None:
+        return NA
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_meta_text(v)}" for k, v in value.items()) or NA
+    if isinstance(value, (list, tuple, set)):
+        items = sorted(value, key=str) if isinstance(value, set) else list(value)
+        return f"{', '.join(str(v) for v in items)} ({len(items)})" if items else NA
+    return fmt_value(value)
+
+
+def summary_items(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs for the run summary: known fields first, then any other key.
+
+    ``trials`` may be given directly or as ``r_build`` / ``r_find`` (trial counts per cell).
+    """
+    meta = dict(meta)
+    if "trials" not in meta and ("r_build" in meta or "r_find" in meta):
+        meta["trials"] = {"build": meta.pop("r_build", None), "find": meta.pop("r_find", None)}
+    meta.pop("warnings", None)  # shown on their own, above the summary
+    items = [(label, _meta_text(meta.get(key))) for key, label in SUMMARY_FIELDS.items()]
+    items += [(str(k), _meta_text(v)) for k, v in meta.items() if k not in SUMMARY_FIELDS]
+    return items
+
+
+def _is_numeric(dtype: pl.DataType) -> bool:
+    return dtype.is_numeric()
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_text(text: str) -> str:
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> str:
+    """The Markdown report: run summary, then each table (floats to 3 places, nulls 'n/a')."""
+    title = "Build-and-find report"
+    out = [f"# {title}", ""]
+    out += [f"> **Warning:** {_md_text(w)}\n" for w in meta.get("warnings") or []]
+    out += ["## Summary", ""]
+    out += [f"- **{label}**: {_md_text(text)}" for label, text in summary_items(meta)]
+    out += [
+        "",
+        "Figures (R_b bars, affinity heatmap, Kendall tau heatmaps) are in `report.html`.",
+        "",
+    ]
+    out += _markdown_sections(tables)
+    out += ["## Tables", ""]
+    if not tables:
+        out += ["No tables.", ""]
+    for name in table_order(set(tables)):
+        df = tables[name]
+        out += [f"### {name}", ""]
+        if name in TABLE_TITLES:
+            out += [TABLE_TITLES[name], ""]
+        if df.height == 0:
+            columns = ", ".join(f"`{c}`" for c in df.columns) or "none"
+            out += [f"_No rows._ Columns: {columns}.", ""]
+            continue
+        rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
+        out += [markdown_table(df.columns, rows)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
+    """Per-view sections and the claim-evidence map (report_extra_sections.py)."""
+    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
+
+    out = []
+    for section in extra_sections(tables):
+        out += [f"## {section.title}", "", section.intro, ""]
+        for caption, df in section.blocks:
+            if caption:
+                out += [f"**{caption}**", ""]
+            rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
+            out += [markdown_table(df.columns, rows)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML
+
+
+def load_template_text() -> str:
+    """The HTML template's text, read as package data."""
+    return (resources.files(TEMPLATE_PACKAGE) / HTML_TEMPLATE).read_text(encoding="utf-8")
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=printable_output,
+    )
+
+
+def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+    out = []
+    for name in table_order(set(tables)):
+        df = tables[name]
+        columns = [
+            {
+                "name": c,
+                "doc": column_doc(name, c) or "not documented",
+                "numeric": _is_numeric(t),
+            }
+            for c, t in df.schema.items()
+        ]
+        out.append(
+            {
+                "name": name,
+                "anchor": f"table-{re.sub(r'[^A-Za-z0-9_-]', '-', name)}",
+                "title": TABLE_TITLES.get(name, ""),
+                "columns": columns,
+                "rows": [[fmt_value(v) for v in row] for row in df.iter_rows()],
+                "known": name in TABLE_DOCS,
+            }
+        )
+    return out
+
+
+def render_html(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no external assets)."""
+    figures = [
+        {
+            "id": "fig-rb",
+            "title": "Conditional inspection effort R_b by effort panel",
+            "caption": "Lower is less inspection effort; each bar is annotated with R_b and the "
+            "number of contributing all-correct finder-task cells |C_b| (out of the panel's "
+            "cells when known). Builders with no contributing cell show n/a. When the table "
+            "stacks several effort metrics, the reported total-byte metric is drawn.",
+            "svg": Markup(rb_figure(tables.get("rb_effort"))),
+        },
+        {
+            "id": "fig-affinity",
+            "title": "Builder-finder affinity residuals",
+            "caption": "Recovery residual after removing builder and finder means, one matrix "
+            "per effort panel (affinity is panel-local: every mean is taken inside the panel). "
+            "Red is above marginal recovery, blue below; grey cells have no data.",
+            "svg": Markup(affinity_figure(tables.get("affinity"))),
+        },
+        {
+            "id": "fig-kendall",
+            "title": "Kendall tau between finders' builder-effort orderings",
+            "caption": "One heatmap per effort panel (rows) and task (columns); the diagonal "
+            "is left blank.",
+            "svg": Markup(kendall_figure(tables.get("kendall_tau"))),
+        },
+    ]
+    template = _environment().from_string(load_template_text())
+    run_id = meta.get("run_id")
+    return template.render(
+        shared_css=shared_css(),
+        title="Build-and-find report" + (f": {run_id}" if run_id else ""),
+        summary=summary_items(meta),
+        warnings=list(meta.get("warnings") or []),
+        figures=figures,
+        tables=_html_tables(tables),
+        sections=_html_sections(tables),
+    )
+
+
+def _source_link(column: str, value: Any, tables: dict[str, pl.DataFrame]) -> str | None:
+    """The claim map's `source` cells ("table.column [...]") link to that table's section."""
+    if column != "source" or not isinstance(value, str):
+        return None
+    table = value.split(".", 1)[0]
+    return f"#table-{re.sub(r'[^A-Za-z0-9_-]', '-', table)}" if table in tables else None
+
+
+def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
+
+    return [
+        {
+            "id": s.id,
+            "title": s.title,
+            "intro": s.intro,
+            "blocks": [
+                {
+                    "caption": caption,
+                    "columns": [
+                        {"name": c, "numeric": _is_numeric(t)} for c, t in df.schema.items()
+                    ],
+                    "rows": [
+                        [
+                            {"text": fmt_value(v), "href": _source_link(c, v, tables)}
+                            for c, v in zip(df.columns, row, strict=True)
+                        ]
+                        for row in df.iter_rows()
+                    ],
+                }
+                for caption, df in s.blocks
+            ],
+        }
+        for s in extra_sections(tables)
+    ]
+
+
+def render_report(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> tuple[str, str]:
+    """(markdown, html) for the given analysis tables and run metadata."""
+    return render_markdown(tables, meta), render_html(tables, meta)
+
+
+def write_report(
+    tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
+) -> list[Path]:
+    """Write report.md and report.html into out_dir; returns both paths."""
+    markdown, html = render_report(tables, meta)
+    out_dir.mkdir(parents=True, exist_ok=True)  # the directory the user named
+    paths = [out_dir / "report.md", out_dir / "report.html"]
+    atomic_write(paths[0], markdown.encode("utf-8"))
+    atomic_write(paths[1], html.encode("utf-8"))
+    return paths

@@ -1,0 +1,173 @@
+"""The improve report's charts, as inline SVG: the lineage of candidates and the scores.
+
+Lineage: x is the order of the nodes (baseline, then trial by trial); the promoted chain
+runs along the top lane, every other candidate (a leaf: only promoted candidates become
+parents) on a lane below. Each edge is drawn from the ledger's parent of the node: it leaves
+its parent to the right, runs down a trunk beside the parent's column and across to the
+child, so a child is never drawn as another node's. Lanes are reused when edges do not
+overlap; the picture is tall enough for the lowest node's labels.
+"""
+
+from __future__ import annotations
+
+import html
+
+COLOURS = {
+    "baseline": "#4c78a8",
+    "promoted": "#54a24b",
+    "rejected": "#9d9d9d",
+    "invalid": "#e45756",
+}
+
+
+def score_text(value: object) -> str:
+    """A score to 3 places, 'n/a' when missing."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+X0, DX = 70, 150  # the first column and the distance between columns
+Y0, DY = 70, 110  # the top lane and the distance between lanes
+RADIUS = 26
+TRUNK = 40  # how far right of its parent's centre an edge turns down
+
+
+def _layout(nodes: list[dict]) -> dict[str, tuple[int, int]]:
+    """Node id -> (x, y): x by order; the baseline and promoted candidates on lane 0, every
+    other node on the first lane below whose edges so far end left of this edge's start."""
+    positions: dict[str, tuple[int, int]] = {}
+    lane_end: list[int] = []  # per lane below the top: the x where its last edge ends
+    for index, node in enumerate(nodes):
+        x = X0 + index * DX
+        parent = positions.get(node.get("parent") or "")
+        if node.get("decision") in ("baseline", "promoted") or parent is None:
+            positions[node["id"]] = (x, Y0)
+            continue
+        start = parent[0] + TRUNK
+        lane = next((i for i, end in enumerate(lane_end) if end < start), len(lane_end))
+        if lane == len(lane_end):
+            lane_end.append(x)
+        lane_end[lane] = x
+        positions[node["id"]] = (x, Y0 + DY * (lane + 1))
+    return positions
+
+
+def _edge(parent: tuple[int, int], child: tuple[int, int]) -> str:
+    """The path from a parent's circle to its child's: right, down the trunk, across."""
+    (x1, y1), (x2, y2) = parent, child
+    if y1 == y2:
+        return f"M{x1 + RADIUS},{y1} H{x2 - RADIUS}"
+    return f"M{x1 + RADIUS},{y1} H{x1 + TRUNK} V{y2} H{x2 - RADIUS}"
+
+
+def lineage_svg(nodes: list[dict]) -> str:
+    """Every node as a large labelled circle, an edge from each node's ledger parent to it
+    (`class="edge"`, with `data-parent` and `data-child`)."""
+    positions = _layout(nodes)
+    width = 140 + DX * max(len(nodes) - 1, 0)
+    lowest = max((y for _x, y in positions.values()), default=Y0)
+    height = lowest + RADIUS + 60  # the two label lines under the lowest node
+    parts = [
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        'aria-label="lineage of candidates" font-family="system-ui, sans-serif">'
+    ]
+    for node in nodes:
+        if node["parent"] in positions:
+            parts.append(
+                f'<path class="edge" data-parent="{html.escape(node["parent"])}" '
+                f'data-child="{html.escape(node["id"])}" '
+                f'd="{_edge(positions[node["parent"]], positions[node["id"]])}" fill="none" '
+                'stroke="#777" stroke-width="2.5"/>'
+            )
+    for node in nodes:
+        x, y = positions[node["id"]]
+        decision = node["decision"] or "n/a"
+        fill = COLOURS.get(decision, "#9d9d9d")
+        label = html.escape(node["id"])
+        title = f"{label}: {html.escape(decision)}"
+        if node.get("failure_class"):
+            title += f" ({html.escape(node['failure_class'])})"
+        parts.append(
+            f'<circle cx="{x}" cy="{y}" r="{RADIUS}" fill="{fill}" stroke="#333" '
+            f'stroke-width="1" data-node="{label}"><title>{title}</title></circle>'
+        )
+        parts.append(
+            f'<text x="{x}" y="{y + 6}" font-size="15" font-weight="600" text-anchor="middle" '
+            f'fill="#fff">{score_text(node["optimize_score"])}</text>'
+        )
+        parts.append(
+            f'<text x="{x}" y="{y + 48}" font-size="15" text-anchor="middle">{label}</text>'
+        )
+        parts.append(
+            f'<text x="{x}" y="{y + 66}" font-size="13" text-anchor="middle" fill="#555">'
+            f"{html.escape(decision)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def scores_svg(nodes: list[dict]) -> str:
+    """Optimize (solid) and held-out (dashed) score per node on a 0..1 axis with gridlines;
+    the baseline's optimize score as a dotted reference line."""
+    left, right, top, bottom = 70, 30, 40, 70
+    step = 120
+    width = left + right + step * max(len(nodes) - 1, 1)
+    plot_h = 300
+    height = top + plot_h + bottom
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (1 - value)
+
+    parts = [
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        'aria-label="scores per trial" font-family="system-ui, sans-serif">'
+    ]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        y = y_of(tick)
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e3e3e3"/>'
+        )
+        parts.append(
+            f'<text x="{left - 10}" y="{y + 5:.1f}" font-size="14" text-anchor="end">{tick:.2f}</text>'
+        )
+    parts.append(
+        f'<text x="18" y="{top + plot_h / 2:.0f}" font-size="14" text-anchor="middle" '
+        f'transform="rotate(-90 18 {top + plot_h / 2:.0f})">score</text>'
+    )
+    base = nodes[0].get("optimize_score") if nodes else None
+    if base is not None:
+        parts.append(
+            f'<line x1="{left}" y1="{y_of(base):.1f}" x2="{width - right}" y2="{y_of(base):.1f}" '
+            'stroke="#4c78a8" stroke-width="1.5" stroke-dasharray="2 4"/>'
+        )
+    for key, colour, dash in (
+        ("optimize_score", "#4c78a8", ""),
+        ("held_out_score", "#f58518", ' stroke-dasharray="8 5"'),
+    ):
+        points = [
+            (left + i * step, y_of(n[key])) for i, n in enumerate(nodes) if n.get(key) is not None
+        ]
+        if len(points) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+            parts.append(
+                f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="3"{dash}/>'
+            )
+        for x, y in points:
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}"/>')
+    for i, node in enumerate(nodes):
+        x = left + i * step
+        parts.append(
+            f'<text x="{x}" y="{top + plot_h + 24}" font-size="14" text-anchor="middle">'
+            f"{html.escape(node['id'])}</text>"
+        )
+        decision = node.get("decision") or ""
+        parts.append(
+            f'<text x="{x}" y="{top + plot_h + 44}" font-size="12" text-anchor="middle" '
+            f'fill="{COLOURS.get(decision, "#555")}">{html.escape(decision)}</text>'
+        )
+    parts.append(
+        f'<text x="{left}" y="22" font-size="14" fill="#4c78a8">&#9473; optimize</text>'
+        f'<text x="{left + 120}" y="22" font-size="14" fill="#f58518">&#9476; held-out</text>'
+        f'<text x="{left + 240}" y="22" font-size="14" fill="#4c78a8">&#8943; baseline optimize</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,172 @@
+"""Where an improve episode and its tests run, and how a write_file action reaches its /app.
+
+`--sandbox` (`improve run`) picks the room of each task's trial (`metaeval.tasks.rooms`):
+
+- `bwrap` (the default, as before): every task in bubblewrap; a task's Dockerfile or image
+  is not used (its environment/ files are copied into /app).
+- `auto`: a task with an environment (environment/Dockerfile or `[environment]
+  docker_image`) runs in a fresh container of its own image when Docker or Podman works
+  here, else in bubblewrap as with `bwrap`; a task without one runs in bubblewrap.
+- `docker` / `podman`: a task with an environment runs in that engine's container; when the
+  engine does not work, or the image cannot be built or found, the task is not run (an
+  infra_error, so the evaluation is an evaluation-framework failure, never a task failure).
+
+In a container, as in bubblewrap, the target never sees the task's tests or solution:
+/tests is copied in only for the verifier phase, /solution never. Multi-container (compose)
+environments are not supported, and a task with a symlink leading outside it is not built or
+copied from (its files would carry host files into the container).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from metaeval.sandbox.container import SANDBOX_KINDS, find_engine
+from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
+from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, ensure_image
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerBackend, ContainerRoom
+from metaeval.tasks.safe_files import walk_tree
+from metaeval.tasks.trial import Backend, Room
+
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+DEFAULT_SANDBOX = "bwrap"
+
+
+class RoomUnavailable(Exception):
+    """The task cannot run where `--sandbox` asks (infrastructure, never the task's fault)."""
+
+
+class Refused(Exception):
+    """A write_file path the harness will not write."""
+
+
+def check_sandbox(kind: str) -> str:
+    """`kind` when it is a known `--sandbox` value; ValueError naming the choices otherwise."""
+    if kind not in SANDBOX_KINDS:
+        raise ValueError(f"unknown sandbox '{kind}' ({', '.join(SANDBOX_KINDS)})")
+    return kind
+
+
+def _docker_image(config: dict[str, Any]) -> str | None:
+    environment = config.get("environment")
+    image = environment.get("docker_image") if isinstance(environment, dict) else None
+    return image if isinstance(image, str) and image else None
+
+
+def _build_timeout(config: dict[str, Any]) -> float:
+    environment = config.get("environment")
+    value = environment.get("build_timeout_sec") if isinstance(environment, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return DEFAULT_BUILD_TIMEOUT_S
+    return float(value)
+
+
+def has_environment(root: Path, config: dict[str, Any]) -> bool:
+    """True when the task names its own environment: a Dockerfile, compose file or image."""
+    names = ("Dockerfile", *COMPOSE_FILES)
+    return any((root / "environment" / n).is_file() for n in names) or bool(_docker_image(config))
+
+
+def _bwrap() -> Backend:
+    unavailable = harbor_sandbox_unavailable()
+    if unavailable is not None:
+        raise RoomUnavailable(f"sandbox unavailable: {unavailable}")
+    return BwrapBackend()
+
+
+def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
+    """The backend the task at `root` (parsed task.toml `config`) runs on under `sandbox`;
+    RoomUnavailable with the reason when it cannot run there (see the module docstring)."""
+    if sandbox == "bwrap" or not has_environment(root, config):
+        return _bwrap()
+    engine, why = find_engine(check_sandbox(sandbox))
+    if engine is None:
+        if sandbox == "auto":
+            return _bwrap()
+        raise RoomUnavailable(why or f"{sandbox} is not available")
+    compose = [n for n in COMPOSE_FILES if (root / "environment" / n).is_file()]
+    if compose:
+        raise RoomUnavailable(
+            f"multi-container environment (environment/{compose[0]}): only single-image "
+            "tasks run in a container"
+        )
+    for entry in walk_tree(root, ignore_dirs=(".git",)):
+        if entry.kind == "outside_link":
+            raise RoomUnavailable(f"{entry.rel} is a symlink leading outside the task")
+    image = ensure_image(engine, root, _docker_image(config), timeout_s=_build_timeout(config))
+    if image.status != "ok" or image.image is None:
+        tail = "\n".join(image.log.strip().splitlines()[-5:])
+        raise RoomUnavailable(
+            f"{engine.name}: {image.reason or 'no image'}" + (f"\n{tail}" if tail else "")
+        )
+    return ContainerBackend(engine, image.image)
+
+
+def write_in_room(room: Room, path: str, data: bytes, timeout_s: float) -> str:
+    """Write an agent's file to `/app/<rel>` (`path` is `/app/<rel>` or `<rel>`) and return
+    how to show it; Refused for a path the harness will not write, OSError when writing
+    fails. In bubblewrap the file is written on the host, refusing any symlink on the way
+    (one made inside the sandbox may point anywhere on the host); in a container it is
+    written inside, as the image's user, where a symlink reaches only the container."""
+    if isinstance(room, BwrapRoom):
+        target, shown = resolve_app_path(room.app, path)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return shown
+    if not isinstance(room, ContainerRoom):  # pragma: no cover - the two backends
+        raise Refused(f"cannot write files in a {type(room).__name__}")
+    shown = "/app/" + _app_relative(path).as_posix()
+    result = room.write_file(shown, data, timeout_s)
+    if not result.ok:
+        detail = (result.stderr or result.stdout).strip()[-300:] or "timed out"
+        raise OSError(0, detail)
+    return shown
+
+
+def _app_relative(path: str) -> PurePosixPath:
+    """`path` relative to /app; Refused for other absolute paths, `..`, NUL or /app itself."""
+    if not path or "\x00" in path:
+        raise Refused("empty path or NUL byte in the path")
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        try:
+            pure = pure.relative_to("/app")
+        except ValueError:
+            raise Refused(f"{path!r} is outside /app") from None
+    if not pure.parts:
+        raise Refused(f"{path!r} names /app itself, not a file")
+    if ".." in pure.parts:
+        raise Refused(f"{path!r} leaves /app ('..' is not allowed)")
+    return pure
+
+
+def resolve_app_path(app: Path, path: str) -> tuple[Path, str]:
+    """The host path for an agent's write_file path, and how to show it (/app/...).
+
+    Accepts `/app/<rel>` and `<rel>`. Refuses other absolute paths, `..`, NUL bytes, an
+    existing directory as the target, and any symlink on the way. Missing parent
+    directories are created.
+    """
+    parts = _app_relative(path).parts
+    current = app
+    for part in parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise Refused(f"{path!r} goes through a symlink ({_shown(app, current)})")
+        if not current.exists():
+            current.mkdir()
+        elif not current.is_dir():
+            raise Refused(f"{_shown(app, current)} is not a directory")
+    target = current / parts[-1]
+    if target.is_symlink():
+        raise Refused(f"{_shown(app, target)} is a symlink")
+    if target.is_dir():
+        raise Refused(f"{_shown(app, target)} is a directory")
+    return target, _shown(app, target)
+
+
+def _shown(app: Path, path: Path) -> str:
+    return "/app/" + path.relative_to(app).as_posix()

@@ -1,0 +1,49 @@
+"""The selection gate (AIE Bench Section 3.4): promote a candidate or reject it.
+
+A candidate is promoted when its optimize score is strictly better than its parent's and,
+when held-out gating is required, its held-out score holds (`must_not_regress`) or rises
+(`must_improve`) against the parent's. `record_only` records held-out scores without gating.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.node_eval import NodeEval
+
+
+def select(plan: Plan, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]:
+    """Strict improvement on optimize over the parent; held-out gates promotion if required."""
+    parent_opt = parent["optimize_score"] or 0.0
+    better = node.optimize_score is not None and node.optimize_score > parent_opt
+    held_state = "not_required"
+    held_ok = True
+    if plan.held_out_tasks:
+        cand, base = node.held_out_score, parent.get("held_out_score")
+        if plan.selection_gate == "record_only" or not plan.held_out_required:
+            held_state = "recorded"
+        elif cand is None or base is None:
+            held_state, held_ok = "unavailable", False
+        elif plan.selection_gate == "must_not_regress":
+            held_ok = cand >= base
+            held_state = "passed" if held_ok else "failed"
+        elif plan.selection_gate == "must_improve":
+            held_ok = cand > base
+            held_state = "passed" if held_ok else "failed"
+    promoted = better and held_ok
+    return {
+        "optimize": {
+            "parent": parent_opt,
+            "candidate": node.optimize_score,
+            "strictly_better": better,
+        },
+        "held_out": {
+            "gate": plan.selection_gate,
+            "state": held_state,
+            "parent": parent.get("held_out_score"),
+            "candidate": node.held_out_score,
+        },
+        "decision": "promoted" if promoted else "rejected",
+    }

@@ -1,0 +1,190 @@
+"""Improve in containers (issue 28, item 7): `--sandbox podman` runs each Harbor task whose
+environment is a Dockerfile in a fresh container of its own image, episodes and verifiers alike.
+
+Real Podman (runc) and the offline base image scripts/container-base-image.sh tags
+python:3.12-slim; the tests skip without them unless METAEVAL_REQUIRE_CONTAINER=1. The suite's
+tasks pass only where their Dockerfile ran: the reference solution copies /opt/marker, a file
+the Dockerfile's RUN step wrote, and the tests compare against that file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from improve_experiment import experiment, ledger
+from metaeval.protocols.improve.evaluate import evaluate_task
+from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
+from metaeval.protocols.improve.pact.protocol import CommandAction, WriteFileAction
+from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.scripted_steps import improve
+from metaeval.sandbox.container import find_engine
+from metaeval.tasks.images import image_exists
+from test_improve_evaluate import ScriptedClient
+
+BASE = "python:3.12-slim"
+OPTIMIZE = ("stamp-alpha", "stamp-beta")
+HELD_OUT = ("stamp-gamma",)
+PROBE = "ls /tests /solution /logs/verifier/reward.txt 2>&1 | sed 's/^/probe: /'"
+
+
+@pytest.fixture(scope="module")
+def podman():
+    found, problem = find_engine("podman")
+    if found is not None and not image_exists(found, BASE):
+        problem = f"base image {BASE} missing (run scripts/container-base-image.sh)"
+    if problem:
+        if os.environ.get("METAEVAL_REQUIRE_CONTAINER") == "1":
+            pytest.fail(f"METAEVAL_REQUIRE_CONTAINER=1 but {problem}")
+        pytest.skip(problem)
+    return found
+
+
+def stamp_task(suite: Path, name: str) -> Path:
+    """A task that passes only in its own image: /opt/marker exists there alone."""
+    task = suite / name
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text(
+        f"FROM {BASE}\nWORKDIR /app\nRUN echo 'made by the Dockerfile of {name}' > /opt/marker\n"
+    )
+    (task / "instruction.md").write_text(
+        f"# Stamp marker {name}\n\nCopy /opt/marker to stamp.txt.\n"
+    )
+    (task / "task.toml").write_text(
+        'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[agent]\ntimeout_sec = 120.0\n'
+        "[environment]\ncpus = 1\nmemory_mb = 512\nallow_internet = false\n"
+    )
+    (task / "solution").mkdir()
+    (task / "solution" / "solve.sh").write_text(
+        f"#!/bin/bash\n{PROBE}\ncp /opt/marker /app/stamp.txt\n"
+    )
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nif [ -s /opt/marker ] && cmp -s /opt/marker /app/stamp.txt; then\n"
+        "  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n"
+    )
+    return task
+
+
+def stamp_experiment(tmp_path: Path) -> tuple[Path, Path]:
+    """The scripted demo experiment pointed at a suite of stamp tasks; (manifest, suite)."""
+    manifest = experiment(tmp_path, budget=1)
+    suite = tmp_path / "stamp-suite"
+    for name in (*OPTIMIZE, *HELD_OUT):
+        stamp_task(suite, name)
+    (suite / "suite.json").write_text(
+        json.dumps(
+            {"name": "stamp", "splits": {"optimize": list(OPTIMIZE), "held_out": list(HELD_OUT)}}
+        )
+    )
+    for config in (manifest.parent / "suites").glob("*.json"):
+        data = json.loads(config.read_text())
+        config.write_text(json.dumps({**data, "tasks_dir": str(suite)}))
+    return manifest, suite
+
+
+@pytest.mark.bwrap
+def test_an_improve_run_evaluates_dockerfile_tasks_in_their_own_podman_image(podman, tmp_path):
+    manifest, suite = stamp_experiment(tmp_path)
+    summary = run_experiment(
+        manifest, meta_agent=ScriptedMetaAgent([improve(suite, OPTIMIZE)]), sandbox="podman"
+    )
+    bundle = tmp_path / "runs" / "improve-demo"
+    (entry,) = ledger(bundle)
+    # the recipe copies a file only the image has: 0/2 before, 2/2 after, held-out unchanged
+    baseline = json.loads((bundle / "baseline_evaluation.json").read_text())
+    assert baseline["optimize"]["score"] == 0.0 and baseline["held_out"]["score"] == 0.0
+    assert entry["decision"] == "promoted" and entry["optimize_score"] == 1.0
+    assert entry["held_out_score"] == 0.0 and summary["trials_consumed"] == 1
+    evaluation = json.loads(
+        (bundle / "trials" / "001" / "artifacts" / "candidates" / "evaluation.json").read_text()
+    )
+    rows = evaluation["optimize"]["tasks"] + evaluation["held_out"]["tasks"]
+    assert [r["status"] for r in rows] == ["passed", "passed", "failed"]
+    for row in rows:
+        assert row["backend"].startswith("podman ") and "localhost/metaeval-env:" in row["backend"]
+        log = (bundle / row["test_log"]).read_text()
+        assert log.startswith("[podman ") and "reward: " in log
+    # sealed in the container too: the agent's phase sees neither tests, solution nor reward
+    trace = (bundle / evaluation["optimize"]["tasks"][0]["trace"]).read_text()
+    for path in ("/tests", "/solution", "/logs/verifier/reward.txt"):
+        assert f"probe: ls: cannot access '{path}': No such file or directory" in trace
+    resolved = json.loads((bundle / "resolved_manifest.json").read_text())
+    assert resolved["sandbox"] == "podman"
+
+
+@pytest.mark.bwrap
+def test_a_resume_with_another_sandbox_is_refused(podman, tmp_path):
+    from metaeval.errors import RecordIntegrityError
+
+    manifest, suite = stamp_experiment(tmp_path)
+    run_experiment(manifest, meta_agent=ScriptedMetaAgent([improve(suite, OPTIMIZE)]))
+    with pytest.raises(RecordIntegrityError, match="sandbox changed: bwrap -> podman"):
+        run_experiment(manifest, meta_agent=ScriptedMetaAgent([]), sandbox="podman")
+
+
+def copy_marker() -> list:
+    return [
+        CommandAction(command="cp /opt/marker stamp.txt && echo copied"),
+        WriteFileAction(path="/app/notes/written.txt", content="by write_file\n"),
+        CommandAction(command="cat /app/notes/written.txt; id -un"),
+    ]
+
+
+@pytest.mark.bwrap
+def test_the_same_actions_pass_in_the_image_and_fail_in_bubblewrap(podman, tmp_path):
+    task = stamp_task(tmp_path / "suite", "stamp-alpha")
+    inside = evaluate_task(task, ScriptedClient(copy_marker()), sandbox="podman")
+    assert inside.status == "passed" and inside.reward == 1.0, inside.test_log
+    observations = [s["observation"] for s in inside.trace]
+    assert "copied" in observations[1]["stdout"]
+    assert observations[2]["kind"] == "file_written"
+    assert observations[3]["stdout"].startswith("by write_file\n")
+    outside = evaluate_task(task, ScriptedClient(copy_marker()), sandbox="bwrap")
+    assert outside.status == "failed" and outside.reward == 0.0
+    assert outside.backend == "bubblewrap" and inside.backend.startswith("podman ")
+
+
+def test_an_unavailable_engine_makes_the_task_an_infra_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        "metaeval.protocols.improve.episode_room.find_engine",
+        lambda kind: (None, f"no container engine: {kind} is not installed"),
+    )
+    task = stamp_task(tmp_path / "suite", "stamp-alpha")
+    client = ScriptedClient(copy_marker())
+    outcome = evaluate_task(task, client, sandbox="docker")
+    assert outcome.status == "infra_error" and client.resets == []
+    assert outcome.reason == "no container engine: docker is not installed"
+    with pytest.raises(ValueError, match="unknown sandbox 'kvm'"):
+        evaluate_task(task, client, sandbox="kvm")
+
+
+@pytest.mark.bwrap
+def test_auto_falls_back_to_bubblewrap_and_a_task_without_an_environment_never_needs_one(
+    tmp_path, monkeypatch
+):
+    from metaeval.protocols.improve.episode_room import choose_backend
+    from metaeval.tasks.rooms import BwrapBackend
+
+    plain = tmp_path / "plain"
+    (plain / "environment").mkdir(parents=True)
+    (plain / "environment" / "data.txt").write_text("no Dockerfile here\n")
+    stamped = stamp_task(tmp_path / "suite", "stamp-alpha")
+    monkeypatch.setattr(
+        "metaeval.protocols.improve.episode_room.find_engine",
+        lambda kind: (None, "no container engine: docker is not installed"),
+    )
+    assert isinstance(choose_backend(plain, {}, "podman"), BwrapBackend)
+    assert isinstance(choose_backend(stamped, {}, "auto"), BwrapBackend)
+
+
+def test_auto_takes_a_working_engine_for_a_dockerfile_task(podman, tmp_path):
+    from metaeval.protocols.improve.episode_room import choose_backend
+    from metaeval.tasks.rooms import ContainerBackend
+
+    backend = choose_backend(stamp_task(tmp_path / "suite", "stamp-alpha"), {}, "auto")
+    assert isinstance(backend, ContainerBackend) and backend.engine.name in ("docker", "podman")
+    assert backend.image.startswith("localhost/metaeval-env:")

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from metaeval.examples import example_path
-from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.node_eval import SRC_DIR
 from metaeval.protocols.improve.pact.launcher import launch
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.scripted_steps import improve
+from metaeval.protocols.improve.suite_eval import evaluate_suite
 from metaeval.protocols.improve.suites import load_suite_manifest
 
 

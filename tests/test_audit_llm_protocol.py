@@ -14,14 +14,13 @@ from metaeval.models.scripted import ScriptedModel
 from metaeval.models.types import ModelRequest
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.llm_protocol import (
-    FINDINGS_OBJECT_SCHEMA,
-    FINDINGS_SCHEMA,
     FindingsParseError,
     ModelAudit,
     audit_task,
-    fit_prompt,
     parse_findings_json,
 )
+from metaeval.protocols.audit.output_schema import FINDINGS_OBJECT_SCHEMA, FINDINGS_SCHEMA
+from metaeval.protocols.audit.prompt_fit import fit_prompt
 from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 
 

@@ -17,17 +17,21 @@ from metaeval.protocols.audit.findings import (
     TAXONOMY,
     Finding,
 )
-from metaeval.protocols.audit.prompts import (
+from metaeval.protocols.audit.output_schema import (
     FINDINGS_OBJECT_SCHEMA,
     FINDINGS_SCHEMA,
     MAX_FINDINGS,
-    PROMPT_TEMPLATES,
-    SYSTEM_PROMPT,
+)
+from metaeval.protocols.audit.prompt_render import (
     number_lines,
     render_definition_prompt,
     render_execution_prompt,
     render_messages,
     render_repair,
+)
+from metaeval.protocols.audit.prompts import (
+    PROMPT_TEMPLATES,
+    SYSTEM_PROMPT,
     templates_digest,
 )
 from metaeval.protocols.audit.task_view import LoadedTask, TaskFile

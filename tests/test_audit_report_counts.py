@@ -136,7 +136,10 @@ def test_summary_counts_findings_tasks_and_flagged_tasks() -> None:
     assert findings_summary(data) == "3 findings on 4 tasks (2 flagged)"
     markdown = render_markdown(data)
     assert "- Findings reported: 3 findings on 4 tasks (2 flagged)" in markdown
-    assert "- Execution checks skipped: no container engine: podman not found (1 task)" in markdown
+    assert (
+        "- Execution checks skipped: 1 of 2 tasks could run: 1 need a container engine and "
+        "none works here (podman not found); `--no-execution` skips this step"
+    ) in markdown
     assert "| b | audited | 7 |" in markdown
     assert "oracle skipped, null agent skipped (no container engine: podman not found)" in markdown
     page = render_html(data)

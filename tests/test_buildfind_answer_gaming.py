@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from metaeval.protocols.buildfind.run import parse_answers
+from metaeval.protocols.buildfind.cells.find import parse_answers
 
 ORDER = ["C", "A", "D", "B"]  # shown A -> canonical C (the gold below)
 GOLD = "C"

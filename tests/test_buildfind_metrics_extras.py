@@ -12,7 +12,12 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.analysis.affinity import affinity, affinity_family
+from metaeval.protocols.buildfind.analysis.affinity import (
+    affinity,
+    affinity_family,
+    affinity_matrix,
+    affinity_matrix_family,
+)
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     evidence_audit_sample,
     evidence_audit_summary,
@@ -813,6 +818,8 @@ def separately(rows: pl.DataFrame, builds: pl.DataFrame | None) -> dict[str, pl.
         "kendall_tau": kendall_tau(rows),
         "affinity": affinity(rows),
         "affinity_family": affinity_family(rows),
+        "affinity_matrix": affinity_matrix(rows),
+        "affinity_matrix_family": affinity_matrix_family(rows),
         "question_agreement": question_agreement(rows),
         "finder_calibration": finder_calibration(rows),
         "token_usage": token_usage(rows, builds),
@@ -846,3 +853,81 @@ def test_analyze_extras_equals_the_individual_functions(dtype):
         assert_frame_equal(got[name], table_, check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
     sample = analyze_extras(rows, seed=7, per_stratum=1)["evidence_audit_sample"]
     assert sample.equals(evidence_audit_sample(mixed_table(), seed=7, per_stratum=1))
+
+
+# ------------------------------------------------------------------------------------------
+# 2b. the paper's one-matrix affinity (Figure 5, Table 15) against per-panel centring
+# ------------------------------------------------------------------------------------------
+
+
+def matrix_table() -> pl.DataFrame:
+    """Paper-shaped matched grid: builders H1, H2 (high) read by finders h1, h2; L1, L2 (low)
+    read by l1, l2; two find runs per pair on five questions, so a run scores k/5."""
+    correct_per_run = {
+        ("H1", "h1"): (5, 5), ("H1", "h2"): (3, 5), ("H2", "h1"): (3, 3), ("H2", "h2"): (2, 4),
+        ("L1", "l1"): (2, 2), ("L1", "l2"): (1, 3), ("L2", "l1"): (1, 1), ("L2", "l2"): (3, 3),
+    }  # fmt: skip
+    family = {
+        "H1": "A",
+        "L1": "A",
+        "H2": "B",
+        "L2": "B",
+        "h1": "A",
+        "l1": "A",
+        "h2": "B",
+        "l2": "B",
+    }
+    runs = []
+    for (builder, finder), ks in correct_per_run.items():
+        for trial, k in enumerate(ks):
+            runs.append(
+                dict(builder=builder, finder=finder, find_trial=trial,
+                     effort_panel="high" if builder.startswith("H") else "low",
+                     builder_family=family[builder], finder_family=family[finder],
+                     answers={f"q{i}": i < k for i in range(5)})
+            )  # fmt: skip
+    return expand(runs)
+
+
+def test_affinity_matrix_is_one_matrix_over_both_efforts():
+    # pair scores (mean of the two runs' Eq. 1 accuracy):
+    #   H1h1 1.0  H1h2 0.8  H2h1 0.6  H2h2 0.6  |  L1l1 0.4  L1l2 0.4  L2l1 0.2  L2l2 0.6
+    # grand mean over the 8 observed cells: 4.6 / 8 = 0.575
+    # builder means H1 .9, H2 .6, L1 .4, L2 .4; finder means h1 .8, h2 .7, l1 .3, l2 .5
+    # residual = s - builder - finder + grand:
+    #   H1h1 1-.9-.8+.575 = -.125   H1h2 .8-.9-.7+.575 = -.225
+    #   H2h1 .6-.6-.8+.575 = -.225  H2h2 .6-.6-.7+.575 = -.125
+    #   L1l1 .4-.4-.3+.575 = .275   L1l2 .4-.4-.5+.575 = .075
+    #   L2l1 .2-.4-.3+.575 = .075   L2l2 .6-.4-.5+.575 = .275
+    expected = {
+        ("H1", "h1"): -0.125, ("H1", "h2"): -0.225, ("H2", "h1"): -0.225, ("H2", "h2"): -0.125,
+        ("L1", "l1"): 0.275, ("L1", "l2"): 0.075, ("L2", "l1"): 0.075, ("L2", "l2"): 0.275,
+    }  # fmt: skip
+    rows = matrix_table()
+    out = affinity_matrix(rows)
+    assert out.columns == [
+        "builder", "finder", "residual", "score", "runs", "builder_family", "finder_family"
+    ]  # fmt: skip
+    got = {(r["builder"], r["finder"]): r["residual"] for r in out.iter_rows(named=True)}
+    assert got == {k: pytest.approx(v, abs=1e-9) for k, v in expected.items()}
+    assert out.filter(builder="H1", finder="h2").select("score", "runs").row(0) == (
+        pytest.approx(0.8),
+        2,
+    )
+    # per-panel centring (the alternative) uses each panel's own grand mean: high .75, low .4,
+    # so its residuals are the matrix's shifted by .75 - .575 = .175 and .4 - .575 = -.175
+    panel = affinity(rows)
+    shift = {"high": 0.175, "low": -0.175}
+    for r in panel.iter_rows(named=True):
+        want = expected[(r["builder"], r["finder"])] + shift[r["effort_panel"]]
+        assert r["residual"] == pytest.approx(want, abs=1e-9)
+    # Table 15 layout: families A = {H1, L1 | h1, l1}, B = {H2, L2 | h2, l2}
+    #   (A, A): H1h1, L1l1 -> (-.125 + .275) / 2 = .075;  (A, B): H1h2, L1l2 -> -.075
+    #   (B, A): H2h1, L2l1 -> -.075;                      (B, B): H2h2, L2l2 -> .075
+    fam = affinity_matrix_family(rows)
+    assert fam.columns == ["builder_family", "finder_family", "residual", "cells"]
+    assert [tuple(r) for r in fam.select("builder_family", "finder_family").iter_rows()] == [
+        ("A", "A"), ("A", "B"), ("B", "A"), ("B", "B")
+    ]  # fmt: skip
+    assert fam.get_column("residual").to_list() == pytest.approx([0.075, -0.075, -0.075, 0.075])
+    assert fam.get_column("cells").to_list() == [2, 2, 2, 2]

@@ -12,12 +12,8 @@ import pytest
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.report_figures import affinity_figure, kendall_figure, rb_figure
 from metaeval.protocols.buildfind.report_pages import render_report, write_report
-from metaeval.protocols.buildfind.tables import (
-    NOT_DOCUMENTED,
-    TABLE_DOCS,
-    undocumented_columns,
-    write_tables,
-)
+from metaeval.protocols.buildfind.table_docs import TABLE_DOCS
+from metaeval.protocols.buildfind.tables import NOT_DOCUMENTED, undocumented_columns, write_tables
 
 EVIL = "<b>x</b>"
 
@@ -373,7 +369,23 @@ def test_summary_trials_from_r_build_and_r_find() -> None:
 
 def test_write_report(tmp_path: Path) -> None:
     paths = write_report(sample_tables(), META, tmp_path / "out")
-    assert [p.name for p in paths] == ["report.md", "report.html"]
+    figures = [f"fig-{n}.{ext}" for n in ("affinity", "kendall", "rb") for ext in ("png", "svg")]
+    assert [p.name for p in paths] == ["report.md", "report.html", *figures]
     markdown, html = render_report(sample_tables(), META)
     assert paths[0].read_text(encoding="utf-8") == markdown
     assert paths[1].read_text(encoding="utf-8") == html
+    # each figure as files: a PNG image and a standalone SVG holding the page's drawing
+    for path in paths[2:]:
+        assert path.parent == tmp_path / "out" / "figures"
+        data = path.read_bytes()
+        if path.suffix == ".png":
+            assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+        else:
+            text = data.decode("utf-8")
+            assert (
+                text.lstrip().startswith("<?xml") and 'xmlns="http://www.w3.org/2000/svg"' in text
+            )
+            assert f'id="{path.stem}-' in html  # the page inlines the same figure
+    again = write_report(sample_tables(), META, tmp_path / "again")
+    for first, second in zip(paths[2:], again[2:], strict=True):
+        assert first.read_bytes() == second.read_bytes(), first.name  # deterministic files

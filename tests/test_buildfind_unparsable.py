@@ -52,7 +52,18 @@ class Misbehaving:
         return result
 
 
-def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True):
+class Mute:
+    """A finder every run of which times out: it leaves no question rows at all."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, "mute"
+
+    def run(self, task, workspace, limits):
+        result = self.inner.run(task, workspace, limits)
+        return result.model_copy(update={"status": "timeout", "stop_reason": "time limit"})
+
+
+def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True, mute=False):
     tmp_path.mkdir(parents=True, exist_ok=True)
     config_path = tmp_path / "run.yaml"
     config_path.write_text(
@@ -64,6 +75,7 @@ def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True):
                 "finders": [
                     {"name": "ref", "agent": "reference-finder"},
                     {"name": "odd", "agent": "reference-finder"},
+                    *([{"name": "mute", "agent": "reference-finder"}] if mute else []),
                 ],
                 "r_build": 1,
                 "r_find": 1,
@@ -78,6 +90,8 @@ def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True):
 
     def make_agent(spec, role):
         agent = real_make_agent(spec, role)
+        if spec.name == "mute":
+            return Mute(agent)
         if spec.name != "odd":
             return agent
         wrapped.append(Misbehaving(agent, faults, resets))
@@ -99,7 +113,7 @@ def odd(finds: list[dict], slice_name: str) -> list[dict]:
 
 @pytest.mark.timeout(600)
 def test_unparsable_and_timed_out_finds_are_failed_cells(tmp_path, monkeypatch):
-    run_dir, summary, finds, rows, wrapped = run_once(tmp_path, monkeypatch, retry=False)
+    run_dir, summary, finds, rows, wrapped = run_once(tmp_path, monkeypatch, retry=False, mute=True)
     formal = odd(finds, "formal")
     assert len(formal) == 1 and formal[0]["status"] == "ok"
     assert formal[0]["answers_status"] == "unparsable"
@@ -109,20 +123,24 @@ def test_unparsable_and_timed_out_finds_are_failed_cells(tmp_path, monkeypatch):
     odd_rows = rows.filter(pl.col("finder") == "odd")
     assert odd_rows.get_column("slice").unique().to_list() == ["question_only"]
     assert rows.filter(pl.col("finder") == "ref").get_column("slice").n_unique() == 3
+    assert "mute" not in rows.get_column("finder").to_list()
+    # odd: formal unparsable, spec-only timed out; mute: all three cells timed out
     assert summary["failed_cells"] == {
         "builds": 0,
-        "finds": 2,
-        "by_kind": {"timeout": 1, "unparsable": 1},
+        "finds": 5,
+        "by_kind": {"timeout": 4, "unparsable": 1},
     }
     reasons = {r["slice"]: r for r in summary["failed_cell_reasons"]}
     assert reasons["formal"]["kind"] == "unparsable"
     assert reasons["formal"]["reason"].startswith("unparsable")
     assert reasons["spec_only"]["kind"] == "timeout"
     table = pl.read_csv(run_dir / "tables" / "failed_cells.csv")
-    assert sorted(table.get_column("kind").to_list()) == ["timeout", "unparsable"]
-    # finder_calibration still lists the finder whose formal cell failed
+    assert sorted(table.get_column("kind").to_list()) == [*["timeout"] * 4, "unparsable"]
+    # finder_calibration lists every configured finder, also one without a single row
     calibration = pl.read_csv(run_dir / "tables" / "finder_calibration.csv")
-    assert sorted(calibration.get_column("finder").to_list()) == ["odd", "ref"]
+    assert sorted(calibration.get_column("finder").to_list()) == ["mute", "odd", "ref"]
+    mute = calibration.filter(pl.col("finder") == "mute").row(0, named=True)
+    assert mute["formal_runs"] == 0 and mute["formal_recovery"] is None
 
 
 @pytest.mark.timeout(600)
@@ -152,3 +170,46 @@ def test_a_cell_rerun_after_an_infrastructure_failure_sees_the_same_option_order
     assert undisturbed["recovery"] == 0
     assert recovered["permutation"] == undisturbed["permutation"]
     assert recovered["answers"] == undisturbed["answers"]
+
+
+@pytest.mark.timeout(600)
+def test_a_builder_that_wrote_no_file_fails_the_compile_probe(tmp_path, monkeypatch):
+    """`python -m compileall .` (the example pack's probe) passes on an empty directory; a
+    build whose builder submitted without writing anything must still fail the probe."""
+    from metaeval.agents.scripted import ScriptedAgent
+
+    config_path = tmp_path / "run.yaml"
+    config_path.write_text(
+        yaml.safe_dump(
+            {
+                "pack": str(PACK),
+                "tasks": ["http-router"],
+                "builders": [
+                    {"name": "documented", "agent": "reference:documented"},
+                    {"name": "lazy", "agent": "reference:documented"},
+                ],
+                "finders": [{"name": "ref", "agent": "reference-finder"}],
+                "r_find": 1,
+                "controls": [],
+            }
+        )
+    )
+    real_make_agent = run_module.make_agent
+
+    def make_agent(spec, role):
+        if spec.name == "lazy":
+            return ScriptedAgent([("submit", {"answer": "done"})], name="lazy")
+        return real_make_agent(spec, role)
+
+    monkeypatch.setattr(run_module, "make_agent", make_agent)
+    run_dir = tmp_path / "run"
+    run_and_finalize(load_config(config_path), run_dir)
+    builds = {
+        r["builder"]: r
+        for r in map(json.loads, (run_dir / "builds.jsonl").read_text().splitlines())
+    }
+    lazy, documented = builds["lazy"], builds["documented"]
+    assert lazy["status"] == "ok" and lazy["validation"]["files"] == 0
+    assert lazy["validation"]["returncode"] == 0  # the probe command itself succeeded
+    assert lazy["compile_pass"] is False and lazy["validation"]["wrote_nothing"] is True
+    assert documented["compile_pass"] is True and "wrote_nothing" not in documented["validation"]

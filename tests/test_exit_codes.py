@@ -183,7 +183,9 @@ def test_improve_trial_the_harness_could_not_evaluate_exits_3(
         return "a comment"
 
     monkeypatch.setattr(
-        runner, "make_meta_agent", lambda _spec: ScriptedMetaAgent([comment_and_break_a_verifier])
+        runner,
+        "make_meta_agent",
+        lambda _spec, **_options: ScriptedMetaAgent([comment_and_break_a_verifier]),
     )
     manifest = configs / "manifest-scripted.json"
     result = CliRunner().invoke(app, ["improve", "run", str(manifest), "--budget", "1"])

@@ -731,7 +731,7 @@ def test_load_boundary_errors_name_file_and_field(tmp_path: Path, content: str, 
 def test_load_boundary_bad_json_and_missing_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ConfigError, match="not valid JSON") as err:
+    with pytest.raises(ConfigError, match="invalid JSON") as err:
         load_boundary(bad)
     assert err.value.file == str(bad)
     with pytest.raises(ConfigError) as err:
@@ -739,7 +739,7 @@ def test_load_boundary_bad_json_and_missing_file(tmp_path: Path) -> None:
     assert err.value.file == str(tmp_path / "missing.json")
     arr = tmp_path / "arr.json"
     arr.write_text("[]")
-    with pytest.raises(ConfigError, match="JSON object"):
+    with pytest.raises(ConfigError, match="expected a mapping at the top level"):
         load_boundary(arr)
 
 

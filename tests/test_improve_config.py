@@ -387,7 +387,11 @@ def test_schema_values(tree: Path) -> None:
     m = edit_manifest(tree, trial_budget=5, mode="grid_search")
     assert raises(m).field == "mode"
     m = edit_manifest(tree, mode="recursive_search", target_budget=None)
-    assert raises(m, "required field is missing").field == "target_budget"
+    budget = resolve_manifest(m).target_budget  # left out: the optimize suite config's
+    assert (budget.max_steps_per_task, budget.task_timeout_s) == (8, 120.0)
+    m = edit_manifest(tree, trial_budget=None)
+    assert raises(m, "required field is missing").field == "trial_budget"
+    m = edit_manifest(tree, trial_budget=5)
     m = edit_manifest(tree, target_budget={"max_steps_per_task": 8, "task_timeout_s": 0})
     assert raises(m).field == "target_budget.task_timeout_s"
 

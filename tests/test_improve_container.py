@@ -122,7 +122,7 @@ def test_a_resume_with_another_sandbox_is_refused(podman, tmp_path):
 
     manifest, suite = stamp_experiment(tmp_path)
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([improve(suite, OPTIMIZE)]))
-    with pytest.raises(RecordIntegrityError, match="sandbox changed: bwrap -> podman"):
+    with pytest.raises(RecordIntegrityError, match="setting 'sandbox' changed: bwrap -> podman"):
         run_experiment(manifest, meta_agent=ScriptedMetaAgent([]), sandbox="podman")
 
 

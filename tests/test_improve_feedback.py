@@ -300,7 +300,7 @@ def test_a_resume_with_other_meta_agent_limits_is_refused_naming_them(tmp_path):
     run_experiment(manifest, meta_agent=ScriptedMetaAgent(steps))
     sut = tmp_path / "examples" / "improve" / "suts" / "scripted_sut.json"
     sut.write_text(json.dumps({**json.loads(sut.read_text()), "timeout_s": 30}))
-    with pytest.raises(RecordIntegrityError, match="meta_agent_limits changed") as error:
+    with pytest.raises(RecordIntegrityError, match="setting 'meta_agent_limits' changed") as error:
         run_experiment(manifest, meta_agent=ScriptedMetaAgent(steps))
-    assert "'timeout_s': 60" in str(error.value) and "'timeout_s': 30" in str(error.value)
+    assert '"timeout_s":60' in str(error.value) and '"timeout_s":30' in str(error.value)
     assert len(ledger(tmp_path / "runs" / "improve-demo")) == 1

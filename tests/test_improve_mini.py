@@ -27,7 +27,6 @@ import pytest
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.improve import init_target as init_module
 from metaeval.protocols.improve.config import TargetModelSettings
-from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.init_target import MINI_VERSION, init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.node_eval import SRC_DIR
@@ -36,6 +35,7 @@ from metaeval.protocols.improve.pact.protocol import ActRequest, Observation, Re
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.suite_eval import evaluate_suite
 from metaeval.protocols.improve.target_model import TargetModelService, served_alias
 from metaeval.protocols.improve.target_runtime import target_sandbox
 

@@ -229,7 +229,7 @@ def test_bad_suite_configs_name_file_and_field(
 def test_unreadable_suite_config(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="cannot read suite config") as info:
+    with pytest.raises(ConfigError, match="invalid JSON") as info:
         load_suite_config(path)
     assert info.value.file == str(path)
     with pytest.raises(ConfigError, match="not found"):

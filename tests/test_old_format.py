@@ -109,3 +109,22 @@ def test_old_improve_bundle_resumes_and_rerenders(tmp_path: Path) -> None:
     for key in ("final", "baseline"):
         if key in old_summary:
             assert new_summary[key] == old_summary[key]
+
+
+def test_old_audit_run_keeps_its_budget_unless_one_is_given(old_audit: Path) -> None:
+    """The default budget changed (2048 -> the paper's 4096); the old run resumes with its
+    own, and an explicit other budget is a changed setting, refused by name."""
+    done = _metaeval(
+        "audit",
+        "run",
+        "bench",
+        "-m",
+        "local/smollm2",
+        "-o",
+        "run",
+        "--max-tokens",
+        "4096",
+        cwd=old_audit,
+    )
+    assert done.returncode == 2
+    assert "setting 'max_tokens' changed: 2048 -> 4096" in done.stderr

@@ -15,7 +15,14 @@ from typing import Any
 
 from metaeval.errors import RecordIntegrityError
 from metaeval.records.jsonl import JsonlWriter, iter_jsonl
-from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, is_hash, setting_hashes, utc_now
+from metaeval.records.manifest import (
+    MANIFEST_NAME,
+    diff_hashes,
+    is_hash,
+    read_manifest,
+    setting_hashes,
+    utc_now,
+)
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +130,20 @@ def select_layer(
     with JsonlWriter(path / LAYERS_FILE) as writer:
         writer.append(entry)
     return [*layers, entry], new_layer
+
+
+def recorded_setting(run_dir: Path, name: str) -> Any:
+    """The value the run in `run_dir` recorded for setting `name` (its latest layer's, else
+    its manifest config's), or None when there is no such run or setting.
+
+    A command whose default changed between versions resumes an existing run with the value
+    that run was started with, so a rerun with the same flags is still the same run."""
+    if not (Path(run_dir) / MANIFEST_NAME).is_file():
+        return None
+    manifest = read_manifest(run_dir)
+    for layer in reversed(recorded_layers(Path(run_dir), manifest)):
+        settings = layer.get("settings")
+        if isinstance(settings, dict) and name in settings:
+            return settings[name]
+    config = manifest.get("config")
+    return config.get(name) if isinstance(config, dict) else None

@@ -17,7 +17,9 @@ from metaeval.cli_options import (
 )
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
+from metaeval.protocols.audit.call_options import PAPER_MAX_TOKENS
 from metaeval.protocols.audit.scaffold import init_cmd
+from metaeval.records.layers import recorded_setting
 
 MinTier = Annotated[
     str | None,
@@ -79,7 +81,14 @@ def run_cmd(
     model_base_url: ModelBaseUrl = None,
     model_timeout: ModelTimeout = None,
     max_connections: MaxConnections = None,
-    max_tokens: Annotated[int, typer.Option(min=64, help="Output budget per model call.")] = 2048,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=64,
+            help="Output budget per model call (the paper's 4096; -M max_tokens). Resuming "
+            "a run keeps the budget it was started with unless this is given.",
+        ),
+    ] = None,
     no_execution: Annotated[
         bool, typer.Option(help="Skip the sandboxed oracle/null-agent runs.")
     ] = False,
@@ -95,15 +104,22 @@ def run_cmd(
     min_tier: MinTier = None,
 ) -> None:
     """Audit every task of BENCH_DIR; re-running resumes."""
-    from metaeval.cli_options import apply_model_options
+    from metaeval.cli_options import apply_model_options, parse_model_args
     from metaeval.errors import ConfigError
     from metaeval.models.registry import prefetch_sdks
+    from metaeval.protocols.audit.call_options import AUDIT_KEYS, split_model_args
     from metaeval.protocols.audit.findings import parse_evidence_tier
     from metaeval.protocols.audit.run import AuditRun, AuditSettings, default_concurrency
 
     models = [] if static_only else list(model or ["local/smollm2"])
     prefetch_sdks(models)  # the provider SDK imports while the run plans
-    apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
+    audit_pairs = [p for p in model_arg or [] if p.partition("=")[0].strip() in AUDIT_KEYS]
+    run_dir = output or _default_run_dir(bench_dir)
+    if max_tokens is None:  # a resumed run keeps its budget; a new one gets the paper's
+        max_tokens = recorded_setting(run_dir, "max_tokens") or PAPER_MAX_TOKENS
+    call, max_tokens = split_model_args(parse_model_args(audit_pairs), max_tokens)
+    provider_pairs = [p for p in model_arg or [] if p not in audit_pairs]
+    apply_model_options(provider_pairs, model_base_url, model_timeout, max_connections)
     if tier not in ("minimal", "definition", "execution"):
         raise ConfigError(f"unknown tier '{tier}' (minimal, definition, execution)", field="tier")
     if sandbox not in ("auto", "docker", "podman", "bwrap"):
@@ -111,7 +127,6 @@ def run_cmd(
             f"unknown sandbox '{sandbox}' (auto, docker, podman, bwrap)", field="sandbox"
         )
     host_env = host_env_names(allow_host_env or [])
-    run_dir = output or _default_run_dir(bench_dir)
     summary = AuditRun(
         AuditSettings(
             bench_dir=bench_dir,
@@ -124,6 +139,7 @@ def run_cmd(
             task_filter=list(task or []),
             concurrency=concurrency or default_concurrency(static_only),
             max_tokens=max_tokens,
+            model_call=call,
             execution_checks=not no_execution,
             new_layer=new_layer,
             sandbox=sandbox,

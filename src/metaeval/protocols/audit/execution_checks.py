@@ -23,11 +23,12 @@ Where the runs happen (`sandbox`): a task with an environment (environment/Docke
 `[environment] docker_image`) runs in its own image through a container engine
 (`metaeval.sandbox.container`: Docker or Podman, a fresh container per trial). A build the
 task breaks is a finding with the build log as evidence; an engine or image this machine
-cannot get is a skip with the reason. Multi-container (compose) tasks are skipped. Tasks
-without an environment run in bubblewrap. A task with an environment runs in bubblewrap only
-with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks it local:
-that run only approximates the image, so its findings are capped at Low, confidence 0.3, and
-a missing module, blocked network or absent path is recorded as an environment mismatch
+cannot get is a skip with the reason; an image (or base image) the engine does not hold is said
+so before any engine call (`missing_image`), naming it. Multi-container (compose) tasks are
+skipped. Tasks without an environment run in bubblewrap. A task with an environment runs in
+bubblewrap only with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks
+it local: that run only approximates the image, so its findings are capped at Low, confidence
+0.3, and a missing module, blocked network or absent path is recorded as an environment mismatch
 instead of a finding. The same holds in a container whose base image is a local stand-in for
 the one the Dockerfile names (an image labelled `org.metaeval.stand-in-for`, as
 scripts/container-base-image.sh makes offline): a RUN step that fails there, or a phase
@@ -49,7 +50,6 @@ from metaeval.protocols.audit.execution_findings import (
     MISMATCH_KINDS,
     build_finding,
     cap_approximate,
-    missing_dependency,
     null_agent_finding,
     oracle_finding,
 )
@@ -60,6 +60,7 @@ from metaeval.protocols.audit.execution_results import (
     PhaseOutcome,
     unavailable_reason,
 )
+from metaeval.protocols.audit.oracle_log import missing_dependency
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.protocols.audit.task_view import Hints, LoadedTask
 from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine

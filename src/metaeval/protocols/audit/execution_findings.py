@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import os
 import re
-from functools import partial
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from metaeval.protocols.audit.execution_results import NULL_AGENT_LOG, ORACLE_LOG, PhaseOutcome
 from metaeval.protocols.audit.findings import Evidence, Finding
+from metaeval.protocols.audit.oracle_log import (
+    NETWORK_ERRORS,
+    diagnose_missing_file,
+    missing_absolute_path,
+    missing_dependency,
+)
 from metaeval.protocols.audit.task_view import LoadedTask
-from metaeval.tasks.harbor_root import python_prefixes
 from metaeval.tasks.images import ImageOutcome
 from metaeval.tasks.limits import TrialLimits
 from metaeval.tasks.safe_files import classify, read_regular, walk_tree
@@ -26,51 +33,6 @@ CONFIDENCE = 0.9
 LOG_TAIL_LINES = 40
 LOG_TAIL_CHARS = 3000
 MENTION_SCAN_BYTES = 4 * 1024 * 1024
-_CONTAINER_PREFIXES = (
-    "/app",
-    "/tests",
-    "/solution",
-    "/logs",
-    "/tmp",
-    "/usr",
-    "/bin",
-    "/lib",
-    "/lib64",
-    "/etc",
-    "/proc",
-    "/dev",
-    "/sbin",
-)
-
-
-_MISSING_MODULE = re.compile(
-    r"(ModuleNotFoundError: No module named '([^']+)'|"
-    r"ImportError: No module named ([\w.]+))"
-)
-
-
-_MISSING_COMMAND = re.compile(r"([\w.+-]+): command not found")
-
-
-_MISSING_COMMAND_DASH = re.compile(r"^\S+: \d+: ([\w.+-]+): not found$", re.MULTILINE)
-
-
-_NETWORK_ERRORS = (
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Could not resolve host",
-    "nodename nor servname provided",
-    "No address associated with hostname",
-    "Failed to establish a new connection",
-    "getaddrinfo failed",
-)
-
-
-_MISSING_PATH = re.compile(r"No such file or directory(?::)? ?'?(/[^'\s:\"]+)")
-
-
-_MISSING_PATH_SHELL = re.compile(r"(/[^\s:'\"]+): No such file or directory")
 
 
 MISMATCH_KINDS = ("ENV-DEP", "ENV-PATH", "ENV-RESOURCE")
@@ -144,157 +106,200 @@ def log_tail(text: str, lines: int = LOG_TAIL_LINES, chars: int = LOG_TAIL_CHARS
     return tail[-chars:]
 
 
+@dataclass(frozen=True)
+class _OracleRun:
+    """What a diagnosis of a failed oracle run reads."""
+
+    task: LoadedTask
+    oracle: PhaseOutcome
+    limits: TrialLimits
+    got: str  # "a reward of 0" or "no reward (...)"
+
+
+Diagnosis = dict[str, Any]  # the fields of the finding, besides the common ones
+
+
 def oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits) -> Finding | None:
+    """The finding a failed oracle run makes: the first diagnosis that applies, in the order
+    of `DIAGNOSES`; the generic GT-LOGIC one when none does. None when the oracle passed."""
     if not oracle.ran or oracle.passed:
         return None
-    network = limits.agent.network and limits.verifier.network
-    evidence = [Evidence(file=ORACLE_LOG, snippet=log_tail(oracle.log))]
     got = (
         f"a reward of {oracle.reward:g}"
         if oracle.reward is not None
         else f"no reward ({oracle.reward_error})"
     )
-    finding = partial(
-        Finding,
-        task_id=task.task_id,
-        finding_type="Bug",
-        confidence=CONFIDENCE,
-        source=SOURCE,
-        protocol="static",
-        evidence_tier="executed",  # seen in a run of the task's own environment
-        evidence=evidence,
+    run = _OracleRun(task, oracle, limits, got)
+    fields = next((d for diagnose in DIAGNOSES if (d := diagnose(run)) is not None), None)
+    common: Diagnosis = {
+        "task_id": task.task_id,
+        "finding_type": "Bug",
+        "confidence": CONFIDENCE,  # a diagnosis may give its own
+        "source": SOURCE,
+        "protocol": "static",
+        "evidence_tier": "executed",  # seen in a run of the task's own environment
+        "evidence": [Evidence(file=ORACLE_LOG, snippet=log_tail(oracle.log))],
+    }
+    return Finding(**{**common, **(fields if fields is not None else _fails_its_tests(run))})
+
+
+def _no_reward_file(run: _OracleRun) -> Diagnosis | None:
+    if run.oracle.reward_source is not None or _tests_mention_reward(run.task):
+        return None
+    return dict(
+        category="EVAL",
+        subcategory="EVAL-MISMATCH",
+        severity="Critical",
+        title="The verifier never writes a reward file",
+        description=(
+            "Running the reference solution and then tests/test.sh left neither "
+            "/logs/verifier/reward.txt nor /logs/verifier/reward.json, and no file under "
+            "tests/ mentions either. Harbor scores a trial only from that file, so every "
+            "run of this task, correct or not, ends without a score."
+        ),
+        recommendation=(
+            "Make tests/test.sh write 1 to /logs/verifier/reward.txt when the checks pass "
+            "and 0 when they fail (for example from the exit status of the checker)."
+        ),
     )
 
-    if oracle.reward_source is None and not _tests_mention_reward(task):
-        return finding(
-            category="EVAL",
-            subcategory="EVAL-MISMATCH",
-            severity="Critical",
-            title="The verifier never writes a reward file",
-            description=(
-                "Running the reference solution and then tests/test.sh left neither "
-                "/logs/verifier/reward.txt nor /logs/verifier/reward.json, and no file under "
-                "tests/ mentions either. Harbor scores a trial only from that file, so every "
-                "run of this task, correct or not, ends without a score."
-            ),
-            recommendation=(
-                "Make tests/test.sh write 1 to /logs/verifier/reward.txt when the checks pass "
-                "and 0 when they fail (for example from the exit status of the checker)."
-            ),
-        )
-    log = oracle.log
-    if oracle.timed_out:
-        solve_timed_out = oracle.solve is not None and oracle.solve.timed_out
-        phase = "solution/solve.sh" if solve_timed_out else "tests/test.sh"
-        limit = (limits.agent if solve_timed_out else limits.verifier).timeout_s
-        return finding(
+
+def _timed_out(run: _OracleRun) -> Diagnosis | None:
+    if not run.oracle.timed_out:
+        return None
+    solve_timed_out = run.oracle.solve is not None and run.oracle.solve.timed_out
+    phase = "solution/solve.sh" if solve_timed_out else "tests/test.sh"
+    limit = (run.limits.agent if solve_timed_out else run.limits.verifier).timeout_s
+    return dict(
+        category="ENV",
+        subcategory="ENV-RESOURCE",
+        severity="High",
+        title="The reference solution does not finish within the time limit",
+        description=(
+            f"In the oracle run, {phase} was killed after {limit:g} s, its time limit "
+            f"(task.toml: {_declared_timeouts(run.task)}); the run ended with {run.got}. The "
+            "task may need more time than it declares, or a step hangs."
+        ),
+        recommendation=(
+            "Check the timeouts in task.toml against the real run time of solve.sh and "
+            "test.sh, and look for steps that wait on input or on the network."
+        ),
+        confidence=0.6,
+    )
+
+
+def _missing_dependency(run: _OracleRun) -> Diagnosis | None:
+    missing = missing_dependency(run.oracle.log)
+    if missing is None:
+        return None
+    return dict(
+        category="ENV",
+        subcategory="ENV-DEP",
+        severity="Critical",
+        title=f"The reference run needs '{missing}', which the environment lacks",
+        description=(
+            f"Running the reference solution and tests failed because '{missing}' is "
+            f"not available (the run ended with {run.got}). Nothing in the environment "
+            "installs it, so a correct agent solution that relies on the same tool fails "
+            "too, and the reference solution cannot be reproduced."
+        ),
+        recommendation=(
+            f"Install '{missing}' in environment/Dockerfile (pinned), or rewrite the "
+            "solution and tests to use only what the environment provides."
+        ),
+    )
+
+
+def _needs_network(run: _OracleRun) -> Diagnosis | None:
+    limits = run.limits
+    if limits.agent.network and limits.verifier.network:
+        return None
+    if not any(marker in run.oracle.log for marker in NETWORK_ERRORS):
+        return None
+    if not (limits.agent.network_declared and limits.verifier.network_declared):
+        # metaeval's default (no network), not the task's own choice
+        return dict(
             category="ENV",
             subcategory="ENV-RESOURCE",
-            severity="High",
-            title="The reference solution does not finish within the time limit",
+            severity="Medium",
+            title="The reference run needs the network, which task.toml does not request",
             description=(
-                f"In the oracle run, {phase} was killed after {limit:g} s, its time limit "
-                f"(task.toml: {_declared_timeouts(task)}); the run ended with {got}. The task "
-                "may need more time than it declares, or a step hangs."
-            ),
-            recommendation=(
-                "Check the timeouts in task.toml against the real run time of solve.sh and "
-                "test.sh, and look for steps that wait on input or on the network."
-            ),
-            confidence=0.6,
-        )
-    missing = missing_dependency(log)
-    if missing is not None:
-        return finding(
-            category="ENV",
-            subcategory="ENV-DEP",
-            severity="Critical",
-            title=f"The reference run needs '{missing}', which the environment lacks",
-            description=(
-                f"Running the reference solution and tests failed because '{missing}' is "
-                f"not available (the run ended with {got}). Nothing in the environment "
-                "installs it, so a correct agent solution that relies on the same tool fails "
-                "too, and the reference solution cannot be reproduced."
-            ),
-            recommendation=(
-                f"Install '{missing}' in environment/Dockerfile (pinned), or rewrite the "
-                "solution and tests to use only what the environment provides."
-            ),
-        )
-    if not network and any(marker in log for marker in _NETWORK_ERRORS):
-        silent = not (limits.agent.network_declared and limits.verifier.network_declared)
-        if silent:  # metaeval's default (no network), not the task's own choice
-            return finding(
-                category="ENV",
-                subcategory="ENV-RESOURCE",
-                severity="Medium",
-                title="The reference run needs the network, which task.toml does not request",
-                description=(
-                    "task.toml says nothing about network access; metaeval then runs a phase "
-                    "without network (Harbor's default would be public network), and the "
-                    f"oracle run failed on a network lookup or connection (it ended with {got})."
-                ),
-                recommendation=(
-                    "Ship the data the solution or tests download inside the task (tests/ or "
-                    'environment/), or request it explicitly with network_mode = "public" '
-                    "in task.toml if it is really needed."
-                ),
-            )
-        return finding(
-            category="ENV",
-            subcategory="ENV-RESOURCE",
-            severity="Critical",
-            title="The reference run needs the network, which task.toml disables",
-            description=(
-                "task.toml disables network access, and the oracle run failed on a network "
-                f"lookup or connection (it ended with {got}). The task cannot pass as "
-                "configured, whatever the agent does."
+                "task.toml says nothing about network access; metaeval then runs a phase "
+                "without network (Harbor's default would be public network), and the "
+                f"oracle run failed on a network lookup or connection (it ended with {run.got})."
             ),
             recommendation=(
                 "Ship the data the solution or tests download inside the task (tests/ or "
-                "environment/), or allow network access in task.toml if it is really needed."
+                'environment/), or request it explicitly with network_mode = "public" '
+                "in task.toml if it is really needed."
             ),
         )
-    path = _missing_absolute_path(log)
-    if path is not None:
-        return finding(
-            category="ENV",
-            subcategory="ENV-PATH",
-            severity="Critical",
-            title=f"The reference run reads '{path}', which does not exist in the task environment",
-            description=(
-                f"The oracle run failed because '{path}' does not exist (it ended with {got}). "
-                "The path lies outside the directories the task's environment provides "
-                "(/app, /tests, /solution, /logs), so it looks like a path from the author's "
-                "machine."
-            ),
-            recommendation=(
-                "Refer to the file where the environment puts it (usually under /app) in the "
-                "solution and tests, and ship the file with the task."
-            ),
-        )
-    diagnosed = diagnose_missing_file(task, log)
-    if diagnosed is not None:
-        subcategory, title, description, recommendation = diagnosed
-        return finding(
-            category=subcategory.split("-", 1)[0],
-            subcategory=subcategory,
-            severity="High",
-            title=title,
-            description=(
-                f"{description} This is why the reference solution fails its own tests: the "
-                f"oracle run ended with {got} instead of 1 (its log is cited)."
-            ),
-            recommendation=recommendation,
-        )
-    return finding(
+    return dict(
+        category="ENV",
+        subcategory="ENV-RESOURCE",
+        severity="Critical",
+        title="The reference run needs the network, which task.toml disables",
+        description=(
+            "task.toml disables network access, and the oracle run failed on a network "
+            f"lookup or connection (it ended with {run.got}). The task cannot pass as "
+            "configured, whatever the agent does."
+        ),
+        recommendation=(
+            "Ship the data the solution or tests download inside the task (tests/ or "
+            "environment/), or allow network access in task.toml if it is really needed."
+        ),
+    )
+
+
+def _foreign_path(run: _OracleRun) -> Diagnosis | None:
+    path = missing_absolute_path(run.oracle.log)
+    if path is None:
+        return None
+    return dict(
+        category="ENV",
+        subcategory="ENV-PATH",
+        severity="Critical",
+        title=f"The reference run reads '{path}', which does not exist in the task environment",
+        description=(
+            f"The oracle run failed because '{path}' does not exist (it ended with {run.got}). "
+            "The path lies outside the directories the task's environment provides "
+            "(/app, /tests, /solution, /logs), so it looks like a path from the author's "
+            "machine."
+        ),
+        recommendation=(
+            "Refer to the file where the environment puts it (usually under /app) in the "
+            "solution and tests, and ship the file with the task."
+        ),
+    )
+
+
+def _missing_file(run: _OracleRun) -> Diagnosis | None:
+    diagnosed = diagnose_missing_file(run.task, run.oracle.log)
+    if diagnosed is None:
+        return None
+    subcategory, title, description, recommendation = diagnosed
+    return dict(
+        category=subcategory.split("-", 1)[0],
+        subcategory=subcategory,
+        severity="High",
+        title=title,
+        description=(
+            f"{description} This is why the reference solution fails its own tests: the "
+            f"oracle run ended with {run.got} instead of 1 (its log is cited)."
+        ),
+        recommendation=recommendation,
+    )
+
+
+def _fails_its_tests(run: _OracleRun) -> Diagnosis:
+    return dict(
         category="GT",
         subcategory="GT-LOGIC",
         severity="High",
         title="The reference solution fails the task's own tests",
         description=(
             "Running solution/solve.sh in a fresh environment and then tests/test.sh ended with "
-            f"{got} instead of 1. Either the reference solution is wrong or the tests expect "
+            f"{run.got} instead of 1. Either the reference solution is wrong or the tests expect "
             "something else; in both cases the expected answer of the task is not a correct "
             "solution."
         ),
@@ -303,6 +308,17 @@ def oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits) 
             "solution (or the expected values in the tests) so that the oracle scores 1."
         ),
     )
+
+
+# Checked in this order; the first that applies names the cause.
+DIAGNOSES: tuple[Callable[[_OracleRun], Diagnosis | None], ...] = (
+    _no_reward_file,
+    _timed_out,
+    _missing_dependency,
+    _needs_network,
+    _foreign_path,
+    _missing_file,
+)
 
 
 def _declared_timeouts(task: LoadedTask) -> str:
@@ -353,104 +369,3 @@ def _tests_mention_reward(task: LoadedTask) -> bool:
         if b"reward.txt" in data or b"reward.json" in data:
             return True
     return False
-
-
-def missing_dependency(log: str) -> str | None:
-    match = _MISSING_MODULE.search(log)
-    if match:
-        return (match.group(2) or match.group(3)).split(".")[0]
-    for pattern in (_MISSING_COMMAND, _MISSING_COMMAND_DASH):
-        match = pattern.search(log)
-        if match:
-            return match.group(1)
-    return None
-
-
-_INSTRUCTION_FILE = re.compile(r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w-][\w.-]*\.([A-Za-z0-9]{1,8}))\b")
-
-
-def _missing_paths(log: str) -> list[str]:
-    """Absolute paths the log says do not exist, in order, once each."""
-    found: list[str] = []
-    for pattern in (_MISSING_PATH, _MISSING_PATH_SHELL):
-        found += [m.group(1) for m in pattern.finditer(log)]
-    return list(dict.fromkeys(p.rstrip(".,;") for p in found))
-
-
-def diagnose_missing_file(task: LoadedTask, log: str) -> tuple[str, str, str, str] | None:
-    """The cause of an oracle failure that its log shows as a missing file, from the task's
-    own files: (subcategory, title, description, recommendation), or None.
-
-    - a path under /tests or /solution that the task does not ship: a missing fixture
-      (ENV-PATH);
-    - a file the solution reads but the instruction never names, while the instruction names
-      another file of the same kind: the instruction and the solution disagree on the input
-      (INST-CONTRADICT);
-    - a file the tests read but the instruction never names, while the instruction names
-      another file of the same kind as the output: the tests check another file than the
-      specification asks for (EVAL-MISMATCH).
-    """
-    texts = {f.path: f.text for f in task.files}
-    instruction = texts.get("instruction.md", "")
-    named = {
-        m.group(1).rsplit("/", 1)[-1]: m.group(2).lower()
-        for m in _INSTRUCTION_FILE.finditer(instruction)
-    }
-    for path in _missing_paths(log):
-        for mount in ("/tests/", "/solution/"):
-            if (
-                path.startswith(mount)
-                and path[1:] not in texts
-                and not (task.root / path[1:]).exists()
-            ):
-                return (
-                    "ENV-PATH",
-                    f"The task does not ship `{path}`, which its run reads",
-                    f"The oracle run failed because `{path}` does not exist: the task's "
-                    f"{mount.strip('/')}/ directory does not contain `{path[len(mount) :]}`, so "
-                    "the fixture is missing from the task.",
-                    f"Add `{path[1:]}` to the task (or stop reading it).",
-                )
-        base = path.rsplit("/", 1)[-1]
-        if "." not in base or base in named:
-            continue
-        ext = base.rsplit(".", 1)[-1].lower()
-        others = [n for n, e in named.items() if e == ext and n != base]
-        if not others:
-            continue
-        solution = "\n".join(t for p, t in texts.items() if p.startswith("solution/"))
-        tests = "\n".join(t for p, t in texts.items() if p.startswith("tests/"))
-        shipped = {p.rsplit("/", 1)[-1] for p in texts if p.startswith("environment/")}
-        in_solution, in_tests = base in solution, base in tests
-        if in_solution and not in_tests:  # the instructed input the environment ships first
-            others.sort(key=lambda n: n not in shipped)
-            return (
-                "INST-CONTRADICT",
-                f"The instruction names `{others[0]}` but the solution reads `{base}`",
-                f"The reference solution reads `{path}`, which does not exist in the run; the "
-                f"instruction never mentions `{base}` and names `{others[0]}` instead. The "
-                "instruction and the solution disagree on the input file.",
-                f"Make the instruction and the solution name the same file (`{others[0]}` or "
-                f"`{base}`), and ship it.",
-            )
-        if in_tests and not in_solution:  # the instructed output the solution writes first
-            others.sort(key=lambda n: n not in solution)
-            return (
-                "EVAL-MISMATCH",
-                f"The tests read `{base}` but the instruction asks for `{others[0]}`",
-                f"The tests read `{path}`, which does not exist after the reference solution "
-                f"ran; the instruction never mentions `{base}` and asks for `{others[0]}`. An "
-                "agent that writes the file it was asked for fails the tests.",
-                f"Have the tests read `{others[0]}` (or change the instruction to `{base}`).",
-            )
-    return None
-
-
-def _missing_absolute_path(log: str) -> str | None:
-    allowed = (*_CONTAINER_PREFIXES, *python_prefixes())
-    for pattern in (_MISSING_PATH, _MISSING_PATH_SHELL):
-        for match in pattern.finditer(log):
-            path = match.group(1)
-            if not any(path == p or path.startswith(p + "/") for p in allowed):
-                return path
-    return None

@@ -74,14 +74,17 @@ def unavailable_image(skip_reason: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+NO_ENGINE = "no container engine:"  # how `sandbox.container.find_engine` says there is none
 SHOWN_IMAGES = 5  # images named in the one summary line; the rest are counted
 
 
 def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
     """What the execution checks did, said once: `outcomes` holds (ran, skip reason) per task.
-    Tasks skipped because their image is not here make one line naming the images; other
-    reasons one line each with their task count."""
+    Tasks skipped because their image is not here make one line naming the images, tasks
+    without a working engine one line with its reason; other reasons one line each with their
+    task count."""
     unavailable: dict[str, int] = {}
+    no_engine: dict[str, int] = {}
     others: dict[str, int] = {}
     for ran, reason in outcomes:
         if ran or not reason.strip():
@@ -89,11 +92,19 @@ def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
         image = unavailable_image(reason)
         if image is not None:
             unavailable[image] = unavailable.get(image, 0) + 1
+        elif reason.startswith(NO_ENGINE):
+            no_engine[reason.strip()] = no_engine.get(reason.strip(), 0) + 1
         else:
             others[reason.strip()] = others.get(reason.strip(), 0) + 1
     lines = []
+    could_run = sum(1 for did, _ in outcomes if did)
+    for reason, count in no_engine.items():
+        lines.append(
+            f"{could_run} of {len(outcomes)} tasks could run: {count} need a container engine "
+            f"and none works here ({reason.removeprefix(NO_ENGINE).strip()}); "
+            "`--no-execution` skips this step"
+        )
     if unavailable:
-        could_run = sum(1 for did, _ in outcomes if did)
         shown = ", ".join(list(unavailable)[:SHOWN_IMAGES])
         more = len(unavailable) - SHOWN_IMAGES
         lines.append(

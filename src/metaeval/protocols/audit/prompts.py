@@ -1,4 +1,4 @@
-"""Prompts of the BenchGuard LLM audit: system prompt, user prompts, repair prompt, output schema.
+"""Texts of the BenchGuard LLM audit's prompts: system prompt, user prompts, repair prompts.
 
 The wording is ours; the definitions (taxonomy, categorization priority, one-fix and split
 tests, discoverability gate, severity, finding type, confidence tiers, six phases) follow the
@@ -7,7 +7,8 @@ the validator can never disagree.
 
 Every artifact is shown with line numbers (`12| code`) so models can cite lines; the numbers
 are those of the loaded file, also when a file is shortened to fit a context window (omitted
-lines are replaced by a marker naming them), so citations stay checkable by `evidence.py`.
+lines are replaced by a marker naming them), so citations stay checkable by `evidence.py`
+(rendering: `prompt_render.py`; the output schema: `output_schema.py`).
 
 `PROMPT_TEMPLATES` maps a name to every text that shapes a request (the system prompt with the
 taxonomy rendered in, the user templates, the repair templates, the markers and the output
@@ -16,22 +17,24 @@ schema), so a run manifest can hash them all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import posixpath
-from collections.abc import Iterable
-from dataclasses import dataclass
 from string import Template
-from typing import Any, Literal
+from typing import Literal
 
-from metaeval.models.types import Message
 from metaeval.protocols.audit.findings import (
     CATEGORIES,
-    PAPER_SUBCATEGORIES,
     SEVERITY_ORDER,
     TAXONOMY,
 )
-from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
+from metaeval.protocols.audit.output_schema import (
+    DEFAULT_ANSWER,
+    FINDINGS_OBJECT_SCHEMA,
+    FINDINGS_SCHEMA,
+    MAX_TITLE_CHARS,
+    AnswerOptions,
+)
 
 AuditProtocol = Literal["definition", "execution"]
 
@@ -49,16 +52,6 @@ CATEGORY_NAMES: dict[str, str] = {
     "INST": "instruction",
     "ENV": "environment",
 }
-
-# Output size limits. They keep a small model from rambling under constrained decoding; they
-# are generation limits, not validation rules (a longer title from a frontier model is kept).
-MAX_FINDINGS = 8
-MAX_EVIDENCE = 3
-MAX_TITLE_CHARS = 120
-MAX_DESCRIPTION_CHARS = 600
-MAX_RECOMMENDATION_CHARS = 400
-MAX_SNIPPET_CHARS = 300
-MAX_PATH_CHARS = 200
 
 
 def taxonomy_block() -> str:
@@ -172,8 +165,21 @@ with []. If your reply must be a JSON object, put the array under the key "findi
 """
 
 
-def _render_system() -> str:
-    return Template(SYSTEM_TEMPLATE).substitute(
+REASONING_OUTPUT = """\
+Reasoning first: before the JSON, write out phases 1 to 5 of HOW TO WORK briefly, as notes \
+under the headings "Phase 1" to "Phase 5". Then end your reply with the findings as one JSON \
+array in a ```json fenced block; write nothing after that block."""
+JSON_ONLY_OUTPUT = "Reply with a JSON array and nothing else: no prose before or after it, no \
+markdown fences."
+JSON_ONLY_PHASE6 = "(e) Reply with the JSON array only."
+REASONING_PHASE6 = "(e) End your reply with the JSON array in a ```json fenced block."
+
+
+@functools.cache
+def system_prompt(answer: AnswerOptions = DEFAULT_ANSWER) -> str:
+    """The system prompt for `answer`'s caps; with `answer.reasoning`, the model writes its
+    analysis out before the JSON (the paper's phases) instead of answering with JSON only."""
+    text = Template(SYSTEM_TEMPLATE).substitute(
         area_gt=AREA_TITLES["GT"],
         area_eval=AREA_TITLES["EVAL"],
         area_inst=AREA_TITLES["INST"],
@@ -183,13 +189,14 @@ def _render_system() -> str:
         categories=", ".join(CATEGORIES),
         severities=", ".join(SEVERITY_ORDER),
         max_title=MAX_TITLE_CHARS,
-        max_description=MAX_DESCRIPTION_CHARS,
-        max_evidence=MAX_EVIDENCE,
-        max_findings=MAX_FINDINGS,
+        max_description=answer.max_description,
+        max_evidence=answer.max_evidence,
+        max_findings=answer.max_findings,
     )
+    return text.replace(JSON_ONLY_OUTPUT, REASONING_OUTPUT) if answer.reasoning else text
 
 
-SYSTEM_PROMPT = _render_system()
+SYSTEM_PROMPT = system_prompt()
 
 USER_TEMPLATE = """\
 Audit the benchmark task below. Every file is shown with its line numbers at the start of each \
@@ -305,76 +312,6 @@ important first) and brief descriptions. If the task has no defects, reply with 
 """
 
 
-# ---------------------------------------------------------------------------------------------
-# Output schema
-
-
-def _string(max_length: int) -> dict[str, Any]:
-    return {"type": "string", "maxLength": max_length}
-
-
-EVIDENCE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "file": _string(MAX_PATH_CHARS),
-        "line_start": {"type": ["integer", "null"], "minimum": 1},
-        "line_end": {"type": ["integer", "null"], "minimum": 1},
-        "snippet": _string(MAX_SNIPPET_CHARS),
-    },
-    "required": ["file", "line_start", "line_end", "snippet"],
-    "additionalProperties": False,
-}
-
-FINDING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "category": {"type": "string", "enum": list(CATEGORIES)},
-        "subcategory": {"type": "string", "enum": list(PAPER_SUBCATEGORIES)},
-        "severity": {"type": "string", "enum": list(SEVERITY_ORDER)},
-        "finding_type": {"type": "string", "enum": ["Bug", "Warning"]},
-        "title": _string(MAX_TITLE_CHARS),
-        "description": _string(MAX_DESCRIPTION_CHARS),
-        "evidence": {
-            "type": "array",
-            "items": EVIDENCE_SCHEMA,
-            "minItems": 0,
-            "maxItems": MAX_EVIDENCE,
-        },
-        "recommendation": _string(MAX_RECOMMENDATION_CHARS),
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    },
-    "required": [
-        "category",
-        "subcategory",
-        "severity",
-        "finding_type",
-        "title",
-        "description",
-        "evidence",
-        "recommendation",
-        "confidence",
-    ],
-    "additionalProperties": False,
-}
-
-# The contract: a JSON array of findings (constrained decoders get exactly this).
-FINDINGS_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "items": FINDING_SCHEMA,
-    "minItems": 0,
-    "maxItems": MAX_FINDINGS,
-}
-
-# The same array wrapped in an object, for providers whose structured-output mode needs an
-# object at the root. The parser accepts both shapes.
-FINDINGS_OBJECT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"findings": FINDINGS_SCHEMA},
-    "required": ["findings"],
-    "additionalProperties": False,
-}
-
-
 PROMPT_TEMPLATES: dict[str, str] = {
     "system": SYSTEM_PROMPT,
     "user": USER_TEMPLATE,
@@ -398,241 +335,3 @@ def templates_digest() -> str:
     for name in sorted(PROMPT_TEMPLATES):
         digest.update(name.encode() + b"\0" + PROMPT_TEMPLATES[name].encode() + b"\0")
     return "sha256:" + digest.hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-@dataclass(frozen=True)
-class RenderedFile:
-    """One file as shown in a prompt: the text block and, when shortened, what was left out."""
-
-    path: str
-    block: str
-    body_chars: int  # length of the numbered body (what a budget limits)
-    shortened: str | None = None  # human-readable note when lines were omitted or clipped
-
-
-def number_lines(text: str, budget: int | None = None) -> tuple[str, str | None]:
-    """`text` with right-aligned 1-based line numbers; shortened to `budget` chars if given.
-
-    Shortening keeps a head (about two thirds of the budget) and a tail, replacing the middle
-    with a marker naming the omitted line range; single lines longer than a quarter of the
-    budget (at least 80 characters) are clipped first. Line numbers are always the original
-    ones. Returns (body, note) where note describes the shortening or is None.
-    """
-    lines = text.splitlines()
-    width = len(str(max(len(lines), 1)))
-    numbered = [f"{i:>{width}}| {line}" for i, line in enumerate(lines, 1)]
-    full = "\n".join(numbered)
-    if budget is None or len(full) <= budget:
-        return full, None
-
-    max_line = max(80, budget // 4)
-    clipped = 0
-    shown: list[str] = []
-    for i, line in enumerate(lines, 1):
-        if len(line) > max_line:
-            clipped += 1
-            extra = Template(CLIPPED_LINE_TEMPLATE).substitute(count=len(line) - max_line)
-            line = line[:max_line] + extra
-        shown.append(f"{i:>{width}}| {line}")
-    body = "\n".join(shown)
-    if len(body) <= budget:
-        return body, f"{clipped} long line(s) clipped"
-
-    # Head and tail within the budget (the marker takes about 70 characters).
-    room = max(0, budget - 70)
-    head: list[str] = []
-    used = 0
-    for line in shown:
-        if used + len(line) + 1 > room * 2 // 3 and head:
-            break
-        head.append(line)
-        used += len(line) + 1
-    tail: list[str] = []
-    for line in reversed(shown[len(head) :]):
-        if used + len(line) + 1 > room:
-            break
-        tail.append(line)
-        used += len(line) + 1
-    tail.reverse()
-    first, last = len(head) + 1, len(lines) - len(tail)
-    marker = Template(OMITTED_MARKER_TEMPLATE).substitute(
-        first=first, last=last, count=last - first + 1
-    )
-    body = "\n".join([*head, marker, *tail])
-    note = f"lines {first}-{last} of {len(lines)} omitted"
-    if clipped:
-        note += f", {clipped} long line(s) clipped"
-    return body, note
-
-
-def render_file(file: TaskFile, budget: int | None = None) -> RenderedFile:
-    """A file as a prompt block: header (path, line count), numbered body, footer."""
-    body, note = number_lines(file.text, budget)
-    status = ""
-    if file.truncated:
-        status = f"; shortened by the loader: {file.raw_bytes} bytes on disk"
-    if note:
-        status += f"; {note} here"
-    header = Template(FILE_HEADER_TEMPLATE).substitute(
-        path=file.path, n_lines=len(file.lines), status=status
-    )
-    footer = Template(FILE_FOOTER_TEMPLATE).substitute(path=file.path)
-    return RenderedFile(file.path, f"{header}\n{body}\n{footer}", len(body), note)
-
-
-def _basename(path: str) -> str:
-    return posixpath.basename(path).lower()
-
-
-def group_files(task: LoadedTask) -> dict[str, list[TaskFile]]:
-    """Task files by prompt section (instruction, solution, tests, environment, data
-    description, domain knowledge, other files, agent files), in the loader's order."""
-    groups: dict[str, list[TaskFile]] = {
-        key: []
-        for key in (
-            "instruction",
-            "solution",
-            "tests",
-            "environment",
-            "data_description",
-            "domain_knowledge",
-            "other_files",
-            "agent_files",
-        )
-    }
-    for f in task.files:
-        if f.role == "instruction":
-            groups["instruction"].append(f)
-        elif f.role == "solution":
-            groups["solution"].append(f)
-        elif f.role == "tests":
-            groups["tests"].append(f)
-        elif f.role == "environment":
-            groups["environment"].append(f)
-        elif f.role == "docs":
-            key = "domain_knowledge" if "domain_knowledge" in _basename(f.path) else None
-            groups[key or "data_description"].append(f)
-        elif f.role == "agent":
-            groups["agent_files"].append(f)
-        else:
-            groups["other_files"].append(f)
-    return groups
-
-
-def prompt_files(task: LoadedTask, protocol: AuditProtocol) -> list[TaskFile]:
-    """The files a protocol's prompt shows (agent files only in the execution protocol)."""
-    return [f for f in task.files if protocol == "execution" or f.role != "agent"]
-
-
-def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            yield from _flatten(f"{prefix}.{key}" if prefix else str(key), sub)
-    else:
-        yield prefix, value
-
-
-def _task_meta(task: LoadedTask) -> str:
-    lines = []
-    meta = task.config.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
-    for label, keys in (
-        ("Domain", ("domain", "category")),
-        ("Expected output", ("expected_output",)),
-        ("Benchmark", ("benchmark_source",)),
-    ):
-        value = next((meta[k] for k in keys if meta.get(k) not in (None, "")), None)
-        if value is not None:
-            lines.append(f"{label}: {value}")
-    if task.config and task.file("task.toml") is None:
-        lines.append("Configuration (task.toml):")
-        for i, (key, value) in enumerate(_flatten("", task.config)):
-            if i >= 40:
-                lines.append("  ... (more keys not shown)")
-                break
-            lines.append(f"  {key} = {json.dumps(value, default=str)[:200]}")
-    if task.config_error:
-        lines.append(f"task.toml could not be parsed: {task.config_error}")
-    if task.missing_files:
-        lines.append("Missing files: " + "; ".join(task.missing_files))
-    if task.skipped_files:
-        lines.append("Files not shown (binary or unreadable): " + "; ".join(task.skipped_files))
-    if task.cuts:
-        lines.append("Shortened by the loader: " + "; ".join(task.cuts))
-    return "\n".join(lines) if lines else "(no further metadata)"
-
-
-def render_messages(
-    task: LoadedTask,
-    protocol: AuditProtocol,
-    *,
-    file_budgets: dict[str, int] | None = None,
-    notes: list[str] | None = None,
-) -> list[Message]:
-    """System and user messages for `protocol`. `file_budgets` caps the numbered body of the
-    named files (chars); a description of every shortening is appended to `notes`."""
-    if protocol not in ("definition", "execution"):
-        raise ValueError(f"unknown audit protocol {protocol!r}")
-    budgets = file_budgets or {}
-    groups = group_files(task)
-    sections: dict[str, str] = {}
-    for key, files in groups.items():
-        blocks = []
-        for f in files:
-            rendered = render_file(f, budgets.get(f.path))
-            if rendered.shortened and notes is not None:
-                notes.append(f"{f.path}: {rendered.shortened} in the prompt")
-            blocks.append(rendered.block)
-        sections[key] = "\n\n".join(blocks) if blocks else EMPTY_SECTION[key]
-    agent_section = ""
-    agent_phase1 = ""
-    if protocol == "execution":
-        agent_section = Template(AGENT_SECTION_TEMPLATE).substitute(
-            agent_files=sections["agent_files"]
-        )
-        agent_phase1 = AGENT_PHASE1_NOTE
-    user = Template(USER_TEMPLATE).substitute(
-        task_id=task.task_id,
-        task_meta=_task_meta(task),
-        instruction=sections["instruction"],
-        solution=sections["solution"],
-        tests=sections["tests"],
-        environment=sections["environment"],
-        data_description=sections["data_description"],
-        domain_knowledge=sections["domain_knowledge"],
-        other_files=sections["other_files"],
-        hints=task.hints.strip() or EMPTY_SECTION["hints"],
-        agent_section=agent_section,
-        agent_phase1=agent_phase1,
-    )
-    return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=user)]
-
-
-def render_definition_prompt(
-    task: LoadedTask, *, file_budgets: dict[str, int] | None = None
-) -> list[Message]:
-    """The definition-level audit prompt: all task artifacts, no agent attempt."""
-    return render_messages(task, "definition", file_budgets=file_budgets)
-
-
-def render_execution_prompt(
-    task: LoadedTask, *, file_budgets: dict[str, int] | None = None
-) -> list[Message]:
-    """The execution-level audit prompt: the definition prompt plus the agent's attempt
-    (role=agent files) as supporting evidence."""
-    return render_messages(task, "execution", file_budgets=file_budgets)
-
-
-def render_repair(error: str, *, truncated: bool = False) -> str:
-    """The follow-up message asking for only the JSON array after an unusable reply."""
-    template = REPAIR_TRUNCATED_TEMPLATE if truncated else REPAIR_TEMPLATE
-    return Template(template).substitute(error=error)
-
-
-def prompt_chars(messages: list[Message]) -> int:
-    return sum(len(m.content) for m in messages)

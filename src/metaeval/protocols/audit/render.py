@@ -234,6 +234,8 @@ def score_run(
         costs.update({row: together for row in suppressed})  # every merged row: all models
         report = score(groups, gold, judge, costs=costs, suppressed=suppressed)
         add_pooled_rows(report, models)
+        # every source merged stays the last row (the viewer's one-line headline reads it)
+        report.rows.sort(key=lambda row: row.name == ALL_SOURCES)
         report.warnings = coverage_warnings(cells, gold, models)
         records = read_records(run, min_tier)
         tables = paper_tables(records.findings, cells)

@@ -242,7 +242,18 @@ def _one_line(text: str) -> str:
 
 def render_markdown(data: AuditReportData) -> str:
     """The report as GitHub-flavoured Markdown."""
-    findings = data.reported_findings
+    out = _md_header(data) + _md_findings(data) + _md_tasks(data)
+    out += _md_task_details(data) + _md_cost(data)
+    if data.tables is not None and data.tables.to_markdown():
+        out.append("## Findings and cost by model\n")
+        out.append(data.tables.to_markdown())
+    if data.score is not None:
+        out.append(data.score.to_markdown())
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md_header(data: AuditReportData) -> list[str]:
+    """Title and the headline numbers, before any table."""
     totals = data.totals
     out: list[str] = [
         f"# Benchmark audit: {_one_line(data.benchmark)}\n",
@@ -262,6 +273,12 @@ def render_markdown(data: AuditReportData) -> str:
         "",
         "## Findings\n",
     ]
+    return out
+
+
+def _md_findings(data: AuditReportData) -> list[str]:
+    findings = data.reported_findings
+    out: list[str] = []
     if findings:
         out.append(
             markdown_table(
@@ -295,7 +312,11 @@ def render_markdown(data: AuditReportData) -> str:
     else:
         out.append("No findings at or above the report threshold.\n")
     out.append(f"_{suppressed_text(data.n_suppressed)}._\n")
+    return out
 
+
+def _md_tasks(data: AuditReportData) -> list[str]:
+    out: list[str] = []
     out.append("## Tasks\n")
     out.append(
         markdown_table(
@@ -314,7 +335,11 @@ def render_markdown(data: AuditReportData) -> str:
             ],
         )
     )
+    return out
 
+
+def _md_task_details(data: AuditReportData) -> list[str]:
+    out: list[str] = []
     by_task = _findings_by_task(data)
     for task_id in _task_order(data):
         task_findings = by_task.get(task_id, [])
@@ -342,7 +367,12 @@ def render_markdown(data: AuditReportData) -> str:
                 out.append(f"{md_code(evidence_location(e))}\n")
                 if e.snippet:
                     out.append(md_fence(e.snippet) + "\n")
+    return out
 
+
+def _md_cost(data: AuditReportData) -> list[str]:
+    totals = data.totals
+    out: list[str] = []
     out.append("## Cost\n")
     rows: list[list[str]] = [
         [r.task_id, r.source, str(r.input_tokens), str(r.output_tokens), fmt_cost(r.cost_usd)]
@@ -375,13 +405,7 @@ def render_markdown(data: AuditReportData) -> str:
             f"Total is incomplete: {totals.n_unknown} cost(s) unknown (no price); "
             "they are not counted as 0.\n"
         )
-
-    if data.tables is not None and data.tables.to_markdown():
-        out.append("## Findings and cost by model\n")
-        out.append(data.tables.to_markdown())
-    if data.score is not None:
-        out.append(data.score.to_markdown())
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from metaeval.errors import ConfigError
 from metaeval.models.base import Model
 from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
+from metaeval.protocols.audit.call_options import ModelCallOptions
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES, AuditProtocol
 from metaeval.protocols.audit.summary import (
     CELLS,
@@ -56,6 +57,8 @@ class AuditSettings:
     task_filter: list[str] = field(default_factory=list)
     concurrency: int = 1
     max_tokens: int = 2048
+    # temperature and what each answer may hold (call_options.py; `-M` keys of `audit run`)
+    model_call: ModelCallOptions = field(default_factory=ModelCallOptions)
     execution_checks: bool = True
     new_layer: str | None = None
     progress: bool | None = None
@@ -174,6 +177,7 @@ class AuditRun:
             "agent_results": str(s.agent_results) if s.agent_results else None,
             "agent": s.agent,
             "max_tokens": s.max_tokens,
+            **s.model_call.settings(),
             "host_env": sorted(s.host_env),
         }
 
@@ -189,6 +193,7 @@ class AuditRun:
             **({"agent": s.agent} if s.agent is not None else {}),
             "tasks": [str(d.relative_to(s.bench_dir).as_posix()) for d in self.task_dirs],
             "max_tokens": s.max_tokens,
+            **s.model_call.settings(),
             "execution_checks": s.execution_checks,
             "sandbox": s.sandbox,
             **({"host_env": list(s.host_env)} if s.host_env else {}),
@@ -369,6 +374,8 @@ class AuditRun:
             {**base, "task_id": task.task_id},
             protocol=self.settings.protocol_name(),
             max_tokens=self.settings.max_tokens,
+            temperature=self.settings.model_call.temperature,
+            answer=self.settings.model_call.answer,
             blobs=run.blobs,
         )
 

@@ -293,6 +293,103 @@ def _pair_id(issue: GoldIssue, finding: Finding) -> str:
     )
 
 
+Best = dict[tuple[str, str], VerdictLabel | None]  # (task_id, issue id) -> best verdict
+
+
+class _Scorer:
+    """Judges (gold issue, finding) pairs once each and collects the per-issue and per-finding
+    details of every row."""
+
+    def __init__(self, gold: Gold, judge: JudgeLike) -> None:
+        self.gold, self.judge = gold, judge
+        self.issues = list(gold.all_issues())
+        self.memo: dict[str, Verdict] = {}
+        self.error_pairs: set[str] = set()
+        self.details = {
+            (i.task_id, i.id): GoldIssueDetail(
+                task_id=i.task_id, issue_id=i.id, category=i.category, description=i.description
+            )
+            for i in self.issues
+        }
+        self.findings: list[FindingDetail] = []
+
+    def ask(self, issue: GoldIssue, finding: Finding) -> Verdict:
+        pid = _pair_id(issue, finding)
+        if pid not in self.memo:
+            self.memo[pid] = self.judge.judge(issue, finding)
+            if self.memo[pid].judge_error:
+                self.error_pairs.add(pid)
+        return self.memo[pid]
+
+    def row(self, name: str, findings: list[Finding]) -> tuple[Best, int, int, int, int]:
+        """Judge one row's reported findings: (best verdict per gold issue, findings on
+        defective tasks, of those aligned, aligned or partial, judge errors)."""
+        best: Best = {(i.task_id, i.id): None for i in self.issues}
+        n_defective = precise_a = precise_ap = errors = 0
+        for index, finding in enumerate(findings):
+            task_issues = self.gold.issues_for(finding.task_id)
+            if not task_issues:
+                continue  # clean or ungraded task: counts only in the total
+            n_defective += 1
+            verdicts = [(issue, self.ask(issue, finding)) for issue in task_issues]
+            for issue, v in verdicts:
+                key = (issue.task_id, issue.id)
+                so_far = best[key]
+                best[key] = _best([v.verdict] + ([so_far] if so_far else []))
+                errors += v.judge_error
+                self.details[key].pairs.append(_pair(name, index, finding, v))
+            finding_best = _best(v.verdict for _, v in verdicts)
+            assert finding_best is not None
+            precise_a += finding_best == "ALIGNED"
+            precise_ap += finding_best in ("ALIGNED", "PARTIAL")
+            self.findings.append(
+                FindingDetail(
+                    row=name,
+                    task_id=finding.task_id,
+                    finding_index=index,
+                    title=finding.title,
+                    subcategory=finding.subcategory,
+                    best=finding_best,
+                    aligned_with=[i.id for i, v in verdicts if v.verdict == "ALIGNED"],
+                    partial_with=[i.id for i, v in verdicts if v.verdict == "PARTIAL"],
+                )
+            )
+        for key, label in best.items():
+            self.details[key].best[name] = label
+        return best, n_defective, precise_a, precise_ap, errors
+
+
+def _pair(row: str, index: int, finding: Finding, v: Verdict) -> PairVerdict:
+    return PairVerdict(
+        row=row,
+        finding_index=index,
+        finding_title=finding.title,
+        finding_subcategory=finding.subcategory,
+        finding_sources=list(finding.sources),
+        finding_confidence=finding.confidence,
+        verdict=v.verdict,
+        reasoning=v.reasoning,
+        cached=v.cached,
+        judge_error=v.judge_error,
+    )
+
+
+def _category_recall(
+    gold: Gold, issues: list[GoldIssue], best_by_row: dict[str, Best]
+) -> list[CategoryRecall]:
+    categories: list[CategoryRecall] = []
+    for category in gold.categories:
+        keys = [(i.task_id, i.id) for i in issues if i.category == category]
+        entry = CategoryRecall(category=category, n_gold=len(keys))
+        for row_name, best in best_by_row.items():
+            a = sum(1 for k in keys if best[k] == "ALIGNED")
+            ap = sum(1 for k in keys if best[k] in ("ALIGNED", "PARTIAL"))
+            entry.recall_a[row_name] = ratio(a, len(keys))
+            entry.recall_ap[row_name] = ratio(ap, len(keys))
+        categories.append(entry)
+    return categories
+
+
 def score(
     groups: dict[str, list[Finding]],
     gold: Gold,
@@ -308,82 +405,16 @@ def score(
     """
     costs = costs or {}
     suppressed = suppressed or {}
-    issues = list(gold.all_issues())
-    n_gold = len(issues)
-    memo: dict[str, Verdict] = {}
-    error_pairs: set[str] = set()
-
-    def ask(issue: GoldIssue, finding: Finding) -> Verdict:
-        pid = _pair_id(issue, finding)
-        if pid not in memo:
-            memo[pid] = judge.judge(issue, finding)
-            if memo[pid].judge_error:
-                error_pairs.add(pid)
-        return memo[pid]
-
-    details = {
-        (i.task_id, i.id): GoldIssueDetail(
-            task_id=i.task_id, issue_id=i.id, category=i.category, description=i.description
-        )
-        for i in issues
-    }
-    # row -> (task_id, issue id) -> best verdict
-    best_by_row: dict[str, dict[tuple[str, str], VerdictLabel | None]] = {}
+    scorer = _Scorer(gold, judge)
+    n_gold = len(scorer.issues)
+    best_by_row: dict[str, Best] = {}
     rows: list[RowScore] = []
-    finding_details: list[FindingDetail] = []
-
     for row_name, all_findings in groups.items():
         findings = [f for f in all_findings if f.reported]
-        best: dict[tuple[str, str], VerdictLabel | None] = {(i.task_id, i.id): None for i in issues}
-        n_defective = precise_a = precise_ap = row_errors = 0
-        for index, finding in enumerate(findings):
-            task_issues = gold.issues_for(finding.task_id)
-            if not task_issues:
-                continue  # clean or ungraded task: counts only in the total
-            n_defective += 1
-            verdicts: list[tuple[GoldIssue, Verdict]] = [
-                (issue, ask(issue, finding)) for issue in task_issues
-            ]
-            for issue, v in verdicts:
-                key = (issue.task_id, issue.id)
-                so_far = best[key]
-                best[key] = _best([v.verdict] + ([so_far] if so_far else []))
-                row_errors += v.judge_error
-                details[key].pairs.append(
-                    PairVerdict(
-                        row=row_name,
-                        finding_index=index,
-                        finding_title=finding.title,
-                        finding_subcategory=finding.subcategory,
-                        finding_sources=list(finding.sources),
-                        finding_confidence=finding.confidence,
-                        verdict=v.verdict,
-                        reasoning=v.reasoning,
-                        cached=v.cached,
-                        judge_error=v.judge_error,
-                    )
-                )
-            finding_best = _best(v.verdict for _, v in verdicts)
-            assert finding_best is not None
-            precise_a += finding_best == "ALIGNED"
-            precise_ap += finding_best in ("ALIGNED", "PARTIAL")
-            finding_details.append(
-                FindingDetail(
-                    row=row_name,
-                    task_id=finding.task_id,
-                    finding_index=index,
-                    title=finding.title,
-                    subcategory=finding.subcategory,
-                    best=finding_best,
-                    aligned_with=[i.id for i, v in verdicts if v.verdict == "ALIGNED"],
-                    partial_with=[i.id for i, v in verdicts if v.verdict == "PARTIAL"],
-                )
-            )
+        best, n_defective, precise_a, precise_ap, errors = scorer.row(row_name, findings)
+        best_by_row[row_name] = best
         recalled_a = sum(1 for label in best.values() if label == "ALIGNED")
         recalled_ap = sum(1 for label in best.values() if label in ("ALIGNED", "PARTIAL"))
-        best_by_row[row_name] = best
-        for key, label in best.items():
-            details[key].best[row_name] = label
         rows.append(
             RowScore(
                 name=row_name,
@@ -400,21 +431,9 @@ def score(
                 n_findings=len(findings),
                 n_suppressed=suppressed.get(row_name, len(all_findings) - len(findings)),
                 cost_usd=costs.get(row_name),
-                judge_errors=row_errors,
+                judge_errors=errors,
             )
         )
-
-    categories: list[CategoryRecall] = []
-    for category in gold.categories:
-        keys = [(i.task_id, i.id) for i in issues if i.category == category]
-        entry = CategoryRecall(category=category, n_gold=len(keys))
-        for row_name, best in best_by_row.items():
-            a = sum(1 for k in keys if best[k] == "ALIGNED")
-            ap = sum(1 for k in keys if best[k] in ("ALIGNED", "PARTIAL"))
-            entry.recall_a[row_name] = ratio(a, len(keys))
-            entry.recall_ap[row_name] = ratio(ap, len(keys))
-        categories.append(entry)
-
     return ScoreReport(
         gold_path=gold.path,
         gold_sha256=gold.sha256,
@@ -422,11 +441,11 @@ def score(
         n_gold=n_gold,
         n_defective_tasks=len(gold.defective_tasks),
         rows=rows,
-        categories=categories,
-        issues=list(details.values()),
-        findings=finding_details,
-        judge_errors=len(error_pairs),
-        judge_pairs=len(memo),
+        categories=_category_recall(gold, scorer.issues, best_by_row),
+        issues=list(scorer.details.values()),
+        findings=scorer.findings,
+        judge_errors=len(scorer.error_pairs),
+        judge_pairs=len(scorer.memo),
     )
 
 

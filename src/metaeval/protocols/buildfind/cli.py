@@ -54,6 +54,33 @@ def validate_cmd(pack: Annotated[Path, typer.Argument(help="A task pack director
     out.print(f"{pack}: ok ({len(tasks)} task(s), {items} spec item(s), {questions} question(s))")
 
 
+@buildfind_app.command("plan")
+def plan_cmd(
+    config: Annotated[Path, typer.Argument(help="Build-and-find run config (YAML).")],
+) -> None:
+    """Validate a run config and its pack offline and print the planned cells, pairs and
+    effort panels (a dry run: no model is called, no agent started, nothing written)."""
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.buildfind.agents import make_agent
+    from metaeval.protocols.buildfind.config import load_config
+    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.plan import plan_lines, plan_run
+
+    cfg = load_config(config)
+    pack = load_pack(cfg.pack)
+    unknown = [t for t in cfg.tasks if t not in pack.tasks]
+    if unknown:
+        raise ConfigError(f"unknown task(s): {', '.join(unknown)}", file=str(config), field="tasks")
+    for role, specs in (("builder", cfg.builders), ("finder", cfg.finders)):
+        for spec in specs:  # resolves the agent id and its settings; starts nothing
+            try:
+                make_agent(spec, role=role)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), file=str(config)) from exc
+    for line in plan_lines(plan_run(cfg, pack), cfg):
+        out.print(line, markup=False, highlight=False)
+
+
 @buildfind_app.command("run")
 def run_cmd(
     config: Annotated[Path, typer.Argument(help="Run config (YAML).")],

@@ -134,8 +134,13 @@ def load_config(path: Path) -> RunConfig:
     strict reader; errors name the file and the field."""
     if not path.exists():
         raise ConfigError("run config not found", file=str(path))
-    # refused before parsing: YAML takes seconds per MiB; a run config lists agents and
-    # settings (the pack holds the tasks), so it is small
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:  # refused before parsing: YAML takes seconds per MiB
+        raise ConfigError(
+            f"run config is {size} bytes, more than the {MAX_CONFIG_BYTES} a run config may "
+            "have (it lists agents and settings; the pack holds the tasks)",
+            file=str(path),
+        )
     config = validate(RunConfig, read_mapping(path, max_bytes=MAX_CONFIG_BYTES), file=path)
     if not config.pack.is_absolute():
         config.pack = (path.parent / config.pack).resolve()

@@ -72,7 +72,8 @@ def rows_from_finds(
 def scorable(record: dict[str, Any]) -> bool:
     """A final find record whose answers are scored: the finder finished (not a timeout or an
     error) and its answer was readable (`unparsable` answers are a failed cell)."""
-    return record.get("status") == "ok" and record.get("answers_status") != "unparsable"
+    finished = record.get("status") not in ("timeout", "error")
+    return finished and record.get("answers_status") != "unparsable"
 
 
 def builds_table(run: RecordReader) -> pl.DataFrame:

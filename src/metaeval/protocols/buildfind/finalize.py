@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,20 @@ def _question_texts(run: RunDir) -> dict[object, str]:
 
 
 def analyze_rows(
-    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None = None,
+    panels: str = DEFAULT_PANELS,
+    finders: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, from the rows table alone (plus builder tokens if known);
-    `panels` is matched (the paper's) or cross (see `analysis.panels`)."""
+    `panels` is matched (the paper's) or cross (see `analysis.panels`). `finders` (the run
+    config's finder entries) keeps every configured finder in finder_calibration."""
+    from metaeval.protocols.buildfind.analysis.finder_calibration import with_every_finder
     from metaeval.protocols.buildfind.analysis.suite import run_analysis
 
-    return run_analysis(rows, builds, panels)
+    tables = run_analysis(rows, builds, panels)
+    tables["finder_calibration"] = with_every_finder(tables["finder_calibration"], finders)
+    return tables
 
 
 def write_outputs(
@@ -120,8 +128,31 @@ HEADLINE = {
 summary.json quote the calibration table's pooled (task "all") accuracy under these names."""
 
 
-def headline(tables: dict[str, pl.DataFrame]) -> dict[str, float | None]:
-    """The pooled accuracies of the calibration table, keyed as in `HEADLINE`."""
+REFERENCE_FINDER_PREFIX = "reference"
+"""A finder whose agent starts with this answers from the pack's expected answers: right by
+construction, so it is kept out of the headline (its rows stay in every table)."""
+
+
+def reference_finders(config: dict[str, Any]) -> list[str]:
+    """Names of the configured finders whose agent is a reference (scripted) finder."""
+    return sorted(
+        str(f["name"])
+        for f in config.get("finders", [])
+        if str(f.get("agent", "")).startswith(REFERENCE_FINDER_PREFIX)
+    )
+
+
+def headline(
+    tables: dict[str, pl.DataFrame], left_out: Sequence[str] = ()
+) -> dict[str, float | None]:
+    """The pooled accuracies of the calibration table, keyed as in `HEADLINE`. When finders
+    are `left_out` (reference finders beside scored ones), the same mean of per-run Eq. 1
+    accuracy is taken over the other finders' runs of `run_accuracy`."""
+    runs = tables.get("run_accuracy")
+    if left_out and runs is not None and runs.height:
+        scored = runs.filter(~pl.col("finder").is_in(list(left_out)))
+        if scored.height:
+            return _headline_from_runs(scored)
     calibration = tables.get("calibration")
     out: dict[str, float | None] = {}
     for key, (slice_name, _) in HEADLINE.items():
@@ -131,6 +162,21 @@ def headline(tables: dict[str, pl.DataFrame]) -> dict[str, float | None]:
             if hit.height:
                 value = hit.get_column("accuracy").item()
         out[key] = value
+    return out
+
+
+def _headline_from_runs(runs: pl.DataFrame) -> dict[str, float | None]:
+    """Calibration's pooled accuracy (mean per-run accuracy over runs that have one) per
+    headline slice, from the run_accuracy table."""
+    slices = {
+        "compile_pass": (pl.col("slice") == "formal") & pl.col("compile_pass").fill_null(False),
+        "question_only": pl.col("slice") == "question_only",
+        "spec_only": pl.col("slice") == "spec_only",
+    }
+    out: dict[str, float | None] = {}
+    for key, (slice_name, _) in HEADLINE.items():
+        values = runs.filter(slices[slice_name]).get_column("accuracy").drop_nulls()
+        out[key] = float(values.sort().cum_sum()[-1] / values.len()) if values.len() else None
     return out
 
 
@@ -165,14 +211,23 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     rows = label_rows(run, rows, base_finders)
     write_rows(rows, run.path)
     builds = builds_table(run)
-    tables = analyze_rows(rows, builds, config.get("panels", DEFAULT_PANELS))
+    panels = config.get("panels", DEFAULT_PANELS)
+    tables = analyze_rows(rows, builds, panels, config.get("finders", []))
     # restricted views: their own rows and tables
     tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)
     mark_self_labelled(tables, self_labelled)
-    figures = headline(tables)
+    references = reference_finders(config)
+    scored_finders = [f["name"] for f in config.get("finders", []) if f["name"] not in references]
+    left_out = references if scored_finders else []  # a reference-only run keeps its numbers
+    figures = headline(tables, left_out)
     warning = self_label_warning(self_labelled)
     warnings = ([warning] if warning else []) + panel_notes(tables.get("effort_panels"))
+    if left_out:
+        warnings.append(
+            f"reference finder(s) {', '.join(left_out)} (right by construction) are left out "
+            "of the headline figures; their rows stay in every table"
+        )
     meta = {
         "run_id": run.path.name,
         "pack": config.get("pack"),

@@ -26,7 +26,6 @@ one line naming the file (and the row and column):
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +34,10 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
+from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
 from metaeval.tasks.safe_files import open_regular, read_regular, sha256_fd, walk_tree
 from metaeval.tasks.safe_json import MAX_JSON_BYTES, json_type, parse_json, read_json
 
-TOLERANCE = 1e-9
-MAX_CELLS_PER_TABLE = 5
 MAX_TEXT_BYTES = 64 * 1024 * 1024
 """SHA256SUMS and the pack's and prompts' text files: larger ones are not read."""
 INPUT_ERRORS = (
@@ -215,87 +213,6 @@ def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------- tables
 
 
-def _key_text(df: pl.DataFrame, index: int) -> str:
-    keys = [c for c, t in df.schema.items() if t == pl.String][:4]
-    row = df.row(index, named=True)
-    return ", ".join(f"{k}={row[k]}" for k in keys)
-
-
-def _float_mismatch(a: pl.Series, b: pl.Series) -> pl.Series:
-    """True where two float columns differ: by more than TOLERANCE, in nullness, or where one
-    is NaN or infinite and the other is not the same."""
-    pair = pl.DataFrame({"a": a.cast(pl.Float64), "b": b.cast(pl.Float64)})
-    x, y = pl.col("a"), pl.col("b")
-    same = ((x - y).abs() <= TOLERANCE) | (x == y) | (x.is_nan() & y.is_nan())
-    ok = (x.is_null() & y.is_null()) | same.fill_null(False)
-    return pair.select(~ok).to_series()
-
-
-def _plain(value: object) -> object:
-    return value.to_list() if isinstance(value, pl.Series) else value
-
-
-def _report(label: str, column: str, bad: pl.Series, a: pl.Series, b: pl.Series, keys) -> list:
-    """One line per differing cell (the first few), naming the row by its key columns."""
-    rows = bad.arg_true().to_list()
-    lines = [
-        f"{label}: row {i + 1} ({_key_text(keys, i)}) column {column}: "
-        f"released {_plain(a[i])!r}, recomputed {_plain(b[i])!r}"
-        for i in rows[:MAX_CELLS_PER_TABLE]
-    ]
-    if len(rows) > MAX_CELLS_PER_TABLE:
-        lines.append(f"{label}: column {column}: {len(rows)} cells differ in all")
-    return lines
-
-
-def compare_frames(label: str, released: pl.DataFrame, recomputed: pl.DataFrame) -> list[str]:
-    """Differences between a released and a recomputed table (columns, types, rows, cells)."""
-    if released.columns != recomputed.columns:
-        return [f"{label}: columns {released.columns} differ from recomputed {recomputed.columns}"]
-    if released.height != recomputed.height:
-        return [f"{label}: {released.height} rows, recomputed {recomputed.height}"]
-    problems = []
-    for column in recomputed.columns:
-        a, b = released.get_column(column), recomputed.get_column(column)
-        if a.dtype != b.dtype:
-            problems.append(f"{label}: column {column} has type {a.dtype}, recomputed {b.dtype}")
-            continue
-        bad = _float_mismatch(a, b) if a.dtype.is_float() else a.ne_missing(b)
-        problems += _report(label, column, bad, a, b, recomputed)
-    return problems
-
-
-def _as_strings(df: pl.DataFrame) -> pl.DataFrame:
-    from metaeval.protocols.buildfind.tables import _csv_ready
-
-    return pl.read_csv(io.StringIO(_csv_ready(df).write_csv()), infer_schema_length=0)
-
-
-def compare_csv(label: str, path: Path, recomputed: pl.DataFrame) -> list[str]:
-    """A released CSV table against the recomputed table written as CSV (floats to 1e-9)."""
-    try:
-        released = pl.read_csv(path, infer_schema_length=0)
-    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
-        return [f"{label}: unreadable CSV ({exc})"]
-    if released.columns != recomputed.columns:
-        return [f"{label}: columns {released.columns} differ from recomputed {recomputed.columns}"]
-    if released.height != recomputed.height:
-        return [f"{label}: {released.height} rows, recomputed {recomputed.height}"]
-    if recomputed.height == 0:
-        return []
-    expected = _as_strings(recomputed)
-    problems = []
-    for column in recomputed.columns:
-        a, b = released.get_column(column), expected.get_column(column)
-        bad = a.ne_missing(b)
-        if recomputed.schema[column].is_float() and bad.any():
-            x, y = a.cast(pl.Float64, strict=False), b.cast(pl.Float64, strict=False)
-            parsed = (x.is_not_null() & y.is_not_null()) | (a.is_null() & b.is_null())
-            bad = bad & ~(parsed & ~_float_mismatch(x, y))
-        problems += _report(label, column, bad, a, b, recomputed)
-    return problems
-
-
 def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """(recomputed tables, rows frames by released path, problems reading the data)."""
     from metaeval.protocols.buildfind.analysis.evidence_audit import evidence_audit_summary
@@ -319,7 +236,7 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
 
     config = RecordFiles(root / "records").manifest.get("config", {})
-    tables = analyze_rows(rows, builds, config.get("panels", "matched"))
+    tables = analyze_rows(rows, builds, config.get("panels", "matched"), config.get("finders", []))
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
     view_path = root / "data" / "view_rows.parquet"
@@ -391,6 +308,12 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
     return problems
 
 
+TABLES_ADDED_LATER = frozenset(
+    {"affinity_matrix", "affinity_matrix_family", "paper_table1", "paper_table2", "paper_table3"}
+)
+"""Tables newer code computes that a release made before them lacks (checked when present)."""
+
+
 def check_tables(root: Path, recomputed: dict[str, pl.DataFrame]) -> list[str]:
     """Released tables (Parquet and CSV) against the recomputed ones."""
     released, problems = _read_tables(root)
@@ -398,7 +321,7 @@ def check_tables(root: Path, recomputed: dict[str, pl.DataFrame]) -> list[str]:
     problems += [
         f"tables/{n}.parquet: missing (recomputed)"
         for n in sorted(set(recomputed) - set(released))
-        if f"tables/{n}.parquet" not in unreadable
+        if f"tables/{n}.parquet" not in unreadable and n not in TABLES_ADDED_LATER
     ]
     problems += [
         f"tables/{n}.parquet: not produced by recomputing from the rows"

@@ -47,19 +47,30 @@ def _no_data(fig: Figure, text: str) -> None:
     fig.text(0.5, 0.5, _label(text), ha="center", va="center", fontsize=12, color="#555555")
 
 
-def _svg(name: str, draw: Callable[[Figure], None], size: tuple[float, float]) -> str:
-    """Draw a figure on an Agg canvas and return it as inline-ready SVG markup."""
+Files = dict[str, bytes]
+"""File name -> content of the figures drawn as standalone files (SVG and PNG)."""
+
+
+def _svg(
+    name: str, draw: Callable[[Figure], None], size: tuple[float, float], files: Files | None
+) -> str:
+    """Draw a figure on an Agg canvas and return it as inline-ready SVG markup; with `files`,
+    also add ``<name>.svg`` (standalone) and ``<name>.png`` to it."""
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 9}):
         fig = Figure(figsize=size, layout="constrained")
         FigureCanvasAgg(fig)
         draw(fig)
         buf = io.StringIO()
-        fig.savefig(
-            buf,
-            format="svg",
-            metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
-        )
+        fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
+        if files is not None:
+            png = io.BytesIO()
+            fig.savefig(png, format="png", dpi=150, metadata={"Software": None})
+            files[f"{name}.svg"] = buf.getvalue().encode("utf-8")
+            files[f"{name}.png"] = png.getvalue()
     return _inline_svg(buf.getvalue(), name)
+
+
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 
 
 def _inline_svg(text: str, prefix: str) -> str:
@@ -102,11 +113,11 @@ def _colorbar(fig: Figure, image: Any, ax: Any, label: str) -> None:
         bar.solids.set_rasterized(False)  # keep the SVG free of embedded bitmaps
 
 
-def rb_figure(df: pl.DataFrame | None) -> str:
+def rb_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
     """Horizontal R_b bars, one axes per effort panel, annotated with R_b and |C_b|."""
     ok, why = _usable(df, ("effort_panel", "builder", "R_b", "cells"))
     if not ok:
-        return _svg("fig-rb", lambda fig: _no_data(fig, why), (6, 1.6))
+        return _svg("fig-rb", lambda fig: _no_data(fig, why), (6, 1.6), files)
     assert df is not None
     df, metric = _one_metric(df)
     df = df.with_columns(pl.col("effort_panel").cast(pl.Utf8).fill_null(NA))
@@ -143,7 +154,7 @@ def rb_figure(df: pl.DataFrame | None) -> str:
             ax.set_title(_label(f"effort panel: {panel}"))
             ax.set_xlabel(_label(f"R_b on {metric} (1.0 = least effort in cell)"))
 
-    return _svg("fig-rb", draw, (max(5.0, 4.6 * len(panels)), height))
+    return _svg("fig-rb", draw, (max(5.0, 4.6 * len(panels)), height), files)
 
 
 def _one_metric(df: pl.DataFrame) -> tuple[pl.DataFrame, str]:
@@ -201,12 +212,12 @@ def _annotate(
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=size, color=color)
 
 
-def affinity_figure(df: pl.DataFrame | None) -> str:
+def affinity_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
     """Builder x finder residual heatmaps, one per effort panel (affinity is panel-local),
     diverging colours centred at 0, values annotated."""
     ok, why = _usable(df, ("builder", "finder", "residual"))
     if not ok:
-        return _svg("fig-affinity", lambda fig: _no_data(fig, why), (6, 1.6))
+        return _svg("fig-affinity", lambda fig: _no_data(fig, why), (6, 1.6), files)
     assert df is not None
     if "effort_panel" not in df.columns:
         df = df.with_columns(effort_panel=pl.lit(NA))
@@ -247,14 +258,14 @@ def affinity_figure(df: pl.DataFrame | None) -> str:
     tallest = max(len(g[1]) for g in grids)
     width = 1.5 + (1.5 + 0.75 * widest) * len(grids)
     height = 2.2 + 0.4 * tallest
-    return _svg("fig-affinity", draw, (max(5.0, width), max(2.8, height)))
+    return _svg("fig-affinity", draw, (max(5.0, width), max(2.8, height)), files)
 
 
-def kendall_figure(df: pl.DataFrame | None) -> str:
+def kendall_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
     """Finder x finder Kendall tau heatmaps: rows are effort panels, columns are tasks."""
     ok, why = _usable(df, ("effort_panel", "task", "finder_a", "finder_b", "tau"))
     if not ok:
-        return _svg("fig-kendall", lambda fig: _no_data(fig, why), (6, 1.6))
+        return _svg("fig-kendall", lambda fig: _no_data(fig, why), (6, 1.6), files)
     assert df is not None
     df = df.with_columns(pl.col("effort_panel", "task").cast(pl.Utf8).fill_null(NA))
     panels = sorted(set(df.get_column("effort_panel").to_list()), key=_natural)
@@ -301,4 +312,4 @@ def kendall_figure(df: pl.DataFrame | None) -> str:
             _colorbar(fig, image, axes.ravel().tolist(), "Kendall tau")
 
     cell = 1.2 + 0.55 * widest
-    return _svg("fig-kendall", draw, (1.5 + cell * len(tasks), 0.6 + cell * len(panels)))
+    return _svg("fig-kendall", draw, (1.5 + cell * len(tasks), 0.6 + cell * len(panels)), files)

@@ -20,16 +20,23 @@ from markupsafe import Markup
 
 from metaeval.protocols.buildfind.report_figures import (
     NA,
+    Files,
     affinity_figure,
     kendall_figure,
     rb_figure,
 )
-from metaeval.protocols.buildfind.tables import TABLE_DOCS, TABLE_TITLES, column_doc, table_order
+from metaeval.protocols.buildfind.table_docs import (
+    TABLE_DOCS,
+    TABLE_TITLES,
+    column_doc,
+    table_order,
+)
 from metaeval.records.durable import atomic_write
 from metaeval.report.html import printable_output, shared_css
 from metaeval.report.markdown import markdown_table, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
+FIGURES_DIR = "figures"  # the report's figures as files: <figure id>.svg and .png
 HTML_TEMPLATE = "templates/report.html.j2"
 
 # meta key -> label in the summary, in display order; other keys follow under their own name
@@ -190,8 +197,12 @@ def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     return out
 
 
-def render_html(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no external assets)."""
+def render_html(
+    tables: dict[str, pl.DataFrame], meta: dict[str, Any], files: Files | None = None
+) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no external assets);
+    with `files`, each figure is also added to it as SVG and PNG files."""
+    matrix = tables.get("affinity_matrix")
     figures = [
         {
             "id": "fig-rb",
@@ -200,22 +211,25 @@ def render_html(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> str:
             "number of contributing all-correct finder-task cells |C_b| (out of the panel's "
             "cells when known). Builders with no contributing cell show n/a. When the table "
             "stacks several effort metrics, the reported total-byte metric is drawn.",
-            "svg": Markup(rb_figure(tables.get("rb_effort"))),
+            "svg": Markup(rb_figure(tables.get("rb_effort"), files)),
         },
         {
             "id": "fig-affinity",
             "title": "Builder-finder affinity residuals",
-            "caption": "Recovery residual after removing builder and finder means, one matrix "
-            "per effort panel (affinity is panel-local: every mean is taken inside the panel). "
-            "Red is above marginal recovery, blue below; grey cells have no data.",
-            "svg": Markup(affinity_figure(tables.get("affinity"))),
+            "caption": "Recovery residual after removing builder and finder means: one matrix "
+            "over every agent and effort as in the paper (affinity_matrix; the per-panel "
+            "centring is the affinity table). Red is above marginal recovery, blue below; grey "
+            "cells have no data.",
+            "svg": Markup(
+                affinity_figure(matrix if matrix is not None else tables.get("affinity"), files)
+            ),
         },
         {
             "id": "fig-kendall",
             "title": "Kendall tau between finders' builder-effort orderings",
             "caption": "One heatmap per effort panel (rows) and task (columns); the diagonal "
             "is left blank.",
-            "svg": Markup(kendall_figure(tables.get("kendall_tau"))),
+            "svg": Markup(kendall_figure(tables.get("kendall_tau"), files)),
         },
     ]
     template = _environment().from_string(load_template_text())
@@ -268,18 +282,26 @@ def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     ]
 
 
-def render_report(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> tuple[str, str]:
-    """(markdown, html) for the given analysis tables and run metadata."""
-    return render_markdown(tables, meta), render_html(tables, meta)
+def render_report(
+    tables: dict[str, pl.DataFrame], meta: dict[str, Any], files: Files | None = None
+) -> tuple[str, str]:
+    """(markdown, html) for the given analysis tables and run metadata; with `files`, the
+    figures as SVG and PNG files too."""
+    return render_markdown(tables, meta), render_html(tables, meta, files)
 
 
 def write_report(
     tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
 ) -> list[Path]:
-    """Write report.md and report.html into out_dir; returns both paths."""
-    markdown, html = render_report(tables, meta)
+    """Write report.md, report.html and figures/<figure>.{svg,png} into out_dir; returns the
+    paths."""
+    files: Files = {}
+    markdown, html = render_report(tables, meta, files)
     out_dir.mkdir(parents=True, exist_ok=True)  # the directory the user named
     paths = [out_dir / "report.md", out_dir / "report.html"]
     atomic_write(paths[0], markdown.encode("utf-8"))
     atomic_write(paths[1], html.encode("utf-8"))
+    for name, data in sorted(files.items()):  # figures/ made without following a link
+        paths.append(out_dir / FIGURES_DIR / name)
+        atomic_write(paths[-1], data, root=out_dir, mkdir=True)
     return paths

@@ -83,6 +83,20 @@ def structure(root: Path) -> dict[str, Any]:
     }
 
 
+def wrote_nothing(artifact: Path, file_list: list[str], starter: Path | None) -> bool:
+    """The builder left no file of its own: the artifact is empty, or holds exactly the
+    starter tree's files with their starter content."""
+    if not file_list:
+        return True
+    if starter is None:
+        return False
+    for rel in file_list:
+        theirs = starter / rel
+        if not theirs.is_file() or _read(theirs, starter) != _read(artifact / rel, artifact):
+            return False
+    return True
+
+
 def compile_probe(workspace: Workspace, command: str, timeout_s: float = 300) -> dict[str, Any]:
     """Run the task's compile probe in the sandbox; the outcome never changes the build status."""
     result = workspace.exec(command, timeout_s=timeout_s)

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metaeval.config_files import load, validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.profiles import SystemProfile
 
@@ -152,40 +153,9 @@ def _pattern_within(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:
     return False
 
 
-def _validation_to_config_error(exc: ValidationError, *, file: str | None) -> ConfigError:
-    first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first.get("loc", ())) or None
-    msg = first.get("msg", "invalid value")
-    if len(exc.errors()) > 1:
-        others = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-            for e in exc.errors()[1:]
-        )
-        msg = f"{msg} (also: {others})"
-    return ConfigError(msg, file=file, field=loc)
-
-
 def load_boundary(path: Path | str) -> MutationBoundary:
     """Read a boundary JSON file. Errors name the file and, where there is one, the field."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read mutation boundary: {exc}", file=str(path)) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", file=str(path)
-        ) from exc
-    except RecursionError as exc:
-        raise ConfigError("JSON nested too deeply", file=str(path)) from exc
-    if not isinstance(data, dict):
-        raise ConfigError("a mutation boundary must be a JSON object", file=str(path))
-    try:
-        return MutationBoundary.model_validate(data)
-    except ValidationError as exc:
-        raise _validation_to_config_error(exc, file=str(path)) from exc
+    return load(path, MutationBoundary)
 
 
 def boundary_from_profile(profile: SystemProfile) -> MutationBoundary:
@@ -210,7 +180,7 @@ def boundary_from_profile(profile: SystemProfile) -> MutationBoundary:
             mutable_root=profile.mutable_root, allowed_paths=list(profile.allowed_mutation_paths)
         )
     except ValidationError as exc:
-        err = _validation_to_config_error(exc, file=None)
+        err = validation_error(exc, file=None)
         fld = {"allowed_paths": "allowed_mutation_paths"}.get(err.field or "", err.field)
         raise ConfigError(f"{where}: {exc.errors()[0].get('msg')}", field=fld) from exc
 
@@ -238,7 +208,7 @@ def narrow(
         try:
             candidate = MutationBoundary.model_validate(merged)
         except ValidationError as exc:
-            raise _validation_to_config_error(exc, file=source) from exc
+            raise validation_error(exc, file=source) from None
 
     problems: list[tuple[str, str]] = []
     base_root, new_root = base.root_parts, candidate.root_parts

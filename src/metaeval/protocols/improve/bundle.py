@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
+from metaeval.protocols.improve.records import FEEDBACK, trial_path
 from metaeval.records import RunDir, redact
 from metaeval.records.layers import WAYS_OUT
-from metaeval.records.manifest import MANIFEST_NAME, read_manifest
+from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import NodeEval, Plan
+    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.records import NodeEval
 
 
 def open_bundle(plan: Plan) -> RunDir:
@@ -53,9 +55,15 @@ def open_bundle(plan: Plan) -> RunDir:
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
 
 
+CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models")
+"""The resolved manifest's keys that fix what a trial means; a resume may not change them."""
+
+
 def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     """Refuse a resume whose budget, seed, meta-agent limits or suites differ from the
-    bundle's, in words."""
+    bundle's, in words. Settings are compared by the run directory's one rule
+    (`records.manifest.diff_hashes`, "setting 'seed' changed: 0 -> 7"); a setting the bundle
+    did not record yet (an older metaeval) is not compared."""
     path = bundle / "resolved_manifest.json"
     if not path.is_file():
         return
@@ -63,11 +71,9 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
         before = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
-    changes = [
-        f"{key} changed: {before[key]} -> {resolved.get(key)}"
-        for key in ("trial_budget", "seed", "meta_agent_limits", "sandbox")
-        if key in before and before[key] != resolved.get(key)
-    ]
+    old = {key: before[key] for key in CONTRACT_SETTINGS if key in before}
+    new = {key: resolved.get(key) for key in old}
+    changes = diff_hashes(setting_hashes(old), setting_hashes(new), old, new)
     for split, suite in (before.get("suites") or {}).items():
         now = (resolved.get("suites") or {}).get(split) or {}
         if suite.get("tasks") != now.get("tasks"):
@@ -310,7 +316,7 @@ def write_summary_files(
     )
     final = {}
     if ledger:
-        packet = plan.bundle / "trials" / f"{ledger[-1]['trial']:03d}" / "feedback_packet.json"
+        packet = trial_path(plan.bundle, ledger[-1]["trial"]) / FEEDBACK
         if packet.exists():
             final = json.loads(packet.read_text())
     files.json("final_feedback_packet.json", final)

@@ -1,4 +1,4 @@
-"""`metaeval improve ...`: init-target, run, report, check-patch."""
+"""`metaeval improve ...`: init, init-target, run, report, check-patch."""
 
 from __future__ import annotations
 
@@ -15,6 +15,18 @@ improve_app = typer.Typer(
     no_args_is_help=True,
 )
 out = make_console(markup=False)  # printed text holds user paths and names, never markup
+
+
+@improve_app.command("init")
+def init_cmd(
+    dest: Annotated[Path, typer.Argument(help="A new or empty directory for the experiment.")],
+) -> None:
+    """Scaffold a minimal experiment: one manifest, one suite and a target repository."""
+    from metaeval.protocols.improve.scaffold import init_experiment
+
+    edit = init_experiment(dest)
+    out.print("written: " + ", ".join(str(p) for p in edit))
+    out.print(f"run it: metaeval improve run {dest / 'manifest.json'}")
 
 
 @improve_app.command("init-target")
@@ -35,6 +47,21 @@ def run_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory.")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="Override the trial budget.")] = None,
     allow_host_env: AllowHostEnv = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "-M",
+            "--model",
+            help="Model of the target agent and of the meta-agent (the target inherits the "
+            "meta-agent's model, as in the paper); a scripted meta-agent has none.",
+        ),
+    ] = None,
+    target_model: Annotated[
+        str | None, typer.Option(help="Model of the target agent only (wins over -M).")
+    ] = None,
+    meta_model: Annotated[
+        str | None, typer.Option(help="Model of the meta-agent only (wins over -M).")
+    ] = None,
     sandbox: Annotated[
         str,
         typer.Option(
@@ -51,9 +78,12 @@ def run_cmd(
     from metaeval.protocols.improve.runner import build_plan, run_experiment
 
     host_env = host_env_names(allow_host_env or [])
+    models = {"model": model, "target_model": target_model, "meta_model": meta_model}
     # the bundle path, planned first (suites may change)
-    plan, _ = build_plan(manifest, output, budget, host_env, sandbox)
-    summary = run_experiment(manifest, output, budget, host_env=host_env, sandbox=sandbox)
+    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models)
+    summary = run_experiment(
+        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models
+    )
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
     failures = framework_failures(plan.bundle, summary["trials_consumed"])

@@ -20,11 +20,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from metaeval.config_files import FieldProblem
+from metaeval.protocols.improve.boundary import MutationBoundary
+from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.records.names import SafeName
 
 # Sane maxima: a typo in a count or a time limit is an error, not a run that never ends (and
@@ -32,6 +42,8 @@ from metaeval.records.names import SafeName
 MAX_TRIALS = 10_000
 MAX_STEPS = 100_000
 MAX_SECONDS = 7 * 24 * 3600.0
+DEFAULT_TARGET_REPO = "target"
+"""The baseline repository when a manifest names none: `target` beside the manifest."""
 DEFAULT_META_MAX_STEPS = 40
 """Steps a meta-agent gets per trial when the SUT config sets no `max_steps`."""
 
@@ -67,8 +79,10 @@ class SutConfig(_Strict):
     and drives each trial (`metaeval.protocols.improve.pact.meta_agent`); the other lanes are
     started by metaeval itself and refuse a launch profile;
     `sum_profile` is the target-agent SystemProfile, which declares `mutable_root` and
-    `allowed_mutation_paths`.
-    Both paths are relative to this file.
+    `allowed_mutation_paths`. Either is a path (relative to the file that holds this SUT
+    config) or the profile itself, inline; without a `sum_profile` the target is the toolloop
+    agent `metaeval improve init` and `init-target toolloop` write
+    (`profiles.TOOLLOOP_TARGET`).
 
     Per trial the meta-agent runs for at most `timeout_s` seconds of wall clock (and never
     longer than the manifest's `budget_step_timeout_s`) and `max_steps` agent steps
@@ -77,15 +91,15 @@ class SutConfig(_Strict):
     menu.
     """
 
-    name: str = Field(min_length=1)
+    name: str = Field(default="sut", min_length=1)
     description: str | None = None
-    contract: Contract
+    contract: Contract = "edit/1"
     meta_agent: MetaAgentSpec
     tool_menu: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=600.0, gt=0, le=MAX_SECONDS)
     max_steps: int = Field(default=DEFAULT_META_MAX_STEPS, ge=1, le=MAX_STEPS)
-    launch_profile: Path | None = None
-    sum_profile: Path
+    launch_profile: Path | SystemProfile | None = None
+    sum_profile: Path | SystemProfile | None = None
 
     @field_validator("tool_menu")
     @classmethod
@@ -100,15 +114,31 @@ class SutConfig(_Strict):
 
 
 class SutRef(_Strict):
+    """The SUT config in a file of its own (relative to the manifest)."""
+
     sut_config: Path
+
+
+def _sut_kind(value: Any) -> str:
+    """`file` for `{"sut_config": ...}`, `inline` for a SUT config written in the manifest."""
+    if isinstance(value, SutRef) or (isinstance(value, dict) and "sut_config" in value):
+        return "sut_config"
+    return "inline"
+
+
+SutSpec = Annotated[
+    Annotated[SutRef, Tag("sut_config")] | Annotated[SutConfig, Tag("inline")],
+    Discriminator(_sut_kind),
+]
+"""The manifest's `sut`: a reference to a SUT config file, or the SUT config inline."""
 
 
 class Baseline(_Strict):
     """The pinned starting target-agent: a git repository and a commit in it."""
 
     id: SafeName = "baseline"  # the lineage node id of the baseline
-    repo: Path
-    base_commit: str
+    repo: Path = Path(DEFAULT_TARGET_REPO)
+    base_commit: str = "HEAD"
 
     @field_validator("base_commit")
     @classmethod
@@ -123,8 +153,10 @@ class Baseline(_Strict):
 class SuiteRef(_Strict):
     """The optimize view: a suite config and (optionally) the split to take from it.
 
-    `split_id` overrides the suite config's own `split_id`; when omitted, the suite config's
-    value is used. The effective split is recorded in the resolved manifest.
+    `suite_config` is a suite config file, or a suite directory (holding `suite.json`): then
+    the suite config is implied (every setting at its default). `split_id` overrides the
+    suite config's own `split_id`; when omitted, the suite config's value is used. The
+    effective split is recorded in the resolved manifest.
     """
 
     suite_config: Path
@@ -217,7 +249,7 @@ class MutationPolicy(_Strict):
     """
 
     source: Literal["sum_profile", "file"] = "sum_profile"
-    boundary: Path | None = None
+    boundary: Path | MutationBoundary | None = None
 
     @model_validator(mode="after")
     def _file_needs_boundary(self) -> MutationPolicy:
@@ -227,21 +259,27 @@ class MutationPolicy(_Strict):
 
 
 class ExperimentManifest(_Strict):
-    """One recursive run (Appendix B.1). Relative paths are relative to the manifest file."""
+    """One recursive run (Appendix B.1). Relative paths are relative to the manifest file.
+
+    Defaults where the paper's manifest leaves a setting out: `baseline` is the repository
+    `target` beside the manifest at `HEAD` (what `metaeval improve init` writes);
+    `target_budget` is the optimize suite config's `max_steps_per_task` and `task_timeout_s`;
+    `output` is `runs/<manifest file name without .json>` beside the manifest.
+    """
 
     mode: Literal["recursive_search"]
     description: str | None = None
-    sut: SutRef
+    sut: SutSpec
     sum: TargetModelSettings = Field(default_factory=TargetModelSettings)
-    baseline: Baseline
+    baseline: Baseline = Field(default_factory=Baseline)
     evaluation: Evaluation
     trial_budget: int = Field(ge=1, le=MAX_TRIALS)  # candidate proposals over the whole run
     budget_step_timeout_s: float = Field(
         default=1200.0, gt=0, le=MAX_SECONDS
     )  # wall time for one trial
-    target_budget: TargetBudget
+    target_budget: TargetBudget | None = None
     mutation_policy: MutationPolicy = Field(default_factory=MutationPolicy)
-    output: Path
+    output: Path | None = None
     seed: int = 0
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaeval.protocols.improve.config import ExperimentManifest, SutConfig
+from metaeval.protocols.improve.config import ExperimentManifest, SutConfig, SutRef, TargetBudget
 from metaeval.protocols.improve.profiles import SystemProfile
 
 RESOLVED_SCHEMA = "metaeval.improve.resolved_manifest/1"
@@ -82,7 +82,19 @@ class ResolvedManifest:
 
     @property
     def output(self) -> Path:
+        assert self.manifest.output is not None  # resolution fills in the default
         return self.manifest.output
+
+    @property
+    def target_budget(self) -> TargetBudget:
+        assert self.manifest.target_budget is not None  # resolution fills in the default
+        return self.manifest.target_budget
+
+    @property
+    def sut_source(self) -> str:
+        """Where the SUT config was written: its file, or the manifest (inline `sut`)."""
+        sut = self.manifest.sut
+        return str(sut.sut_config) if isinstance(sut, SutRef) else str(self.manifest_path)
 
     def to_json(self) -> dict[str, Any]:
         """The resolved manifest as a JSON-ready dict (deterministic for the same inputs)."""
@@ -96,7 +108,7 @@ class ResolvedManifest:
             "manifest": str(self.manifest_path),
             "files": {role: rec.to_json() for role, rec in self.files.items()},
             "sut": {
-                "sut_config": str(m.sut.sut_config),
+                "sut_config": str(m.sut.sut_config) if isinstance(m.sut, SutRef) else None,
                 "config": self.sut.model_dump(mode="json"),
                 "launch_profile": (
                     self.launch_profile.model_dump(mode="json") if self.launch_profile else None
@@ -124,15 +136,15 @@ class ResolvedManifest:
             },
             "trial_budget": m.trial_budget,
             "budget_step_timeout_s": m.budget_step_timeout_s,
-            "target_budget": m.target_budget.model_dump(mode="json"),
+            "target_budget": self.target_budget.model_dump(mode="json"),
             "mutation_policy": {
                 "source": policy.source,
-                "boundary": str(policy.boundary) if policy.boundary else None,
+                "boundary": str(policy.boundary) if isinstance(policy.boundary, Path) else None,
                 "boundary_content": self.boundary,
                 "mutable_root": self.sum_profile.mutable_root,
                 "allowed_mutation_paths": list(self.sum_profile.allowed_mutation_paths),
             },
-            "output": str(m.output),
+            "output": str(self.output),
             "seed": m.seed,
         }
 

@@ -50,19 +50,12 @@ would let a candidate turn failures into exclusions and raise its score. Only si
 agent cannot produce (the sandbox reporting itself unavailable, a harness exception) are
 infra errors.
 
-Suite scoring (`SuiteResult`, `evaluate_suite`): score = passed / total, over every task of
-the suite. A task the harness could not run (infra_error) or a candidate that broke
-(target_error) is never dropped from the denominator, so a candidate cannot raise its score by
-making tasks unrunnable; the caller (the IMPROVE loop) treats an evaluation with any infra
-error as an evaluation-framework failure (retried once, then not comparable and never
-promoted), and a candidate with any target error as broken (`SuiteResult.broken`).
+Suites are scored in `metaeval.protocols.improve.suite_eval`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import os
 import tempfile
 import threading
@@ -74,7 +67,6 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from metaeval.engine.executor import Executor, Job, JobOutcome, make_executor
 from metaeval.protocols.improve.episode_room import (
     DEFAULT_SANDBOX,
     Refused,
@@ -92,7 +84,6 @@ from metaeval.protocols.improve.pact.protocol import (
     SubmitAction,
     WriteFileAction,
 )
-from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.safe_files import read_regular, remove_tree
@@ -138,51 +129,6 @@ class TaskOutcome(BaseModel):
     def scored(self) -> bool:
         """True when the outcome counts toward accuracy (passed or failed)."""
         return self.status in ("passed", "failed")
-
-
-class SuiteResult(BaseModel):
-    """Outcomes of one suite slice and its accuracy over all of its tasks."""
-
-    name: str = ""
-    outcomes: list[TaskOutcome] = Field(default_factory=list)
-    passed: int = 0
-    failed: int = 0
-    infra_errors: int = 0
-    target_errors: int = 0
-    score: float | None = None  # passed / total; None for an empty suite
-    duration_s: float = 0.0
-
-    @property
-    def total(self) -> int:
-        return len(self.outcomes)
-
-    @property
-    def scored(self) -> int:
-        return self.passed + self.failed
-
-    @property
-    def broken(self) -> bool:
-        """True when any task ended in a target error: the candidate is broken."""
-        return self.target_errors > 0
-
-    @classmethod
-    def from_outcomes(
-        cls, outcomes: Sequence[TaskOutcome], *, name: str = "", duration_s: float = 0.0
-    ) -> SuiteResult:
-        counts = {status: 0 for status in ("passed", "failed", "infra_error", "target_error")}
-        for outcome in outcomes:
-            counts[outcome.status] += 1
-        total = len(outcomes)
-        return cls(
-            name=name,
-            outcomes=list(outcomes),
-            passed=counts["passed"],
-            failed=counts["failed"],
-            infra_errors=counts["infra_error"],
-            target_errors=counts["target_error"],
-            score=counts["passed"] / total if total else None,
-            duration_s=round(duration_s, 3),
-        )
 
 
 _TASK_ID_SALT = os.urandom(16)
@@ -363,7 +309,7 @@ class _Episode:
                 f"reset did not answer within the episode time limit ({self.task_timeout_s:g} s)",
             )
         if error is not None:
-            raise _Stop("target_error", f"reset failed: {_describe_error(error)}")
+            raise _Stop("target_error", f"reset failed: {describe_error(error)}")
         ok = value.get("ok", True) if isinstance(value, dict) else getattr(value, "ok", True)
         if ok is False:
             raise _Stop("target_error", "reset was refused (ok: false)")
@@ -381,7 +327,7 @@ class _Episode:
             if not done:
                 return self._ended_by_time(observation, last_action)
             if error is not None:
-                raise _Stop("target_error", f"act failed at step {step}: {_describe_error(error)}")
+                raise _Stop("target_error", f"act failed at step {step}: {describe_error(error)}")
             response = _as_act_response(value, step)
             action = response.action
             self.outcome.steps = step
@@ -545,7 +491,7 @@ def _as_act_response(value: Any, step: int) -> ActResponse:
         ) from exc
 
 
-def _describe_error(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
@@ -567,120 +513,3 @@ def _cap(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "task"
-
-
-# --------------------------------------------------------------------------- suites
-
-
-def evaluate_suite(
-    tasks: Sequence[Path],
-    client_factory: Callable[[], EpisodeClient],
-    *,
-    concurrency: int = 1,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S,
-    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-    work_root: Path | None = None,
-    verifier_timeout_s: float | None = None,
-    name: str = "",
-    on_outcome: Callable[[TaskOutcome], None] | None = None,
-    executor: Executor | None = None,
-    host_env: Sequence[str] = (),
-    sandbox: str = DEFAULT_SANDBOX,
-) -> SuiteResult:
-    """Evaluate every task as one executor job each (one client per task from
-    `client_factory`) and score the suite; outcomes keep the order of `tasks`.
-
-    `executor` defaults to a local executor running `concurrency` jobs at once. A factory
-    that raises gives that task a target_error (the candidate cannot be reached); a client
-    with a `release()` method gets it called when its episode ends. A job the executor
-    reports as failed (the harness crashed, a worker was lost) is an infra_error.
-    `on_outcome` is called as each task finishes, in the executor's orchestrating thread.
-    `host_env`, `sandbox`: see `evaluate_task`.
-    """
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
-    started = time.monotonic()
-    settings = {
-        "max_steps": max_steps,
-        "task_timeout_s": task_timeout_s,
-        "command_timeout_s": command_timeout_s,
-        "work_root": work_root,
-        "verifier_timeout_s": verifier_timeout_s,
-        "host_env": tuple(host_env),
-        "sandbox": check_sandbox(sandbox),
-    }
-    jobs = [
-        Job(
-            key=f"{index:05d}:{Path(task).name}",
-            fn=functools.partial(_episode_job, Path(task), client_factory, settings),
-            label=Path(task).name,
-        )
-        for index, task in enumerate(tasks)
-    ]
-    results: dict[str, TaskOutcome] = {}
-
-    def record(done: JobOutcome) -> None:
-        if done.status == "done":
-            outcome = done.value
-        else:
-            outcome = TaskOutcome(
-                task_id=done.job.label,
-                status="infra_error",
-                reason=f"evaluation job {done.status}: {(done.error or '').strip()[-2000:]}",
-                duration_s=round(done.duration_s, 3),
-            )
-        results[done.job.key] = outcome
-        if on_outcome is not None:
-            with contextlib.suppress(Exception):
-                on_outcome(outcome)
-
-    runner = executor or make_executor(concurrency, progress=False, description=name or "tasks")
-    runner.run(jobs, record)
-    outcomes = [results[job.key] for job in jobs]
-    return SuiteResult.from_outcomes(outcomes, name=name, duration_s=time.monotonic() - started)
-
-
-def _episode_job(
-    task: Path, client_factory: Callable[[], EpisodeClient], settings: dict[str, Any]
-) -> TaskOutcome:
-    """One executor job: get a client, run the episode, give the client back."""
-    task_started = time.monotonic()
-    try:
-        client = client_factory()
-    except Exception as exc:
-        return TaskOutcome(
-            task_id=task.name,
-            status="target_error",
-            reason=f"the client could not be created: {_describe_error(exc)}",
-            duration_s=round(time.monotonic() - task_started, 3),
-        )
-    try:
-        return evaluate_task(task, client, **settings)
-    finally:
-        release = getattr(client, "release", None)
-        if callable(release):
-            release()
-
-
-def run_suite(
-    config: SuiteConfig,
-    client_factory: Callable[[], EpisodeClient],
-    *,
-    work_root: Path | None = None,
-    verifier_timeout_s: float | None = None,
-    on_outcome: Callable[[TaskOutcome], None] | None = None,
-) -> SuiteResult:
-    """Evaluate the tasks a suite config selects, with its budget and concurrency."""
-    return evaluate_suite(
-        suite_tasks(config),
-        client_factory,
-        concurrency=config.concurrency,
-        max_steps=config.max_steps_per_task,
-        task_timeout_s=config.task_timeout_s,
-        command_timeout_s=config.command_timeout_s,
-        work_root=work_root,
-        verifier_timeout_s=verifier_timeout_s,
-        name=config.name,
-        on_outcome=on_outcome,
-    )

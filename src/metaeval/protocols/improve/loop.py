@@ -37,8 +37,8 @@ from metaeval.protocols.improve.gitops import (
     commit_candidate,
     remove_worktree,
 )
-from metaeval.protocols.improve.meta_agents import MetaOutput, apply_tool_menu
-from metaeval.protocols.improve.node_eval import NodeEval, NodeEvaluator
+from metaeval.protocols.improve.meta_agents import apply_tool_menu
+from metaeval.protocols.improve.node_eval import NodeEvaluator
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.proposal import (
@@ -47,13 +47,25 @@ from metaeval.protocols.improve.proposal import (
     propose_within,
     take_patch,
 )
+from metaeval.protocols.improve.records import (
+    BASELINE_EVAL,
+    CANDIDATE_EVAL,
+    FEEDBACK,
+    LEDGER_NAME,
+    SELECTION,
+    TRIAL_RESULT,
+    CandidateRef,
+    FeedbackPacket,
+    LedgerEntry,
+    MetaAgentRun,
+    MetaOutput,
+    NodeEval,
+    SelectionDecision,
+    trial_path,
+)
 from metaeval.protocols.improve.selection import select
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import sealed_paths, target_visible_roots
-
-LEDGER_NAME = "trial_ledger"
-LEDGER = f"{LEDGER_NAME}.jsonl"
-BASELINE_EVAL = "baseline_evaluation.json"
 
 FAILURE_CLASS = {
     "evaluated": None,
@@ -126,7 +138,7 @@ class TrialLoop:
         path = self.plan.bundle / BASELINE_EVAL
         if path.exists():
             data = json.loads(path.read_text())
-            return NodeEval(**data)
+            return NodeEval.model_validate(data)
         worktree = self.plan.bundle / "baseline-worktree"
         add_worktree(self.plan.repo, worktree, self.plan.baseline_commit)
         try:
@@ -137,7 +149,7 @@ class TrialLoop:
             remove_worktree(self.plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
         if node.status == "evaluated":  # a failed baseline is tried again on resume
-            self.files.json(path, node.__dict__)
+            self.files.json(path, node.model_dump())
         return node
 
     def active_parent(self, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
@@ -201,7 +213,7 @@ class TrialLoop:
 
     def run_trial(self, trial: int, parent: dict[str, Any], ledger: list[dict]) -> dict[str, Any]:
         plan = self.plan
-        trial_dir = plan.bundle / "trials" / f"{trial:03d}"
+        trial_dir = trial_path(plan.bundle, trial)
         if trial_dir.exists():  # a killed attempt of this trial: redo it from scratch
             shutil.rmtree(trial_dir)
         worktree = trial_dir / "optimizer-worktree"
@@ -216,8 +228,7 @@ class TrialLoop:
     def _parent_optimize(self, parent: dict[str, Any]) -> dict[str, Any] | None:
         """The active parent's optimize summary (per-task rows with their log files)."""
         if "trial" in parent:
-            path = self.plan.bundle / "trials" / f"{parent['trial']:03d}" / "artifacts"
-            path = path / "candidates" / "evaluation.json"
+            path = trial_path(self.plan.bundle, parent["trial"]) / CANDIDATE_EVAL
         else:
             path = self.plan.bundle / BASELINE_EVAL
         try:
@@ -256,34 +267,32 @@ class TrialLoop:
                 f"refs/metaeval/{plan.run_id}/{candidate_id}",
             )
             node = self._evaluate_commit(commit, candidate_id, trial_dir, artifacts)
-            self.files.json(artifacts / "candidates" / "evaluation.json", node.__dict__)
+            self.files.json(trial_dir / CANDIDATE_EVAL, node.model_dump())
             failure_class = FAILURE_CLASS[node.status]
         gate = select(plan, parent, node) if node is not None and not failure_class else None
         decision = gate["decision"] if gate is not None else "invalid"
         self._write_decision(trial, parent, candidate_id, commit, got, node, gate, failure_class)
-        result = {
-            "trial": trial,
-            "parent_id": parent["id"],
-            "candidate_id": candidate_id,
-            "candidate_commit": commit,
-            "decision": decision,
-            "failure_class": failure_class,
-            "optimize_score": None if node is None else node.optimize_score,
-            "held_out_score": None if node is None else node.held_out_score,
-            "task_failures": 0
-            if node is None or node.optimize is None
-            else node.optimize["failed"],
-            "meta_agent": {
-                "status": output.status,
-                "summary": output.summary,
-                "usage": output.usage,
-                "cost_usd": output.cost_usd,
-            },
-            "target": None if node is None else node.target_usage,
-            "patch_bytes": len(got.patch.encode()),
-            "wall_clock_s": round(time.time() - started, 3),
-        }
-        self.files.json(trial_dir / "trial_result.json", result)
+        result = LedgerEntry(
+            trial=trial,
+            parent_id=parent["id"],
+            candidate_id=candidate_id,
+            candidate_commit=commit,
+            decision=decision,
+            failure_class=failure_class,
+            optimize_score=None if node is None else node.optimize_score,
+            held_out_score=None if node is None else node.held_out_score,
+            task_failures=0 if node is None or node.optimize is None else node.optimize["failed"],
+            meta_agent=MetaAgentRun(
+                status=output.status,
+                summary=output.summary,
+                usage=output.usage,
+                cost_usd=output.cost_usd,
+            ),
+            target=None if node is None else node.target_usage,
+            patch_bytes=len(got.patch.encode()),
+            wall_clock_s=round(time.time() - started, 3),
+        ).model_dump()
+        self.files.json(trial_dir / TRIAL_RESULT, result)
         self.trace_lines.append(
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
@@ -331,31 +340,31 @@ class TrialLoop:
         failure_class: str | None,
     ) -> None:
         """selection_decision.json and feedback_packet.json of one trial."""
-        trial_dir = self.plan.bundle / "trials" / f"{trial:03d}"
+        folder = trial_path(self.plan.bundle, trial)
         decision = gate["decision"] if gate is not None else "invalid"
-        selection = {
-            "trial": trial,
-            "parent": parent,
-            "candidate": {"id": candidate_id, "commit": commit},
-            "decision": decision,
-            "failure_class": failure_class,
-            "reasons": got.reasons,
-            "gate": gate,
-            "left_out_of_patch": got.left_out,
-        }
-        self.files.json(trial_dir / "selection_decision.json", selection)
-        feedback = {
-            "trial": trial,
-            "parent_id": parent["id"],
-            "decision": decision,
-            "failure_class": failure_class,
-            "reasons": [r.get("detail") or r.get("code") for r in got.reasons],
-            "optimize": None if node is None else task_rows(node.optimize),
+        selection = SelectionDecision(
+            trial=trial,
+            parent=parent,
+            candidate=CandidateRef(id=candidate_id, commit=commit),
+            decision=decision,
+            failure_class=failure_class,
+            reasons=got.reasons,
+            gate=gate,
+            left_out_of_patch=got.left_out,
+        )
+        self.files.json(folder / SELECTION, selection.model_dump())
+        feedback = FeedbackPacket(
+            trial=trial,
+            parent_id=parent["id"],
+            decision=decision,
+            failure_class=failure_class,
+            reasons=[r.get("detail") or r.get("code") for r in got.reasons],
+            optimize=None if node is None else task_rows(node.optimize),
             # the gate's state only (the decision implies it); held-out scores stay hidden
-            "held_out_gate": None if gate is None else gate["held_out"]["state"],
-            "error": meta_error(node),
-        }
-        self.files.json(trial_dir / "feedback_packet.json", feedback)
+            held_out_gate=None if gate is None else gate["held_out"]["state"],
+            error=meta_error(node),
+        )
+        self.files.json(folder / FEEDBACK, feedback.model_dump())
 
     def _evaluate_commit(
         self, commit: str, candidate_id: str, trial_dir: Path, artifacts: Path

@@ -9,32 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits, Task
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.records import MetaOutput
 from metaeval.sandbox.workspace import Workspace
-
-
-@dataclass
-class MetaOutput:
-    """What one meta-agent invocation returned (optimizer_output.json) and its trace."""
-
-    status: str  # ok | error | timeout
-    summary: str = ""
-    parent: str | None = None  # the parent the proposal names (patch/1)
-    patch: str | None = None  # patch/1 only
-    error: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-    cost_usd: float | None = 0.0
-    trace: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "trace"}
-        return data
-
 
 EditStep = Callable[[Path, dict[str, Any]], str]
 

@@ -10,15 +10,15 @@ once, never promoted).
 from __future__ import annotations
 
 import queue
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
-from metaeval.protocols.improve.evaluate import evaluate_suite
 from metaeval.protocols.improve.feedback import keep_task_logs
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
+from metaeval.protocols.improve.records import NodeEval
+from metaeval.protocols.improve.suite_eval import evaluate_suite
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import EpisodeServer, LeasedClient, target_sandbox
 
@@ -27,25 +27,6 @@ if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import Plan
 
 SRC_DIR = Path(__file__).resolve().parents[3]  # .../src, so a target's PACT server finds metaeval
-
-
-@dataclass
-class NodeEval:
-    """Scores of one node (baseline or candidate) on the optimize and held-out suites."""
-
-    status: str  # evaluated | launch_failed | broken | framework_failure
-    optimize: dict[str, Any] | None = None
-    held_out: dict[str, Any] | None = None
-    error: str | None = None
-    target_usage: dict[str, Any] | None = None  # the target's model calls (`target_usage`)
-
-    @property
-    def optimize_score(self) -> float | None:
-        return None if self.optimize is None else self.optimize.get("score")
-
-    @property
-    def held_out_score(self) -> float | None:
-        return None if self.held_out is None else self.held_out.get("score")
 
 
 def suite_summary(result: Any) -> dict[str, Any]:
@@ -201,6 +182,17 @@ class NodeEvaluator:
         finally:
             for server in servers:
                 server.stop()
+        return self._outcome(optimize, held, out_dir, label)
+
+    def _outcome(
+        self,
+        optimize: dict[str, Any],
+        held: dict[str, Any] | None,
+        out_dir: Path,
+        label: str,
+    ) -> NodeEval:
+        """The node's status from its suites: the model endpoint gone or a task the harness
+        could not run is a framework failure, a target that failed to serve is broken."""
         suites = [s for s in (optimize, held) if s is not None]
         if self.model_service.endpoint_down():
             return NodeEval(

@@ -33,3 +33,24 @@ class SystemProfile(BaseModel):
     mutable_root: str | None = None  # scaffold-relative root the meta-agent may change
     allowed_mutation_paths: list[str] = Field(default_factory=list)  # under mutable_root
     model_api: Literal["metaeval", "openai"] = "metaeval"
+
+
+TOOLLOOP_TARGET = SystemProfile(
+    name="toolloop-target",
+    command=[
+        "{python}",
+        "-m",
+        "metaeval.protocols.improve.pact.server",
+        "--policy",
+        "target_agent.pact:make_policy",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+    ],
+    cwd=Path("."),
+    mutable_root="target_agent",
+    allowed_mutation_paths=["."],
+)
+"""The target agent `metaeval improve init-target toolloop` writes, served over PACT: the
+target profile of a SUT config that names none (the whole `target_agent/` is mutable)."""

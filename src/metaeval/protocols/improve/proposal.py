@@ -27,8 +27,8 @@ from metaeval.protocols.improve.gitops import (
     left_out_files,
     tampered,
 )
-from metaeval.protocols.improve.meta_agents import MetaOutput
 from metaeval.protocols.improve.patch_check import PatchVerdict, check_patch
+from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.loop import Plan
@@ -70,7 +70,7 @@ def contract_input(
     )
     feedback = []
     for entry in ledger:
-        packet = plan.bundle / "trials" / f"{entry['trial']:03d}" / "feedback_packet.json"
+        packet = trial_path(plan.bundle, entry["trial"]) / FEEDBACK
         if packet.exists():
             feedback.append(json.loads(packet.read_text()))
     return {

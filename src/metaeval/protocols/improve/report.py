@@ -27,6 +27,12 @@ from markupsafe import Markup
 from metaeval.errors import ConfigError
 from metaeval.exit_codes import CellFailure, one_line
 from metaeval.protocols.improve.charts import COLOURS, lineage_svg, score_text, scores_svg
+from metaeval.protocols.improve.records import (
+    CANDIDATE_EVAL,
+    FEEDBACK,
+    SELECTION,
+    trial_path,
+)
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table
 from metaeval.tasks.safe_files import read_head
@@ -70,13 +76,11 @@ def framework_failures(bundle: Path, trials: int) -> list[CellFailure]:
     own failures are results, not listed here."""
     failures = []
     for trial in range(1, trials + 1):
-        trial_dir = bundle / "trials" / f"{trial:03d}"
-        packet = _read_json(trial_dir / "feedback_packet.json", bundle, [])
+        trial_dir = trial_path(bundle, trial)
+        packet = _read_json(trial_dir / FEEDBACK, bundle, [])
         if packet and packet.get("failure_class") == "evaluation_framework_failure":
             # the evaluation's own error: the packet's omits the held-out split (meta-agent's)
-            node = _read_json(
-                trial_dir / "artifacts" / "candidates" / "evaluation.json", bundle, []
-            )
+            node = _read_json(trial_dir / CANDIDATE_EVAL, bundle, [])
             reason = one_line(
                 (node or {}).get("error") or packet.get("error") or "no reason recorded"
             )
@@ -160,12 +164,10 @@ def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[st
     """One dict per trial with everything the reports show."""
     views = []
     for entry in ledger:
-        folder = bundle / "trials" / f"{entry['trial']:03d}"
+        folder = trial_path(bundle, entry["trial"])
         refused: list[str] = []
-        selection = _read_json(folder / "selection_decision.json", bundle, refused)
-        evaluation = _read_json(
-            folder / "artifacts" / "candidates" / "evaluation.json", bundle, refused
-        )
+        selection = _read_json(folder / SELECTION, bundle, refused)
+        evaluation = _read_json(folder / CANDIDATE_EVAL, bundle, refused)
         parent = (selection or {}).get("parent") or {}
         diff, longer = _read_patch(folder / "candidate.patch", bundle, refused)
         failure = entry.get("failure_class")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,17 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.config_files import read_text, validation_error
 from metaeval.errors import ConfigError
-from metaeval.protocols.improve.config import ExperimentManifest, SuiteRef, SutConfig, SutRef
+from metaeval.protocols.improve.config import (
+    ExperimentManifest,
+    SuiteRef,
+    SutConfig,
+    SutRef,
+    TargetBudget,
+)
 from metaeval.protocols.improve.contract import FileRecord, ResolvedManifest, ResolvedSuite
-from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.profiles import TOOLLOOP_TARGET, SystemProfile
+from metaeval.protocols.improve.suites import DEFAULT_STEPS, DEFAULT_TASK_TIMEOUT_S
+from metaeval.protocols.improve.suites import MANIFEST as SUITE_MANIFEST
 from metaeval.sandbox.git import git_result
 from metaeval.sandbox.process import ExecResult
 
@@ -152,15 +160,22 @@ def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_pat
         raise ConfigError(
             f"cwd {profile.cwd}: the meta-agent's server runs in the optimizer worktree; "
             "leave cwd out or set it to '.'",
-            file=str(sut.launch_profile),
+            file=str(sut.launch_profile if isinstance(sut.launch_profile, Path) else sut_path),
             field="cwd",
         )
 
 
 def _absolute_sut(sut: SutConfig, sut_path: Path) -> SutConfig:
-    launch = _resolve_ref(sut.launch_profile, sut_path) if sut.launch_profile else None
+    """`sut` with its profile paths made absolute against the file that holds it."""
+
+    def absolute(ref: Path | SystemProfile | None) -> Path | SystemProfile | None:
+        return _resolve_ref(ref, sut_path) if isinstance(ref, Path) else ref
+
     return sut.model_copy(
-        update={"launch_profile": launch, "sum_profile": _resolve_ref(sut.sum_profile, sut_path)}
+        update={
+            "launch_profile": absolute(sut.launch_profile),
+            "sum_profile": absolute(sut.sum_profile),
+        }
     )
 
 
@@ -228,6 +243,11 @@ def _suite_view(
     field_name: str,
 ) -> tuple[ResolvedSuite, _Loaded]:
     path = _resolve_ref(ref_path, manifest_path)
+    if path.is_dir() and (path / SUITE_MANIFEST).is_file():
+        # a suite directory: its suite.json is hashed, the suite config is implied
+        loaded = _read_json_object(path / SUITE_MANIFEST)
+        content = {"name": path.name, "tasks_dir": str(path)}
+        return ResolvedSuite(role, path, split_override, content), loaded
     loaded = _read_json_object(
         path, referenced_by=manifest_path, ref_field=field_name, ref=ref_path
     )
@@ -238,6 +258,55 @@ def _suite_view(
     return ResolvedSuite(role, path, split, loaded.data), loaded
 
 
+def _suite_budget(view: ResolvedSuite) -> TargetBudget:
+    """The target budget a manifest leaves out: the optimize suite config's (or its
+    defaults)."""
+    return TargetBudget.model_validate(
+        {
+            "max_steps_per_task": view.content.get("max_steps_per_task", DEFAULT_STEPS),
+            "task_timeout_s": view.content.get("task_timeout_s", DEFAULT_TASK_TIMEOUT_S),
+        }
+    )
+
+
+def _resolve_sut(
+    manifest: ExperimentManifest, manifest_path: Path, files: dict[str, FileRecord]
+) -> tuple[SutConfig, SystemProfile | None, SystemProfile]:
+    """The SUT config (from its file, or inline in the manifest) and its two profiles (from
+    files relative to the file that names them, inline, or the default target)."""
+    if isinstance(manifest.sut, SutRef):
+        sut_path = _resolve_ref(manifest.sut.sut_config, manifest_path)
+        loaded_sut = _read_json_object(
+            sut_path,
+            referenced_by=manifest_path,
+            ref_field="sut.sut_config",
+            ref=manifest.sut.sut_config,
+        )
+        raw_sut: SutConfig = _validate(SutConfig, loaded_sut)  # spellings as written
+        files["sut_config"] = loaded_sut.record
+        prefix = ""
+    else:
+        sut_path, raw_sut, prefix = manifest_path, manifest.sut, "sut."
+    sut = _absolute_sut(raw_sut, sut_path)
+    profiles: list[SystemProfile | None] = []
+    for role, ref, raw in (
+        ("launch_profile", sut.launch_profile, raw_sut.launch_profile),
+        ("sum_profile", sut.sum_profile, raw_sut.sum_profile),
+    ):
+        if isinstance(ref, Path):
+            loaded = _read_json_object(
+                ref,
+                referenced_by=sut_path,
+                ref_field=prefix + role,
+                ref=raw,  # type: ignore[arg-type]
+            )
+            profiles.append(_validate(SystemProfile, loaded))
+            files[role] = loaded.record
+        else:
+            profiles.append(ref)
+    return sut, profiles[0], profiles[1] or TOOLLOOP_TARGET
+
+
 def _view_identity(view: ResolvedSuite) -> tuple[str, str | None]:
     tasks_dir = view.content.get("tasks_dir")
     if isinstance(tasks_dir, str):
@@ -245,6 +314,60 @@ def _view_identity(view: ResolvedSuite) -> tuple[str, str | None]:
     else:
         where = str(view.suite_config)
     return where, view.split_id
+
+
+def _resolve_views(
+    manifest: ExperimentManifest, manifest_path: Path, files: dict[str, FileRecord]
+) -> tuple[ResolvedSuite, ResolvedSuite | None]:
+    """The optimize and (when required) held-out views; they may not be the same view."""
+    ev = manifest.evaluation
+    optimize, loaded = _suite_view(
+        "optimize",
+        ev.optimize.suite_config,
+        ev.optimize.split_id,
+        manifest_path,
+        "evaluation.optimize.suite_config",
+    )
+    files["optimize_suite"] = loaded.record
+    if not ev.held_out.required:
+        return optimize, None
+    assert ev.held_out.suite_config is not None  # HeldOut validation guarantees it
+    held_out, loaded = _suite_view(
+        "held_out",
+        ev.held_out.suite_config,
+        ev.held_out.split_id,
+        manifest_path,
+        "evaluation.held_out.suite_config",
+    )
+    files["held_out_suite"] = loaded.record
+    if _view_identity(held_out) == _view_identity(optimize):
+        raise ConfigError(
+            "the held-out view is the same suite and split as the optimize view "
+            f"(split {held_out.split_id!r}); held-out tasks must never be optimized on",
+            file=_show(manifest_path),
+            field="evaluation.held_out.split_id",
+        )
+    return optimize, held_out
+
+
+def _resolve_boundary(
+    manifest: ExperimentManifest, manifest_path: Path, files: dict[str, FileRecord]
+) -> tuple[Path | None, dict[str, Any] | None]:
+    """The mutation policy's boundary: (its file, its content as written), or inline."""
+    policy = manifest.mutation_policy
+    if isinstance(policy.boundary, Path):
+        boundary_path = _resolve_ref(policy.boundary, manifest_path)
+        loaded = _read_json_object(
+            boundary_path,
+            referenced_by=manifest_path,
+            ref_field="mutation_policy.boundary",
+            ref=policy.boundary,
+        )
+        files["boundary"] = loaded.record
+        return boundary_path, loaded.data
+    if policy.boundary is not None:  # inline in the manifest: the fields it sets
+        return None, policy.boundary.model_dump(mode="json", exclude_unset=True)
+    return None, None
 
 
 def resolve_manifest(path: Path | str) -> ResolvedManifest:
@@ -259,90 +382,25 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
     files: dict[str, FileRecord] = {"manifest": loaded_manifest.record}
     shown_manifest = _show(manifest_path)
 
-    # layer 3: SUT config, then its profiles (relative to the SUT config)
-    sut_path = _resolve_ref(manifest.sut.sut_config, manifest_path)
-    loaded_sut = _read_json_object(
-        sut_path,
-        referenced_by=manifest_path,
-        ref_field="sut.sut_config",
-        ref=manifest.sut.sut_config,
-    )
-    raw_sut: SutConfig = _validate(SutConfig, loaded_sut)  # spellings as written, for messages
-    sut = _absolute_sut(raw_sut, sut_path)
-    files["sut_config"] = loaded_sut.record
-
-    launch_profile: SystemProfile | None = None
-    if sut.launch_profile is not None:
-        loaded = _read_json_object(
-            sut.launch_profile,
-            referenced_by=sut_path,
-            ref_field="launch_profile",
-            ref=raw_sut.launch_profile,
-        )
-        launch_profile = _validate(SystemProfile, loaded)
-        files["launch_profile"] = loaded.record
+    sut, launch_profile, sum_profile = _resolve_sut(manifest, manifest_path, files)
+    sut_path = manifest_path if not isinstance(manifest.sut, SutRef) else files["sut_config"].path
     _check_launch_profile(sut, launch_profile, sut_path)
-    loaded = _read_json_object(
-        sut.sum_profile, referenced_by=sut_path, ref_field="sum_profile", ref=raw_sut.sum_profile
-    )
-    sum_profile: SystemProfile = _validate(SystemProfile, loaded)
-    files["sum_profile"] = loaded.record
 
-    # layer 1: suite configs (relative to the manifest)
-    ev = manifest.evaluation
-    optimize, loaded = _suite_view(
-        "optimize",
-        ev.optimize.suite_config,
-        ev.optimize.split_id,
-        manifest_path,
-        "evaluation.optimize.suite_config",
-    )
-    files["optimize_suite"] = loaded.record
-    held_out: ResolvedSuite | None = None
-    if ev.held_out.required:
-        assert ev.held_out.suite_config is not None  # HeldOut validation guarantees it
-        held_out, loaded = _suite_view(
-            "held_out",
-            ev.held_out.suite_config,
-            ev.held_out.split_id,
-            manifest_path,
-            "evaluation.held_out.suite_config",
-        )
-        files["held_out_suite"] = loaded.record
-        if _view_identity(held_out) == _view_identity(optimize):
-            raise ConfigError(
-                "the held-out view is the same suite and split as the optimize view "
-                f"(split {held_out.split_id!r}); held-out tasks must never be optimized on",
-                file=shown_manifest,
-                field="evaluation.held_out.split_id",
-            )
-
-    # mutation policy
+    optimize, held_out = _resolve_views(manifest, manifest_path, files)
     policy = manifest.mutation_policy
-    boundary_path: Path | None = None
-    boundary: dict[str, Any] | None = None
-    if policy.boundary is not None:
-        boundary_path = _resolve_ref(policy.boundary, manifest_path)
-        loaded = _read_json_object(
-            boundary_path,
-            referenced_by=manifest_path,
-            ref_field="mutation_policy.boundary",
-            ref=policy.boundary,
-        )
-        boundary = loaded.data
-        files["boundary"] = loaded.record
+    boundary_path, boundary = _resolve_boundary(manifest, manifest_path, files)
     if policy.source == "sum_profile" and not sum_profile.mutable_root:
         raise ConfigError(
             "mutation_policy.source is 'sum_profile' but this target-agent profile declares "
             "no mutable_root",
-            file=_show(sut.sum_profile),
+            file=_show(sut.sum_profile if isinstance(sut.sum_profile, Path) else sut_path),
             field="mutable_root",
         )
 
     # baseline and output
     repo = _resolve_ref(manifest.baseline.repo, manifest_path)
     base_commit = resolve_base_commit(repo, manifest.baseline.base_commit, manifest=manifest_path)
-    output = _resolve_ref(manifest.output, manifest_path)
+    output = _resolve_ref(manifest.output or Path("runs") / manifest_path.stem, manifest_path)
     if _within(output, repo):
         raise ConfigError(
             f"output directory {output} lies inside the baseline repository {repo}",
@@ -352,16 +410,16 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
 
     resolved = manifest.model_copy(
         update={
-            "sut": SutRef(sut_config=sut_path),
+            "sut": SutRef(sut_config=sut_path) if isinstance(manifest.sut, SutRef) else sut,
             "baseline": manifest.baseline.model_copy(
                 update={"repo": repo, "base_commit": base_commit}
             ),
-            "evaluation": ev.model_copy(
+            "evaluation": manifest.evaluation.model_copy(
                 update={
                     "optimize": SuiteRef(
                         suite_config=optimize.suite_config, split_id=optimize.split_id
                     ),
-                    "held_out": ev.held_out.model_copy(
+                    "held_out": manifest.evaluation.held_out.model_copy(
                         update={
                             "suite_config": held_out.suite_config if held_out else None,
                             "split_id": held_out.split_id if held_out else None,
@@ -369,7 +427,10 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
                     ),
                 }
             ),
-            "mutation_policy": policy.model_copy(update={"boundary": boundary_path}),
+            "mutation_policy": policy.model_copy(
+                update={"boundary": boundary_path or policy.boundary}
+            ),
+            "target_budget": manifest.target_budget or _suite_budget(optimize),
             "output": output,
         }
     )
@@ -388,7 +449,35 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
     )
 
 
+def with_models(
+    resolved: ResolvedManifest,
+    model: str | None = None,
+    *,
+    target_model: str | None = None,
+    meta_model: str | None = None,
+) -> ResolvedManifest:
+    """`resolved` with the models of `improve run -M/--target-model/--meta-model`.
+
+    `model` is the model of both the target (`sum.model`) and the meta-agent
+    (`sut.meta_agent.model`): the paper's setting, where the target inherits the meta-agent's
+    backing model. A meta-agent without a model (scripted) keeps none. `target_model` and
+    `meta_model` set one side and win over `model`."""
+    target = target_model or model
+    meta = meta_model or (model if resolved.sut.meta_agent.agent != "scripted" else None)
+    manifest, sut = resolved.manifest, resolved.sut
+    if target:
+        manifest = manifest.model_copy(
+            update={"sum": manifest.sum.model_copy(update={"model": target})}
+        )
+    if meta:
+        sut = sut.model_copy(
+            update={"meta_agent": sut.meta_agent.model_copy(update={"model": meta})}
+        )
+    return replace(resolved, manifest=manifest, sut=sut)
+
+
 __all__ = [
+    "with_models",
     "load_sut_config",
     "load_system_profile",
     "resolve_base_commit",

@@ -5,24 +5,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from pydantic import ValidationError
+
+from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
-from metaeval.protocols.improve.loop import (
+from metaeval.protocols.improve.loop import Plan, TrialLoop
+from metaeval.protocols.improve.meta_agents import make_meta_agent
+from metaeval.protocols.improve.records import (
     BASELINE_EVAL,
     LEDGER,
     LEDGER_NAME,
+    LedgerEntry,
     NodeEval,
-    Plan,
-    TrialLoop,
 )
-from metaeval.protocols.improve.meta_agents import make_meta_agent
-from metaeval.protocols.improve.resolve import resolve_manifest
+from metaeval.protocols.improve.resolve import resolve_manifest, with_models
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
@@ -54,23 +57,72 @@ def suite_hash(tasks: Sequence[Path]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _contract_json(
+    resolved: Any, budget: int | None, sandbox: str, suites: dict[str, list[Path] | None]
+) -> dict[str, Any]:
+    """resolved_manifest.json: the resolved manifest and the contract as it runs: the
+    effective budget (`--budget` included), models, sandbox, every suite's content and the
+    meta-agent's limits, so a resume with any of them changed is refused (`open_bundle`)."""
+    manifest, sut = resolved.manifest, resolved.sut
+    data: dict[str, Any] = resolved.to_json()
+    data["trial_budget"] = budget or manifest.trial_budget
+    data["models"] = {"target": manifest.sum.model, "meta_agent": sut.meta_agent.model}
+    data["sandbox"] = sandbox  # where the tasks and their verifiers run
+    data["suites"] = {
+        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
+        for split, tasks in suites.items()
+        if tasks is not None
+    }
+    # the meta-agent's limits as they run (Plan.meta_*): the SUT config's, with its defaults
+    data["meta_agent_limits"] = {
+        "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
+        "max_steps": sut.max_steps,
+        "tool_menu": list(sut.tool_menu) or "full",
+        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
+    }
+    return data
+
+
+def _sut_contract(resolved: Any) -> dict[str, Any]:
+    """sut_contract.json: the SUT and what one proposal receives and returns."""
+    return {
+        "sut": resolved.sut.model_dump(mode="json"),
+        "contract": resolved.sut.contract,
+        "contract_input": [
+            "trial",
+            "parent",
+            "target_state",
+            "feedback",
+            "parent_results",
+            "invalid_trials",
+            "boundary",
+            "remaining_budget",
+            "suites",
+        ],
+        "contract_output": "edit/1: edits in the worktree, diff taken by the harness; "
+        "patch/1: a unified diff naming its parent",
+    }
+
+
 def build_plan(
     manifest_path: Path,
     output: Path | None = None,
     budget: int | None = None,
     host_env: Sequence[str] = (),
     sandbox: str = DEFAULT_SANDBOX,
+    models: Mapping[str, str | None] | None = None,
 ) -> tuple[Plan, Any]:
     """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
     `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
-    `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`).
+    `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`);
+    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`).
     """
     try:
         check_sandbox(sandbox)
     except ValueError as exc:
         raise ConfigError(str(exc), field="sandbox") from None
-    resolved = resolve_manifest(manifest_path)
+    resolved = with_models(resolve_manifest(manifest_path), **(models or {}))
     manifest = resolved.manifest
     bundle = (output or resolved.output).resolve()
     if bundle.exists() and not bundle.is_dir():
@@ -79,29 +131,14 @@ def build_plan(
             file=str(manifest_path) if output is None else None,
             field="output",
         )
-    resolved_json = resolved.to_json()
     boundary = _boundary(resolved)
     optimize_tasks, optimize_config = _tasks(resolved.optimize)
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
-    # the contract as it runs: the effective budget (`--budget` included) and every suite's
-    # content, so a resume with any of them changed is refused (see `open_bundle`)
-    resolved_json["trial_budget"] = budget or manifest.trial_budget
-    resolved_json["sandbox"] = sandbox  # where the tasks and their verifiers run
-    resolved_json["suites"] = {
-        split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
-        for split, tasks in (("optimize", optimize_tasks), ("held_out", held_tasks))
-        if tasks is not None
-    }
+    suites = {"optimize": optimize_tasks, "held_out": held_tasks}
+    resolved_json = _contract_json(resolved, budget, sandbox, suites)
     sut = resolved.sut
-    # the meta-agent's limits as they run (Plan.meta_*): the SUT config's, with its defaults
-    resolved_json["meta_agent_limits"] = {
-        "timeout_s": min(sut.timeout_s, manifest.budget_step_timeout_s),
-        "max_steps": sut.max_steps,
-        "tool_menu": list(sut.tool_menu) or "full",
-        "launch_profile": resolved.launch_profile.name if resolved.launch_profile else None,
-    }
     held = manifest.evaluation.held_out
     plan = Plan(
         bundle=bundle,
@@ -118,8 +155,8 @@ def build_plan(
         selection_gate=held.selection_gate,
         trial_budget=budget or manifest.trial_budget,
         step_timeout_s=manifest.budget_step_timeout_s,
-        max_steps_per_task=manifest.target_budget.max_steps_per_task,
-        task_timeout_s=manifest.target_budget.task_timeout_s,
+        max_steps_per_task=resolved.target_budget.max_steps_per_task,
+        task_timeout_s=resolved.target_budget.task_timeout_s,
         command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
@@ -127,27 +164,11 @@ def build_plan(
         meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
-        sut_config=str(manifest.sut.sut_config),
+        sut_config=resolved.sut_source,
         documents={
             "source_manifest.json": resolved.source_text,
             "resolved_manifest.json": resolved_json,
-            "sut_contract.json": {
-                "sut": resolved.sut.model_dump(mode="json"),
-                "contract": resolved.sut.contract,
-                "contract_input": [
-                    "trial",
-                    "parent",
-                    "target_state",
-                    "feedback",
-                    "parent_results",
-                    "invalid_trials",
-                    "boundary",
-                    "remaining_budget",
-                    "suites",
-                ],
-                "contract_output": "edit/1: edits in the worktree, diff taken by the harness; "
-                "patch/1: a unified diff naming its parent",
-            },
+            "sut_contract.json": _sut_contract(resolved),
             "sum_boundary.json": json.loads(boundary.to_json()),
         },
     )
@@ -161,9 +182,10 @@ def run_experiment(
     meta_agent: Any = None,
     host_env: Sequence[str] = (),
     sandbox: str = DEFAULT_SANDBOX,
+    models: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox)
+    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox, models)
     agent = meta_agent or make_meta_agent(
         resolved.sut.meta_agent.model_dump(), launch_profile=resolved.launch_profile
     )
@@ -200,11 +222,9 @@ def rerender(bundle: Path) -> list[Path]:
         ) from exc
     baseline_data = _bundle_json(bundle, BASELINE_EVAL)
     try:
-        baseline = NodeEval(**baseline_data)
-    except TypeError as exc:
-        raise ConfigError(
-            f"not a baseline evaluation: {exc}", file=str(bundle / BASELINE_EVAL)
-        ) from exc
+        baseline = NodeEval.model_validate(baseline_data)
+    except ValidationError as exc:
+        raise validation_error(exc, file=bundle / BASELINE_EVAL) from None
     try:
         run = RunDir.open_existing(bundle, "improve")
     except RecursionError:  # a layers.jsonl line nested too deeply for the JSON parser
@@ -217,6 +237,7 @@ def rerender(bundle: Path) -> list[Path]:
             raise ConfigError(
                 "a record is nested too deeply to read", file=str(bundle / LEDGER)
             ) from None
+        _check_ledger(ledger, bundle / LEDGER)
         try:
             write_summary_files(plan, baseline, ledger, files)  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -229,6 +250,20 @@ def rerender(bundle: Path) -> list[Path]:
     finally:
         run.close()
     return [bundle / "report.md", bundle / "report.html"]
+
+
+def _check_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
+    """Every ledger line read through its record model (`records.LedgerEntry`): a line that
+    lacks a field or has a wrong type is a ConfigError naming the line and the field."""
+    for number, entry in enumerate(ledger, 1):
+        try:
+            LedgerEntry.model_validate(entry)
+        except ValidationError as exc:
+            error = validation_error(exc, file=path)
+            message = str(error).removeprefix(f"{path}: field '{error.field}': ")
+            raise ConfigError(
+                f"line {number}: {message}", file=str(path), field=error.field
+            ) from None
 
 
 def _bundle_json(bundle: Path, name: str) -> dict[str, Any]:

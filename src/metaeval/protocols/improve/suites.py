@@ -24,12 +24,12 @@ the manifest's splits list.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from metaeval.config_files import load
 from metaeval.errors import ConfigError
 from metaeval.records.names import name_problem
 
@@ -37,6 +37,8 @@ MANIFEST = "suite.json"
 MAX_STEPS = 100_000  # sane maxima (as in the experiment manifest)
 MAX_SECONDS = 7 * 24 * 3600.0
 TASK_CONFIG = "task.toml"
+DEFAULT_STEPS = 30
+DEFAULT_TASK_TIMEOUT_S = 600.0
 
 
 class SuiteManifest(BaseModel):
@@ -63,8 +65,8 @@ class SuiteConfig(BaseModel):
     split_id: str | None = None
     task_ids: list[str] | None = None
     concurrency: int = Field(default=1, ge=1, le=64)
-    max_steps_per_task: int = Field(default=30, ge=1, le=MAX_STEPS)
-    task_timeout_s: float = Field(default=600.0, gt=0, le=MAX_SECONDS)
+    max_steps_per_task: int = Field(default=DEFAULT_STEPS, ge=1, le=MAX_STEPS)
+    task_timeout_s: float = Field(default=DEFAULT_TASK_TIMEOUT_S, gt=0, le=MAX_SECONDS)
     command_timeout_s: float = Field(default=60.0, gt=0, le=MAX_SECONDS)
 
 
@@ -76,18 +78,13 @@ def load_suite_config(path: Path) -> SuiteConfig:
     suite does not have.
     """
     where = str(path)
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError("suite config not found", file=where) from exc
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"cannot read suite config: {exc}", file=where) from exc
-    if not isinstance(data, dict):
-        raise ConfigError("expected a JSON object at the top level", file=where)
-    try:
-        config = SuiteConfig.model_validate(data)
-    except ValidationError as exc:
-        raise _validation_error(exc, where) from exc
+    if Path(path).is_dir() and (Path(path) / MANIFEST).is_file():
+        config = SuiteConfig(name=Path(path).resolve().name, tasks_dir=Path(path).resolve())
+        suite_tasks(config, source=where)
+        return config
+    if not Path(path).exists():
+        raise ConfigError("suite config not found", file=where)
+    config = load(path, SuiteConfig)
     tasks_dir = config.tasks_dir
     if not tasks_dir.is_absolute():
         tasks_dir = Path(path).resolve().parent / tasks_dir
@@ -104,18 +101,9 @@ def load_suite_manifest(tasks_dir: Path) -> SuiteManifest:
     """Read and check `<tasks_dir>/suite.json`: disjoint splits of existing task ids."""
     path = Path(tasks_dir) / MANIFEST
     where = str(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError("suite manifest not found", file=where) from exc
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"cannot read suite manifest: {exc}", file=where) from exc
-    if not isinstance(data, dict):
-        raise ConfigError("expected a JSON object at the top level", file=where)
-    try:
-        manifest = SuiteManifest.model_validate(data)
-    except ValidationError as exc:
-        raise _validation_error(exc, where) from exc
+    if not path.exists():
+        raise ConfigError("suite manifest not found", file=where)
+    manifest = load(path, SuiteManifest)
     owner: dict[str, str] = {}
     for split, ids in manifest.splits.items():
         for task_id in ids:
@@ -200,14 +188,3 @@ def _check_task_files(task: Path, where: str, field: str) -> None:
         raise ConfigError(
             f"task {task.name!r}: {TASK_CONFIG} does not parse: {exc}", file=where, field=field
         ) from exc
-
-
-def _validation_error(exc: ValidationError, where: str) -> ConfigError:
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or None
-    message = first.get("msg", "invalid value")
-    if first.get("type") == "extra_forbidden":
-        message = "unknown field"
-    elif first.get("type") == "missing":
-        message = "required field is missing"
-    return ConfigError(message, file=where, field=field)

@@ -1,9 +1,11 @@
 """One model's cell: the LLM protocol on one task, its findings verified against the task.
 
 A model whose output stays malformed is a final audit failure recorded in the cell
-(``audit_failure: true``); a provider that fails (after retries) raises, and the engine's one
-rule (`metaeval.engine.cells.classify`) sorts it: transient (unreachable, 5xx, rate limit) is
-an infrastructure error retried on resume, anything else a final failure.
+(``audit_failure: true``). A provider that stays unreachable after its retries
+(`ModelCallError`, transient) is an infrastructure error recorded here with its message, so
+the console and the summary name the endpoint and the cause, not a traceback; a rerun retries
+the cell. Anything else the body raises goes to the engine's one rule
+(`metaeval.engine.cells.classify`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from metaeval.errors import MetaevalError
 from metaeval.models.base import Model
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
+from metaeval.protocols.audit.output_schema import DEFAULT_ANSWER, AnswerOptions
 from metaeval.protocols.audit.prompts import AuditProtocol
 from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.records.blobs import BlobStore
+from metaeval.transient import is_transient
 
 Cell = tuple[dict[str, Any], list[dict[str, Any]]]
 
@@ -29,9 +34,23 @@ def model_cell(
     protocol: AuditProtocol,
     max_tokens: int,
     blobs: BlobStore,
+    temperature: float = 0.0,
+    answer: AnswerOptions = DEFAULT_ANSWER,
 ) -> Cell:
     """The cell record and findings of `model` auditing the loaded `task`."""
-    audit = audit_task(task, model, protocol=protocol, max_tokens=max_tokens)
+    try:
+        audit = audit_task(
+            task,
+            model,
+            protocol=protocol,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            answer=answer,
+        )
+    except MetaevalError as exc:
+        if not is_transient(exc):
+            raise
+        return {**base, "status": "error", "infra_error": True, "error": str(exc)}, []
     findings = [verify_evidence(f, task) for f in audit.findings]
     cell = {
         **base,

@@ -13,13 +13,25 @@ AFFINITY_KEY = ["effort_panel", "builder", "finder"]
 
 
 def affinity_from(runs: pl.DataFrame, score: str) -> pl.DataFrame:
+    """Residuals centred inside each effort panel (the per-panel alternative)."""
+    return _matrix(runs, score, ["effort_panel"])
+
+
+def affinity_matrix_from(runs: pl.DataFrame, score: str) -> pl.DataFrame:
+    """Residuals of one builder x finder matrix over every effort (the paper's layout)."""
+    return _matrix(runs, score, [])
+
+
+def _matrix(runs: pl.DataFrame, score: str, scope: list[str]) -> pl.DataFrame:
+    """Double-centred residuals of the pair scores; every mean is taken inside `scope`."""
     if score not in _SCORES:
         raise ConfigError(f"unknown affinity score {score!r}; use one of {', '.join(_SCORES)}")
     value = pl.col("accuracy") if score == "recovery" else pl.col("all_correct").cast(pl.Float64)
+    key = [*scope, "builder", "finder"]
     cells = (
         formal_runs(runs)
         .filter(pl.col("n_scored") > 0)
-        .group_by(AFFINITY_KEY)
+        .group_by(key)
         .agg(
             pl.col("builder_family").first(),
             pl.col("finder_family").first(),
@@ -27,22 +39,26 @@ def affinity_from(runs: pl.DataFrame, score: str) -> pl.DataFrame:
             runs=pl.len().cast(pl.Int64),
         )
     )
-    panel = "effort_panel"
-    residual = (
-        pl.col("score")
-        - pl.col("score").mean().over(panel, "builder")
-        - pl.col("score").mean().over(panel, "finder")
-        + pl.col("score").mean().over(panel)
-    )
+
+    def mean(*by: str) -> pl.Expr:
+        return pl.col("score").mean().over(*by) if by else pl.col("score").mean()
+
+    residual = pl.col("score") - mean(*scope, "builder") - mean(*scope, "finder") + mean(*scope)
     return (
         cells.with_columns(residual=residual)
-        .select(*AFFINITY_KEY, "residual", "score", "runs", "builder_family", "finder_family")
-        .sort(AFFINITY_KEY)
+        .select(*key, "residual", "score", "runs", "builder_family", "finder_family")
+        .sort(key)
     )
 
 
 def family_from(pairs: pl.DataFrame) -> pl.DataFrame:
-    key = ["effort_panel", "builder_family", "finder_family"]
+    """Mean pair residual by (builder family, finder family), inside each effort panel when
+    the pairs carry one (one table for the whole matrix otherwise)."""
+    key = [
+        *(["effort_panel"] if "effort_panel" in pairs.columns else []),
+        "builder_family",
+        "finder_family",
+    ]
     return (
         pairs.group_by(key)
         .agg(residual=pl.col("residual").mean(), cells=pl.len().cast(pl.Int64))
@@ -105,3 +121,34 @@ def affinity_family(
     pairs averaged), sorted by effort_panel, builder_family, finder_family.
     """
     return family_from(affinity(rows, score=score, compile_pass_only=compile_pass_only))
+
+
+def affinity_matrix(
+    rows: pl.DataFrame, *, score: str = "recovery", compile_pass_only: bool = True
+) -> pl.DataFrame:
+    """Builder-finder affinity as the paper lays it out (Appendix K, Figure 5): ONE builder x
+    finder matrix over every agent at every effort ("the full 12-agent matrix"), with the
+    builder, finder and grand means taken over all its observed cells.
+
+    With matched panels only the diagonal blocks (high x high, low x low) are observed; the
+    means are then over those cells, so a panel's residuals no longer sum to zero on their
+    own (the grand mean mixes panels); `affinity` is the per-panel alternative. s(b, f) is
+    the mean Eq. 1 accuracy over the pair's formal find runs (``score="recovery"``, each run
+    weighing the same, pooled across tasks and build trials) or the pair's all-correct share
+    (``score="all_correct"``).
+
+    Returns columns builder, finder, residual, score, runs, builder_family, finder_family,
+    sorted by builder, finder.
+    """
+    return affinity_matrix_from(Prepared(rows, compile_pass_only).run_view(), score)
+
+
+def affinity_matrix_family(
+    rows: pl.DataFrame, *, score: str = "recovery", compile_pass_only: bool = True
+) -> pl.DataFrame:
+    """The family table of `affinity_matrix` (Table 15's 3 x 3 layout): the unweighted mean
+    of the pair residuals of each (builder family, finder family).
+
+    Returns columns builder_family, finder_family, residual, cells; sorted by both families.
+    """
+    return family_from(affinity_matrix(rows, score=score, compile_pass_only=compile_pass_only))

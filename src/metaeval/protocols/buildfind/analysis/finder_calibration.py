@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import polars as pl
 
 from metaeval.protocols.buildfind.analysis.prepared import Prepared, formal_runs, pooled
@@ -102,3 +105,21 @@ def finder_calibration_from(prep: Prepared) -> pl.DataFrame:
         )
         .sort(["formal_recovery", "finder"], descending=[True, False], nulls_last=True)
     )
+
+
+def with_every_finder(table: pl.DataFrame, finders: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """`table` with a row for each configured finder it lacks (a finder whose every cell
+    failed leaves no question rows): formal_runs 0, every accuracy null; sorted as Table 8."""
+    have = set(table.get_column("finder").cast(pl.Utf8).to_list())
+    missing = [f for f in finders if f.get("name") not in have]
+    if not missing:
+        return table
+    extra = pl.DataFrame(
+        {
+            "finder": [str(f["name"]) for f in missing],
+            "finder_family": [str(f.get("family") or "") for f in missing],
+            "formal_runs": [0] * len(missing),
+        }
+    )
+    out = pl.concat([table, extra], how="diagonal_relaxed").select(table.columns)
+    return out.sort(["formal_recovery", "finder"], descending=[True, False], nulls_last=True)

@@ -10,7 +10,11 @@ import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis import accuracy, calibration, core, coverage, effort
-from metaeval.protocols.buildfind.analysis.affinity import affinity_from, family_from
+from metaeval.protocols.buildfind.analysis.affinity import (
+    affinity_from,
+    affinity_matrix_from,
+    family_from,
+)
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
@@ -18,6 +22,7 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
+from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
@@ -37,6 +42,7 @@ def run_analysis(
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
+    tables.update(paper_tables(tables))
     tables.update(
         analyze_extras(
             rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM
@@ -85,14 +91,16 @@ def analyze_extras(
 ) -> dict[str, pl.DataFrame]:
     """Every extra table with its default options, from two shared aggregations of the rows.
 
-    Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `question_agreement`,
+    Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `affinity_matrix`,
+    `affinity_matrix_family`, `question_agreement`,
     `finder_calibration`, `token_usage` (with ``builds``), `subset_views` and
     `evidence_audit_sample` (with ``seed``, ``per_stratum``) one by one, but the question rows
     are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
 
-    Returns a dict with keys kendall_tau, affinity, affinity_family, question_agreement,
+    Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
+    affinity_matrix_family, question_agreement,
     finder_calibration, token_usage, every `subset_views` key and evidence_audit_sample.
     """
     if per_stratum < 0:
@@ -100,10 +108,13 @@ def analyze_extras(
     prep = Prepared(rows, True)
     runs = prep.run_view()
     pairs = affinity_from(runs, "recovery")
+    matrix = affinity_matrix_from(runs, "recovery")
     tables = {
         "kendall_tau": kendall_from(runs),
         "affinity": pairs,
         "affinity_family": family_from(pairs),
+        "affinity_matrix": matrix,
+        "affinity_matrix_family": family_from(matrix),
         "question_agreement": prep.agreement,
         "finder_calibration": finder_calibration_from(prep),
         "token_usage": token_usage_from(prep, builds, False),

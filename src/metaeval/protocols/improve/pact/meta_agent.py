@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
-from metaeval.protocols.improve.meta_agents import MetaOutput
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
@@ -39,6 +38,7 @@ from metaeval.protocols.improve.pact.protocol import (
     WriteFileAction,
 )
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.records import MetaOutput
 from metaeval.records.redact import redact_text
 from metaeval.sandbox.workspace import Workspace, WorkspaceError
 

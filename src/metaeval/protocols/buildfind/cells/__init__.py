@@ -1,0 +1,1 @@
+"""One module per kind of build-and-find cell: `build`, `find`; `context` is what both read."""

@@ -118,6 +118,28 @@ def test_buildfind_scaffold_passes_the_loaders_and_schema(tmp_path: Path) -> Non
     assert len(task.spec.items) == 4
 
 
+def doc_labels() -> dict[tuple[str, str], str]:
+    """(builder, question id) -> label, from the CSV block of docs/formats/buildfind.md."""
+    text = (ROOT / "docs" / "formats" / "buildfind.md").read_text()
+    block = text.split("```csv\n", 1)[1].split("```", 1)[0]
+    return {
+        (r["builder"], r["question_id"]): r["label"] for r in csv.DictReader(block.splitlines())
+    }
+
+
+def test_documented_labels_are_the_hand_labels() -> None:
+    # by reading the repositories: divergent returns "" for "!!!" (option A, not gold C) and
+    # has no max_length; documented implements the whole spec
+    assert doc_labels() == {
+        ("divergent", "q01"): "implemented_gold",
+        ("divergent", "q02"): "implemented_non_gold",
+        ("divergent", "q03"): "absent_ambiguous",
+        ("documented", "q01"): "implemented_gold",
+        ("documented", "q02"): "implemented_gold",
+        ("documented", "q03"): "implemented_gold",
+    }
+
+
 def fill_labels(review: Path, labels: dict[tuple[str, str], str]) -> None:
     with review.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -145,19 +167,8 @@ def test_buildfind_scaffold_runs_end_to_end_and_labels(tmp_path: Path) -> None:
         "(docs/formats/buildfind.md), then run: metaeval buildfind label runs/bf"
     ) in run.stdout
     assert "warning" not in run.stderr
-    # labelled by reading the repositories: divergent returns "" for "!!!" and has no
-    # max_length; documented implements the whole spec
-    fill_labels(
-        tmp_path / "runs/bf/labels/review.csv",
-        {
-            ("divergent", "q01"): "implemented_gold",
-            ("divergent", "q02"): "implemented_non_gold",
-            ("divergent", "q03"): "absent_ambiguous",
-            ("documented", "q01"): "implemented_gold",
-            ("documented", "q02"): "implemented_gold",
-            ("documented", "q03"): "implemented_gold",
-        },
-    )
+    # the labels docs/formats/buildfind.md shows for this run
+    fill_labels(tmp_path / "runs/bf/labels/review.csv", doc_labels())
     label = cli("buildfind", "label", "runs/bf", cwd=tmp_path)
     assert label.returncode == 0, label.stderr
     assert "every review row is labelled" in label.stdout

@@ -229,8 +229,8 @@ def demo(
     """Run the demos of all three protocols on bundled examples; re-running resumes.
 
     Parts, fast ones first: the audit's checks of the example benchmark (seconds), a scripted
-    improve run, a small build-and-find with the model as finder, the audit's model cells,
-    and toolloop Q&A on a bundled repository."""
+    improve run, toolloop Q&A on a bundled repository, the audit's model cells, and a small
+    build-and-find with the model as finder."""
     from metaeval.cli_options import apply_model_options
     from metaeval.demo.parts import PARTS, DemoParts
     from metaeval.errors import ConfigError

@@ -3,11 +3,13 @@
 1. audit checks: static and sandboxed execution checks on the 14 example tasks, scored
    against their gold file (no model; seconds);
 2. improve: a scripted meta-agent on the bundled terminal suite (no model);
-3. build-and-find: reference builders, a reference finder and the local model as finder;
-   the labels come from the pack's expected answers (read off the reference code), so no
-   finder is scored against labels it made;
+3. Q&A: the toolloop agent answers three questions about a bundled repository (3 short
+   model runs);
 4. audit with the local model on the two tasks no check can judge (minutes);
-5. Q&A: the toolloop agent answers three questions about a bundled repository.
+5. build-and-find: reference builders, a reference finder and the local model as finder
+   (4 model runs of up to 240 s each: the longest part); the labels come from the pack's
+   expected answers (read off the reference code), so no finder is scored against labels
+   it made.
 
 Each part writes its own run directory under RUN_DIR and resumes when run again.
 """
@@ -46,12 +48,12 @@ class DemoParts:
             self.audit(with_model=False)
         if every or part == "improve":
             improve(self.run_dir / "improve")
-        if every or part == "buildfind":
-            buildfind(self.run_dir / "buildfind", self.model, self.new_layer)
-        if every or part == "audit":
-            self.audit(with_model=True)
         if every or part == "qa":
             self.qa()
+        if every or part == "audit":
+            self.audit(with_model=True)
+        if every or part == "buildfind":
+            buildfind(self.run_dir / "buildfind", self.model, self.new_layer)
 
     def qa(self) -> None:
         from metaeval.demo.run import DemoSettings, run_demo

@@ -7,12 +7,18 @@ environment/, so an unchanged environment is built once. `ImageOutcome.status` s
 failure by cause: "task" (the task's own build is broken; the build log is the evidence) or
 "infra" (no engine, a base image this machine cannot get, a build that needs a network it
 does not have): infrastructure is never a task defect.
+
+`pull_image` fetches an image from its registry (`audit run --pull missing|always`; the
+default `never` fetches nothing). A registry on the loopback address (127.0.0.1, ::1,
+localhost) is reached over plain HTTP (`--tls-verify=false` for Podman; Docker does so for
+127.0.0.0/8 by itself); any other registry keeps TLS verification.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
 import re
 import subprocess
 from dataclasses import dataclass
@@ -24,6 +30,8 @@ from metaeval.tasks.safe_files import walk_tree
 
 IMAGE_REPO = "localhost/metaeval-env"
 DEFAULT_BUILD_TIMEOUT_S = 900.0
+DEFAULT_PULL_TIMEOUT_S = 900.0
+PULL_POLICIES: tuple[str, ...] = ("never", "missing", "always")
 
 # A base image or registry the build could not reach: the machine's problem, not the task's.
 _INFRA_BUILD = re.compile(
@@ -162,3 +170,56 @@ def ensure_image(
             reason=f"the image cannot be built on this machine ({infra.group(0)})",
         )
     return ImageOutcome("task", log=log, reason="the build failed")
+
+
+def registry_host(ref: str) -> str | None:
+    """The registry host (without port) an image reference names, or None for a Docker Hub
+    short name (`python:3.11`, `library/python`): the first component counts as a host only
+    when it has a dot or a port, or is `localhost`."""
+    first, slash, _ = ref.partition("/")
+    if not slash or not (first == "localhost" or "." in first or ":" in first):
+        return None
+    if first.startswith("["):  # [::1]:5000
+        return first[1:].partition("]")[0]
+    return first.rpartition(":")[0] if first.count(":") == 1 else first
+
+
+def is_loopback_registry(ref: str) -> bool:
+    """True when `ref`'s registry is on this machine's loopback address."""
+    host = registry_host(ref)
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def pull_image(
+    engine: Engine, ref: str, *, timeout_s: float = DEFAULT_PULL_TIMEOUT_S
+) -> str | None:
+    """Pull `ref` with `engine`; None when it worked, else the pull's error (one line)."""
+    args = ["pull"]
+    if engine.name == "podman" and is_loopback_registry(ref):
+        args.append("--tls-verify=false")  # a loopback registry only: never for others
+    try:
+        done = subprocess.run(
+            engine.command(*args, ref),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"the pull did not finish within {timeout_s:g} s"
+    except OSError as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    lines = [
+        line.strip() for line in (done.stderr or done.stdout or "").splitlines() if line.strip()
+    ]
+    error = lines[-1] if lines else f"exit {done.returncode}"
+    return error if len(error) <= 300 else error[:297] + "..."

@@ -100,6 +100,13 @@ def run_cmd(
             "environment, bubblewrap for the rest), docker, podman, or bwrap."
         ),
     ] = "auto",
+    pull: Annotated[
+        str,
+        typer.Option(
+            help="Pull task images before their build/run: never (default: offline, only "
+            "images the engine holds), missing (pull those it lacks), always."
+        ),
+    ] = "never",
     allow_host_env: AllowHostEnv = None,
     min_tier: MinTier = None,
 ) -> None:
@@ -110,6 +117,7 @@ def run_cmd(
     from metaeval.protocols.audit.call_options import AUDIT_KEYS, split_model_args
     from metaeval.protocols.audit.findings import parse_evidence_tier
     from metaeval.protocols.audit.run import AuditRun, AuditSettings, default_concurrency
+    from metaeval.tasks.images import PULL_POLICIES
 
     models = [] if static_only else list(model or ["local/smollm2"])
     prefetch_sdks(models)  # the provider SDK imports while the run plans
@@ -126,6 +134,8 @@ def run_cmd(
         raise ConfigError(
             f"unknown sandbox '{sandbox}' (auto, docker, podman, bwrap)", field="sandbox"
         )
+    if pull not in PULL_POLICIES:
+        raise ConfigError(f"unknown pull policy '{pull}' (never, missing, always)", field="pull")
     host_env = host_env_names(allow_host_env or [])
     summary = AuditRun(
         AuditSettings(
@@ -143,6 +153,7 @@ def run_cmd(
             execution_checks=not no_execution,
             new_layer=new_layer,
             sandbox=sandbox,
+            pull=pull,
             host_env=host_env,
             min_tier=parse_evidence_tier(min_tier),
         )

@@ -24,7 +24,9 @@ Where the runs happen (`sandbox`): a task with an environment (environment/Docke
 (`metaeval.sandbox.container`: Docker or Podman, a fresh container per trial). A build the
 task breaks is a finding with the build log as evidence; an engine or image this machine
 cannot get is a skip with the reason; an image (or base image) the engine does not hold is said
-so before any engine call (`missing_image`), naming it. Multi-container (compose) tasks are
+so before any engine call (`missing_image`), naming it. With `pull="missing"` such an image is
+pulled first (`pull="always"`: every image, every time; `metaeval.tasks.images.pull_image`),
+and a pull that fails is a skip naming the image and the pull's error. Multi-container (compose) tasks are
 skipped. Tasks without an environment run in bubblewrap. A task with an environment runs in
 bubblewrap only with `sandbox="bwrap"`, or when no engine works and benchguard_hints.yaml marks
 it local: that run only approximates the image, so its findings are capped at Low, confidence
@@ -58,6 +60,7 @@ from metaeval.protocols.audit.execution_results import (
     ORACLE_LOG,
     ExecutionCheckResult,
     PhaseOutcome,
+    pull_failed_reason,
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
@@ -68,6 +71,8 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
     ensure_image,
+    image_exists,
+    pull_image,
     stand_in_images,
 )
 from metaeval.tasks.limits import TrialLimits, trial_limits
@@ -104,6 +109,7 @@ def run_execution_checks(
     timeout_s: float | None = None,
     sandbox: str = "auto",
     host_env: Collection[str] = (),
+    pull: str = "never",
 ) -> ExecutionCheckResult:
     """Run the oracle and the null agent of one task and turn failures into findings.
 
@@ -114,7 +120,8 @@ def run_execution_checks(
     (see `cap_approximate`). Limits come from task.toml (`metaeval.tasks.limits`);
     `timeout_s`, when given, replaces the time limit of every phase. `host_env` names the
     host variables task.toml's `[verifier.env]` / `[solution.env]` may read as `${NAME}`
-    (none by default).
+    (none by default). `pull` ("never", "missing", "always") says which images the engine
+    pulls before a task's build or run.
     """
     result = ExecutionCheckResult(task_id=task.task_id)
     if not (task.root / "tests" / "test.sh").is_file():
@@ -141,7 +148,7 @@ def run_execution_checks(
             if leaving is not None:
                 result.skipped = f"not run: {leaving}"
                 return result
-            return run_in_container(task, engine, result, limits)
+            return run_in_container(task, engine, result, limits, pull=pull)
         if not (hints is not None and hints.is_local(task.task_id)):
             result.skipped = why or (
                 f"multi-container environment (environment/{compose[0]}): not run, only "
@@ -225,11 +232,22 @@ def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) 
 
 
 def run_in_container(
-    task: LoadedTask, engine: Engine, result: ExecutionCheckResult, limits: TrialLimits
+    task: LoadedTask,
+    engine: Engine,
+    result: ExecutionCheckResult,
+    limits: TrialLimits,
+    *,
+    pull: str = "never",
 ) -> ExecutionCheckResult:
-    """Build (or reuse) the task's image and run both trials in fresh containers."""
+    """Build (or reuse) the task's image and run both trials in fresh containers (after
+    pulling the images `pull` asks for)."""
     env = task.config.get("environment")
     env = env if isinstance(env, dict) else {}
+    timeout_s = _number(env.get("build_timeout_sec")) or DEFAULT_BUILD_TIMEOUT_S
+    failed = pull_images(engine, task, env, pull, timeout_s=timeout_s)
+    if failed is not None:
+        result.skipped = pull_failed_reason(engine.name, *failed)
+        return result
     missing = missing_image(engine, task, env)
     if missing is not None:  # said before any engine call of this task: no time spent
         result.skipped = unavailable_reason(engine.name, missing)
@@ -239,7 +257,7 @@ def run_in_container(
         engine,
         task.root,
         env.get("docker_image") if isinstance(env.get("docker_image"), str) else None,
-        timeout_s=_number(env.get("build_timeout_sec")) or DEFAULT_BUILD_TIMEOUT_S,
+        timeout_s=timeout_s,
     )
     result.build_log = image.log
     if image.status == "infra":
@@ -322,22 +340,48 @@ def image_key(ref: str) -> str:
     return ref if ":" in last else ref + ":latest"
 
 
-def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
-    """The task's image (`docker_image` without a Dockerfile) or a base image its Dockerfile
-    starts from that `engine` does not have, or None (also when that cannot be told: a digest
-    or a `$VAR` reference, an engine that cannot list its images)."""
+def wanted_images(task: LoadedTask, env: dict) -> list[str]:
+    """The images the task needs from outside: `docker_image` without a Dockerfile, else the
+    base images its Dockerfile starts from (not `scratch`, a digest or a `$VAR` reference)."""
     if (task.root / "environment" / "Dockerfile").is_file():
         wanted = _base_images(task, env)
     else:
         image = env.get("docker_image")
         wanted = [image] if isinstance(image, str) and image else []
-    wanted = [w for w in wanted if w != "scratch" and "$" not in w and "@" not in w]
-    if not wanted:
-        return None
-    have = local_images(engine)
+    return [w for w in wanted if w != "scratch" and "$" not in w and "@" not in w]
+
+
+def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
+    """The first of `wanted_images` that `engine` does not have, or None (also when that
+    cannot be told: an engine that cannot list its images)."""
+    wanted = wanted_images(task, env)
+    have = local_images(engine) if wanted else None
     if have is None:
         return None
     return next((w for w in wanted if image_key(w) not in have), None)
+
+
+def pull_images(
+    engine: Engine, task: LoadedTask, env: dict, pull: str, *, timeout_s: float
+) -> tuple[str, str] | None:
+    """Pull what the policy asks for: nothing ("never"), the wanted images the engine lacks
+    ("missing"), or all of them ("always"). Returns (image, error) of the first failed pull."""
+    if pull == "never":
+        return None
+    wanted = wanted_images(task, env)
+    if pull == "missing":
+        have = local_images(engine) if wanted else None
+        wanted = [
+            w
+            for w in wanted
+            if (image_key(w) not in have if have is not None else not image_exists(engine, w))
+        ]
+    for image in wanted:
+        error = pull_image(engine, image, timeout_s=timeout_s)
+        if error is not None:
+            return image, error
+        _local_images.pop(engine.binary, None)  # the engine holds one more image now
+    return None
 
 
 def _number(value: object) -> float | None:

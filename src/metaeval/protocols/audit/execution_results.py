@@ -74,6 +74,14 @@ def unavailable_image(skip_reason: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+_PULL_FAILED = re.compile(r"\bimage (\S+) could not be pulled: (.*)$")
+
+
+def pull_failed_reason(engine: str, image: str, error: str) -> str:
+    """The skip reason of a task whose image (or base image) `--pull` could not fetch."""
+    return f"{engine}: image {image} could not be pulled: {error}"
+
+
 NO_ENGINE = "no container engine:"  # how `sandbox.container.find_engine` says there is none
 SHOWN_IMAGES = 5  # images named in the one summary line; the rest are counted
 
@@ -81,17 +89,23 @@ SHOWN_IMAGES = 5  # images named in the one summary line; the rest are counted
 def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
     """What the execution checks did, said once: `outcomes` holds (ran, skip reason) per task.
     Tasks skipped because their image is not here make one line naming the images, tasks
+    whose image `--pull` could not fetch one line naming each image and its error, tasks
     without a working engine one line with its reason; other reasons one line each with their
     task count."""
     unavailable: dict[str, int] = {}
+    not_pulled: dict[str, tuple[int, str]] = {}  # image: (tasks, the pull's error)
     no_engine: dict[str, int] = {}
     others: dict[str, int] = {}
     for ran, reason in outcomes:
         if ran or not reason.strip():
             continue
         image = unavailable_image(reason)
+        pull = _PULL_FAILED.search(reason.strip())
         if image is not None:
             unavailable[image] = unavailable.get(image, 0) + 1
+        elif pull is not None:
+            count = not_pulled.get(pull.group(1), (0, ""))[0]
+            not_pulled[pull.group(1)] = (count + 1, pull.group(2))
         elif reason.startswith(NO_ENGINE):
             no_engine[reason.strip()] = no_engine.get(reason.strip(), 0) + 1
         else:
@@ -110,6 +124,15 @@ def execution_lines(outcomes: list[tuple[bool, str]]) -> list[str]:
         lines.append(
             f"{could_run} of {len(outcomes)} tasks could run: {sum(unavailable.values())} need an image "
             f"that is not available here ({shown}{f' and {more} more' if more > 0 else ''}); "
+            "`--no-execution` skips this step"
+        )
+    if not_pulled:
+        shown = "; ".join(f"{i}: {e}" for i, (_, e) in list(not_pulled.items())[:SHOWN_IMAGES])
+        more = len(not_pulled) - SHOWN_IMAGES
+        lines.append(
+            f"{could_run} of {len(outcomes)} tasks could run: "
+            f"{sum(n for n, _ in not_pulled.values())} need an image that could not be pulled "
+            f"({shown}{f'; and {more} more' if more > 0 else ''}); "
             "`--no-execution` skips this step"
         )
     for reason, count in others.items():

@@ -64,6 +64,9 @@ class AuditSettings:
     new_layer: str | None = None
     progress: bool | None = None
     sandbox: str = "auto"  # execution backend: auto, docker, podman, bwrap
+    # `--pull`: which task images the engine pulls first: never (the default: offline, no
+    # registry call), missing, always (docs/audit-execution.md)
+    pull: str = "never"
     # Host variables task.toml's [verifier.env] / [solution.env] may read as ${NAME}
     # (`metaeval.tasks.limits`); none by default. Names only: values are never recorded.
     host_env: tuple[str, ...] = ()
@@ -157,6 +160,8 @@ class AuditRun:
         return {
             "execution_checks": s.execution_checks,
             "sandbox": s.sandbox,
+            # only when not the default: a run made before `--pull` existed still resumes
+            **({"pull": s.pull} if s.pull != "never" else {}),
             "tier": s.tier,
             "agent_results": str(s.agent_results) if s.agent_results else None,
             "agent": s.agent,
@@ -180,6 +185,7 @@ class AuditRun:
             **s.model_call.settings(),
             "execution_checks": s.execution_checks,
             "sandbox": s.sandbox,
+            "pull": s.pull,
             **({"host_env": list(s.host_env)} if s.host_env else {}),
             "concurrency": s.concurrency,
             **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
@@ -329,6 +335,7 @@ class AuditRun:
             "execution_checks": s.execution_checks,
             "sandbox": s.sandbox,
             "host_env": s.host_env,
+            "pull": s.pull,
         }
         return load, checks, Path(s.run_dir) / "blobs"
 
@@ -345,6 +352,7 @@ class AuditRun:
             sandbox=self.settings.sandbox,
             blobs=run.blobs,
             host_env=self.settings.host_env,
+            pull=self.settings.pull,
         )
 
     def _model_cell(

@@ -34,6 +34,7 @@ def static_cell(
     sandbox: str,
     blobs: BlobStore,
     host_env: tuple[str, ...] = (),
+    pull: str = "never",
 ) -> Cell:
     """The cell record and findings of the static source for one loaded task."""
     static = run_static_checks_report(task)
@@ -41,7 +42,9 @@ def static_cell(
     execution: dict[str, Any] = {"skipped": "disabled"}
     extra: dict[str, str] = {}
     if execution_checks:
-        result = run_execution_checks(task, hints=hints, sandbox=sandbox, host_env=host_env)
+        result = run_execution_checks(
+            task, hints=hints, sandbox=sandbox, host_env=host_env, pull=pull
+        )
         findings = merge_check_findings(findings, result.findings)  # one per defect
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)

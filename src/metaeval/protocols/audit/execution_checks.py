@@ -24,7 +24,7 @@ Where the runs happen (`sandbox`): a task with an environment (environment/Docke
 (`metaeval.sandbox.container`: Docker or Podman, a fresh container per trial). A build the
 task breaks is a finding with the build log as evidence; an engine or image this machine
 cannot get is a skip with the reason; an image (or base image) the engine does not hold is said
-so before any engine call (`missing_image`), naming it. With `pull="missing"` such an image is
+so before any engine call (`task_images.missing_image`), naming it. With `pull="missing"` it is
 pulled first (`pull="always"`: every image, every time; `metaeval.tasks.images.pull_image`),
 and a pull that fails is a skip naming the image and the pull's error. Multi-container (compose) tasks are
 skipped. Tasks without an environment run in bubblewrap. A task with an environment runs in
@@ -41,14 +41,11 @@ depend on the base image and stays Critical. A skipped check never counts as pas
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
-import time
 from collections.abc import Collection
 from pathlib import Path
 
 from metaeval.protocols.audit.execution_findings import (
-    MENTION_SCAN_BYTES,
     MISMATCH_KINDS,
     build_finding,
     cap_approximate,
@@ -64,23 +61,19 @@ from metaeval.protocols.audit.execution_results import (
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
-from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
+from metaeval.protocols.audit.task_images import base_images, missing_image, pull_images
 from metaeval.protocols.audit.task_view import Hints, LoadedTask
 from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
     ensure_image,
-    image_exists,
-    pull_image,
     stand_in_images,
 )
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import (
-    UnsafeFileError,
     classify,
-    read_regular,
     remove_tree,
     walk_tree,
 )
@@ -263,7 +256,7 @@ def run_in_container(
     if image.status == "infra":
         result.skipped = f"{engine.name}: {image.reason}"
         return result
-    result.stand_in = stand_in_images(engine, _base_images(task, env))
+    result.stand_in = stand_in_images(engine, base_images(task, env))
     result.approximate = bool(result.stand_in)
     if image.status == "task":
         result.skipped = f"{engine.name}: the environment does not build"
@@ -295,95 +288,6 @@ def run_in_container(
     return result
 
 
-LOCAL_IMAGES_TTL_S = 60.0
-_local_images: dict[str, tuple[float, frozenset[str] | None]] = {}
-
-
-def local_images(engine: Engine) -> frozenset[str] | None:
-    """The images `engine` holds (normalised names), listed at most once a minute per process;
-    None when they cannot be listed."""
-    now = time.monotonic()
-    cached = _local_images.get(engine.binary)
-    if cached is not None and now - cached[0] < LOCAL_IMAGES_TTL_S:
-        return cached[1]
-    try:
-        done = subprocess.run(
-            engine.command("images", "--format", "{{.Repository}}:{{.Tag}}"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        names = None
-    else:
-        names = (
-            frozenset(
-                image_key(line.strip())
-                for line in done.stdout.splitlines()
-                if line.strip() and "<none>" not in line
-            )
-            if done.returncode == 0
-            else None
-        )
-    _local_images[engine.binary] = (now, names)
-    return names
-
-
-def image_key(ref: str) -> str:
-    """An image name as both engines may list it: no `docker.io/`, `library/` or `localhost/`
-    prefix, `:latest` when no tag (lenient: a name is never taken for missing by spelling)."""
-    for prefix in ("docker.io/", "library/", "localhost/"):
-        if ref.startswith(prefix):
-            ref = ref[len(prefix) :]
-    last = ref.rsplit("/", 1)[-1]
-    return ref if ":" in last else ref + ":latest"
-
-
-def wanted_images(task: LoadedTask, env: dict) -> list[str]:
-    """The images the task needs from outside: `docker_image` without a Dockerfile, else the
-    base images its Dockerfile starts from (not `scratch`, a digest or a `$VAR` reference)."""
-    if (task.root / "environment" / "Dockerfile").is_file():
-        wanted = _base_images(task, env)
-    else:
-        image = env.get("docker_image")
-        wanted = [image] if isinstance(image, str) and image else []
-    return [w for w in wanted if w != "scratch" and "$" not in w and "@" not in w]
-
-
-def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
-    """The first of `wanted_images` that `engine` does not have, or None (also when that
-    cannot be told: an engine that cannot list its images)."""
-    wanted = wanted_images(task, env)
-    have = local_images(engine) if wanted else None
-    if have is None:
-        return None
-    return next((w for w in wanted if image_key(w) not in have), None)
-
-
-def pull_images(
-    engine: Engine, task: LoadedTask, env: dict, pull: str, *, timeout_s: float
-) -> tuple[str, str] | None:
-    """Pull what the policy asks for: nothing ("never"), the wanted images the engine lacks
-    ("missing"), or all of them ("always"). Returns (image, error) of the first failed pull."""
-    if pull == "never":
-        return None
-    wanted = wanted_images(task, env)
-    if pull == "missing":
-        have = local_images(engine) if wanted else None
-        wanted = [
-            w
-            for w in wanted
-            if (image_key(w) not in have if have is not None else not image_exists(engine, w))
-        ]
-    for image in wanted:
-        error = pull_image(engine, image, timeout_s=timeout_s)
-        if error is not None:
-            return image, error
-        _local_images.pop(engine.binary, None)  # the engine holds one more image now
-    return None
-
-
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return None
@@ -394,20 +298,6 @@ def _number(value: object) -> float | None:
 _RUN_STEP_FAILED = re.compile(
     r'building at STEP "RUN|did not complete successfully|returned a non-zero code', re.I
 )
-
-
-def _base_images(task: LoadedTask, env: dict) -> list[str]:
-    """The images the task's environment starts from (FROM lines, or docker_image)."""
-    dockerfile = task.root / "environment" / "Dockerfile"
-    if dockerfile.is_file():
-        try:
-            data = read_regular(dockerfile, task.root, max_bytes=MENTION_SCAN_BYTES)
-        except (OSError, UnsafeFileError):
-            return []
-        text = data.decode("utf-8", "replace")
-        return parse_dockerfile("environment/Dockerfile", text).base_images
-    image = env.get("docker_image")
-    return [image] if isinstance(image, str) and image else []
 
 
 def _outside_link(root: Path) -> str | None:

@@ -189,5 +189,37 @@ def test_pull_missing_fetches_the_image_from_a_local_registry(
     again = audit(bench, tmp_path / "missing", "always")
     assert again.returncode != 0
     assert "setting 'pull' changed: missing -> always" in again.stdout + again.stderr
+    check_pull_always(engine, image, bench, tmp_path)
     podman(engine, "rmi", image)
     shutil.rmtree(bench)
+
+
+def image_id(engine: Engine, ref: str) -> str:
+    done = podman(engine, "image", "inspect", "--format", "{{.Id}}", ref)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def check_pull_always(engine: Engine, image: str, bench: Path, tmp_path: Path) -> None:
+    """A newer image under the same tag in the registry: `missing` keeps the held one,
+    `always` fetches the new one."""
+    shutil.rmtree(bench / "not-in-registry")
+    held = image_id(engine, image)
+    context = tmp_path / "v2"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {BASE}\nLABEL org.metaeval.test=v2\n")
+    newer = "localhost/metaeval-test-v2:1"
+    built = podman(engine, "build", "--pull=never", "-t", newer, str(context))
+    assert built.returncode == 0, built.stderr
+    try:
+        pushed = podman(engine, "push", "--tls-verify=false", newer, image)
+        assert pushed.returncode == 0, pushed.stderr
+        kept = audit(bench, tmp_path / "missing-again", "missing")
+        assert kept.returncode == 0, kept.stderr
+        assert image_id(engine, image) == held  # held already: not pulled again
+        always = audit(bench, tmp_path / "always", "always")
+        assert always.returncode == 0, always.stderr
+        assert image_id(engine, image) == image_id(engine, newer) != held
+        assert executions(tmp_path / "always")["pulled"]["oracle"]["reward"] == 1
+    finally:
+        podman(engine, "rmi", newer)

@@ -100,6 +100,10 @@ def registry(engine: Engine, tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.2)
         yield f"127.0.0.1:{port}"
     finally:
+        listed = podman(engine, "images", "--format", "{{.Repository}}:{{.Tag}}").stdout
+        for ref in listed.split():  # what the test pulled from this registry
+            if ref.startswith(f"127.0.0.1:{port}/"):
+                podman(engine, "rmi", ref)
         process.terminate()
         process.wait(timeout=30)
         log.close()
@@ -190,8 +194,6 @@ def test_pull_missing_fetches_the_image_from_a_local_registry(
     assert again.returncode != 0
     assert "setting 'pull' changed: missing -> always" in again.stdout + again.stderr
     check_pull_always(engine, image, bench, tmp_path)
-    podman(engine, "rmi", image)
-    shutil.rmtree(bench)
 
 
 def image_id(engine: Engine, ref: str) -> str:
@@ -217,9 +219,12 @@ def check_pull_always(engine: Engine, image: str, bench: Path, tmp_path: Path) -
         kept = audit(bench, tmp_path / "missing-again", "missing")
         assert kept.returncode == 0, kept.stderr
         assert image_id(engine, image) == held  # held already: not pulled again
+        write_task(bench, "local-name", BASE)  # built here, in no registry: never pulled
         always = audit(bench, tmp_path / "always", "always")
         assert always.returncode == 0, always.stderr
         assert image_id(engine, image) == image_id(engine, newer) != held
-        assert executions(tmp_path / "always")["pulled"]["oracle"]["reward"] == 1
+        ran = executions(tmp_path / "always")
+        assert ran["pulled"]["oracle"]["reward"] == 1
+        assert ran["local-name"]["skipped"] is None and ran["local-name"]["oracle"]["reward"] == 1
     finally:
         podman(engine, "rmi", newer)

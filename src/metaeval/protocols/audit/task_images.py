@@ -88,17 +88,21 @@ def pull_images(
     engine: Engine, task: LoadedTask, env: dict, pull: str, *, timeout_s: float
 ) -> tuple[str, str] | None:
     """Pull what the policy asks for: nothing ("never"), the wanted images the engine lacks
-    ("missing"), or all of them ("always"). Returns (image, error) of the first failed pull."""
+    ("missing"), or all of them ("always") but those the engine holds under its own local
+    name (`localhost/NAME`, no port: built here, in no registry). Returns (image, error) of the
+    first failed pull."""
     if pull == "never":
         return None
     wanted = wanted_images(task, env)
+    have = local_images(engine) if wanted else None
+
+    def held(ref: str) -> bool:
+        return image_key(ref) in have if have is not None else image_exists(engine, ref)
+
     if pull == "missing":
-        have = local_images(engine) if wanted else None
-        wanted = [
-            w
-            for w in wanted
-            if (image_key(w) not in have if have is not None else not image_exists(engine, w))
-        ]
+        wanted = [w for w in wanted if not held(w)]
+    else:
+        wanted = [w for w in wanted if not (w.startswith("localhost/") and held(w))]
     for image in wanted:
         error = pull_image(engine, image, timeout_s=timeout_s)
         if error is not None:

@@ -228,3 +228,11 @@ def check_pull_always(engine: Engine, image: str, bench: Path, tmp_path: Path) -
         assert ran["local-name"]["skipped"] is None and ran["local-name"]["oracle"]["reward"] == 1
     finally:
         podman(engine, "rmi", newer)
+
+
+def test_an_unknown_pull_policy_is_refused_naming_the_option(tmp_path: Path) -> None:
+    write_task(tmp_path / "bench", "pulled", BASE)
+    done = audit(tmp_path / "bench", tmp_path / "run", "sometimes")
+    assert done.returncode != 0
+    assert "unknown pull policy 'sometimes' (never, missing, always)" in done.stdout + done.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything is written

@@ -15,6 +15,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     affinity_matrix_from,
     family_from,
 )
+from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
@@ -27,22 +28,28 @@ from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
+from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
 
 def run_analysis(
-    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None = None,
+    panels: str = DEFAULT_PANELS,
+    seed0: int = DEFAULT_SEED0,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
     finder calibration, token usage and the evidence-audit sample.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
     `effort_panels` table lists them. String columns may be String, Categorical or Enum (the
-    extras work on the categorical codes and return String-keyed tables either way)."""
+    extras work on the categorical codes and return String-keyed tables either way).
+    `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables))
+    tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
             rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM

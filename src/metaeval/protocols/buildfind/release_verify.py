@@ -319,9 +319,11 @@ TABLES_ADDED_LATER = frozenset(
         "affinity_matrix",
         "affinity_matrix_family",
         "bootstrap_ci",
+        "low_prior_rb_effort",
         "paper_table1",
         "paper_table2",
         "paper_table3",
+        "robustness_pivots",
     }
 )
 """Tables newer code computes that a release made before them lacks (checked when present)."""

@@ -410,6 +410,34 @@ for _subset, _what in SUBSETS.items():
             f"{_subset}_affinity_family": f"Family-level affinity on the {_what}.",
         }
     )
+TABLE_DOCS["low_prior_rb_effort"] = {
+    name: text
+    + (
+        " (all-correct on the low-prior questions; effort stays whole-run, Appendix L)"
+        if name in ("R_b", "cells")
+        else ""
+    )
+    for name, text in TABLE_DOCS["rb_effort"].items()
+}
+TABLE_DOCS["robustness_pivots"] = {
+    "view": "builder (recovery of each builder's artifacts) or finder (recovery of each finder)",
+    "slice": "all; calibrated_instruments (builder view over the 4 finders with the highest "
+    "artifact-conditioned recovery, finder view over the 4 builders with the highest downstream "
+    "recovery; ties by name); cross_family (builder and finder families differ); low_prior; "
+    "implementation_signal (scoring set restricted to that question subset)",
+    "agent": "the builder or finder of the row",
+    "scored_rows": "scored question rows of formal compile-pass runs (audited scoring set)",
+    "correct_rows": "correct rows among them",
+    "recovery": "correct_rows / scored_rows (a fraction; the figure prints percentages)",
+}
+TABLE_TITLES["robustness_pivots"] = (
+    "Control-conditioned robustness views: exact-match recovery per builder and per finder on "
+    "five slices (paper Figure 3)."
+)
+TABLE_TITLES["low_prior_rb_effort"] = (
+    "Conditional inspection effort R_b with the all-correct gate on the low-prior questions "
+    "(paper Figure 6)."
+)
 TABLE_TITLES.update(
     {
         "question_agreement": "Per-question agreement in the question-only control and the "

@@ -26,6 +26,7 @@ from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_pa
 from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
+from metaeval.protocols.buildfind.analysis.robustness import robustness_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
 from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
@@ -127,5 +128,6 @@ def analyze_extras(
         "token_usage": token_usage_from(prep, builds, False),
     }
     tables.update(subset_views_from(prep))
+    tables["robustness_pivots"] = robustness_from(prep)
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
     return tables

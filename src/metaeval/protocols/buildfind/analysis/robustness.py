@@ -46,6 +46,11 @@ def _top(runs: pl.DataFrame, side: str) -> list[str]:
     return ranked.get_column("agent").head(TOP).to_list()
 
 
+def robustness_pivots(rows: pl.DataFrame, *, compile_pass_only: bool = True) -> pl.DataFrame:
+    """The Figure 3 pivots from the question rows (see `robustness_from`)."""
+    return robustness_from(Prepared(rows, compile_pass_only))
+
+
 def robustness_from(prep: Prepared) -> pl.DataFrame:
     """Columns: view, slice, agent, scored_rows, correct_rows, recovery (a fraction)."""
     runs = formal_runs(prep.run_view()).with_columns(

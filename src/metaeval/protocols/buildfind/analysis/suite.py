@@ -101,15 +101,16 @@ def analyze_extras(
 
     Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `affinity_matrix`,
     `affinity_matrix_family`, `question_agreement`,
-    `finder_calibration`, `token_usage` (with ``builds``), `subset_views` and
-    `evidence_audit_sample` (with ``seed``, ``per_stratum``) one by one, but the question rows
-    are aggregated once (per run, and per (artifact, finder, question)) and every table is
+    `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
+    `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
+    one, but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
 
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
-    finder_calibration, token_usage, every `subset_views` key and evidence_audit_sample.
+    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample and
+    robustness_pivots.
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
@@ -128,6 +129,6 @@ def analyze_extras(
         "token_usage": token_usage_from(prep, builds, False),
     }
     tables.update(subset_views_from(prep))
-    tables["robustness_pivots"] = robustness_from(prep)
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
+    tables["robustness_pivots"] = robustness_from(prep)
     return tables

@@ -1,6 +1,6 @@
 """Bootstrap intervals over artifacts (`bootstrap_ci`) against a bootstrap written here in
 plain Python: same seed, same resampling unit (artifacts drawn with replacement within each
-builder, builders sorted, artifacts sorted by (task, build_trial)), R_b and recovery computed
+(builder, task), strata sorted, artifacts sorted by build_trial), R_b and recovery computed
 from the paper's definitions (Eqs. 1-4) on each resample."""
 
 from __future__ import annotations
@@ -98,15 +98,15 @@ def _stats(draw: list[tuple[int, int, int]]) -> tuple[dict[str, float], dict[str
 
 
 def hand_bootstrap(seed: int, replicates: int) -> dict[tuple[str, str], tuple[float, float, float]]:
-    per_builder = {b: [(b, t, r) for t in range(len(TASKS)) for r in TRIALS] for b in range(3)}
-    everything = [a for b in range(3) for a in per_builder[b]]
+    strata = {(b, t): [(b, t, r) for r in TRIALS] for b in range(3) for t in range(len(TASKS))}
+    everything = [a for arts in strata.values() for a in arts]
     point_rec, point_rb = _stats(everything)
     rng = np.random.default_rng(seed)
     samples: dict[tuple[str, str], list[float]] = defaultdict(list)
     for _ in range(replicates):
         draw = []
-        for b in sorted(per_builder, key=lambda i: BUILDERS[i]):
-            arts = per_builder[b]
+        for b, t in sorted(strata, key=lambda k: (BUILDERS[k[0]], TASKS[k[1]])):
+            arts = strata[b, t]
             draw += [arts[int(i)] for i in rng.integers(0, len(arts), len(arts))]
         recovery, rb = _stats(draw)
         for f, v in recovery.items():

@@ -164,8 +164,8 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "contributing cell)",
         "level": "confidence level of the percentile interval (0.95)",
         "seed": "numpy default_rng seed of the resampling, derive_seed(seed0, 'bootstrap_ci'); "
-        "artifacts are drawn with replacement within each builder (stratified), builders in "
-        "sorted order, artifacts sorted by (task, build_trial)",
+        "artifacts are drawn with replacement within each (builder, task) (stratified), "
+        "strata in sorted order, artifacts sorted by build_trial",
     },
     "coverage": {
         "builder": "builder name",

@@ -2,10 +2,11 @@
 
 The resampling unit is the artifact (task, builder, build_trial) of the primary panel (formal
 runs on compile-pass artifacts): a replicate keeps every find run of each drawn artifact, once
-per draw. Draws are stratified by builder, so every replicate has as many artifacts of each
-builder as the run built. Order of the draws (fixed, so a seed gives one answer): for each
-replicate, for each builder in sorted order, ``rng.integers(0, n, n)`` indexes that builder's
-n artifacts sorted by (task, build_trial); ``rng = numpy.random.default_rng(seed)``.
+per draw. Draws are stratified by (builder, task): tasks are fixed design factors and build
+trials the replicates, so every replicate has as many artifacts of each builder on each task
+as the run built. Order of the draws (fixed, so a seed gives one answer): for each replicate,
+for each (builder, task) in sorted order, ``rng.integers(0, n, n)`` indexes that stratum's n
+artifacts sorted by build_trial; ``rng = numpy.random.default_rng(seed)``.
 
 Per replicate, as for the point estimate:
 
@@ -21,7 +22,7 @@ is the 2.5 / 97.5 percentile (numpy's default linear interpolation) of the defin
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
@@ -55,76 +56,85 @@ def bootstrap_seed(seed0: int) -> int:
     return derive_seed(seed0, "bootstrap_ci")
 
 
-def artifact_weights(builders: list[str], replicates: int, seed: int) -> np.ndarray:
+def artifact_weights(strata_of: list[Any], replicates: int, seed: int) -> np.ndarray:
     """(replicates + 1) x artifacts draw counts; row 0 is the point estimate (all ones).
 
-    ``builders`` is each artifact's builder, artifacts sorted by (builder, task, build_trial).
+    ``strata_of`` is each artifact's stratum, artifacts sorted by (stratum, build_trial).
     """
-    n = len(builders)
-    weights = np.zeros((replicates + 1, n))
-    weights[0] = 1.0
-    strata: dict[str, list[int]] = defaultdict(list)
-    for i, b in enumerate(builders):
-        strata[b].append(i)
+    n = len(strata_of)
+    counts = np.uint16 if max(Counter(strata_of).values(), default=0) < 2**16 else np.uint32
+    weights = np.zeros((replicates + 1, n), dtype=counts)  # draw counts, small in memory
+    weights[0] = 1
+    strata: dict[Any, list[int]] = defaultdict(list)
+    for i, key in enumerate(strata_of):
+        strata[key].append(i)
     rng = np.random.default_rng(seed)
     for r in range(1, replicates + 1):
         for b in sorted(strata):
             idx = np.asarray(strata[b])
             drawn = rng.integers(0, len(idx), len(idx))
-            np.add.at(weights[r], idx[drawn], 1.0)
+            np.add.at(weights[r], idx[drawn], 1)
     return weights
 
 
-def _runs(rows: Frame) -> pl.DataFrame:
+def _runs(rows: Frame) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """Scored primary runs with their artifact's index ``_a``, and each artifact's builder
+    and task (artifacts sorted by builder, task, build_trial)."""
     runs = primary(run_table(rows)).filter(pl.col("accuracy").is_not_null()).collect()
-    return runs.with_columns(pl.col("effort_panel", "task", "builder", "finder").cast(pl.Utf8))
+    runs = runs.with_columns(pl.col("effort_panel", "task", "builder", "finder").cast(pl.Utf8))
+    artifacts = (
+        runs.select("builder", "task", "build_trial")
+        .unique()
+        .sort("builder", "task", "build_trial")
+        .with_row_index("_a")
+    )
+    runs = runs.join(artifacts, on=["builder", "task", "build_trial"])
+    return runs, artifacts.get_column("builder").to_list(), artifacts.get_column("task").to_list()
 
 
-def _artifacts(runs: pl.DataFrame) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], int]]:
-    keys = sorted(set(runs.select("builder", "task", "build_trial").iter_rows()))
-    return keys, {k: i for i, k in enumerate(keys)}
-
-
-def _recovery(runs: pl.DataFrame, index: dict, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """finder (and "all") -> recovery per weight row."""
-    n = weights.shape[1]
-    acc: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    cnt: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    for r in runs.iter_rows(named=True):
-        i = index[(r["builder"], r["task"], r["build_trial"])]
-        for f in (r["finder"], POOLED):
-            acc[f][i] += r["accuracy"]
-            cnt[f][i] += 1.0
+def _sparse(
+    runs: pl.DataFrame, keys: list[str], value: pl.Expr, weights: np.ndarray
+) -> dict[tuple[Any, ...], np.ndarray]:
+    """Per group of `keys`: sum(w * value) / sum(w * runs) over the group's artifacts, for
+    every weight row (only the group's own artifacts are touched)."""
+    per = (
+        runs.group_by([*keys, "_a"])
+        .agg(_v=value.sum().cast(pl.Float64), _n=pl.len().cast(pl.Float64))
+        .group_by(keys)
+        .agg("_a", "_v", "_n")
+    )
     out = {}
-    for f in acc:
+    for rec in per.iter_rows():
+        *key, idx, v, n = rec
+        order = np.argsort(idx)  # a fixed summation order: the same bits on every run
+        w = weights[:, np.asarray(idx, dtype=np.int64)[order]].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[f] = (weights @ acc[f]) / (weights @ cnt[f])
+            out[tuple(key)] = (w @ np.asarray(v)[order]) / (w @ np.asarray(n)[order])
     return out
 
 
-def _rb(runs: pl.DataFrame, index: dict, weights: np.ndarray) -> dict[tuple, np.ndarray]:
-    """(panel, builder) -> R_b per weight row."""
-    n = weights.shape[1]
-    total: dict[tuple, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    count: dict[tuple, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    for r in runs.filter(pl.col("all_correct") & pl.col(METRIC).is_not_null()).iter_rows(
-        named=True
-    ):
-        cell = (r["effort_panel"], r["finder"], r["task"], r["builder"])
-        i = index[(r["builder"], r["task"], r["build_trial"])]
-        total[cell][i] += r[METRIC]
-        count[cell][i] += 1.0
-    costs: dict[tuple, np.ndarray] = {}
-    for cell in total:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cost = (weights @ total[cell]) / (weights @ count[cell])
-        costs[cell] = np.where(cost > 0, cost, np.nan)  # zero or undefined: not in C_b
-    least: dict[tuple, np.ndarray] = {}
+def _recovery(runs: pl.DataFrame, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """finder (and "all") -> mean Eq. 1 accuracy per weight row."""
+    out = {k[0]: v for k, v in _sparse(runs, ["finder"], pl.col("accuracy"), weights).items()}
+    pooled = runs.with_columns(finder=pl.lit(POOLED))
+    out[POOLED] = _sparse(pooled, ["finder"], pl.col("accuracy"), weights)[(POOLED,)]
+    return out
+
+
+def _rb(runs: pl.DataFrame, weights: np.ndarray) -> dict[tuple[Any, ...], np.ndarray]:
+    """(panel, builder) -> R_b (Eq. 4) per weight row."""
+    measured = runs.filter(pl.col("all_correct") & pl.col(METRIC).is_not_null())
+    keys = ["effort_panel", "finder", "task", "builder"]
+    costs = {
+        cell: np.where(cost > 0, cost, np.nan)  # zero or undefined: not in C_b
+        for cell, cost in _sparse(measured, keys, pl.col(METRIC), weights).items()
+    }
+    least: dict[tuple[Any, ...], np.ndarray] = {}
     for (panel, finder, task, _b), cost in costs.items():
         key = (panel, finder, task)
         least[key] = np.fmin(least[key], cost) if key in least else cost
-    logs: dict[tuple, list[np.ndarray]] = defaultdict(list)
-    for (panel, finder, task, builder), cost in costs.items():
+    logs: dict[tuple[Any, ...], list[np.ndarray]] = defaultdict(list)
+    for (panel, finder, task, builder), cost in sorted(costs.items()):
         logs[(panel, builder)].append(np.log(cost / least[(panel, finder, task)]))
     out = {}
     for key, parts in logs.items():
@@ -157,19 +167,16 @@ def _row(stat: str, panel: Any, builder: Any, finder: Any, values: np.ndarray) -
 def bootstrap_ci(rows: Frame, *, seed: int, replicates: int = DEFAULT_REPLICATES) -> pl.DataFrame:
     """One row per R_b (effort_panel, builder) and per recovery finder (and pooled "all"),
     with the point estimate and its percentile interval; `seed` and `replicates` recorded."""
-    runs = _runs(rows)
-    keys, index = _artifacts(runs)
-    weights = artifact_weights([k[0] for k in keys], replicates, seed)
-    per_builder: dict[str, int] = defaultdict(int)
-    for k in keys:
-        per_builder[k[0]] += 1
+    runs, builders, tasks = _runs(rows)
+    weights = artifact_weights(list(zip(builders, tasks, strict=True)), replicates, seed)
     out = []
-    for (panel, builder), values in sorted(_rb(runs, index, weights).items()):
-        out.append({**_row("R_b", panel, builder, None, values), "artifacts": per_builder[builder]})
-    recovery = _recovery(runs, index, weights)
+    for (panel, builder), values in sorted(_rb(runs, weights).items()):
+        row = _row("R_b", panel, builder, None, values)
+        out.append({**row, "artifacts": builders.count(builder)})
+    recovery = _recovery(runs, weights) if runs.height else {}
     for finder in sorted(recovery, key=lambda f: (f == POOLED, f)):
         row = _row("recovery", None, None, finder, recovery[finder])
-        out.append({**row, "artifacts": len(keys)})
+        out.append({**row, "artifacts": len(builders)})
     table = pl.DataFrame(out, schema={c: t for c, t in COLUMNS.items() if c not in _FIXED})
     table = table.with_columns(
         replicates=pl.lit(replicates, pl.Int64),

@@ -56,14 +56,21 @@ def db_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
         for yi, (_, dv, cv) in enumerate(recs):
             shown = "n/a" if math.isnan(dv) else f"{dv:.3f}"
             cov = "n/a" if math.isnan(cv) else f"{cv:.3f}"
-            ax.text(1.012, yi, f"D_b={shown}  cov={cov}", va="center", fontsize=8)
+            ax.text(
+                1.02,
+                yi,
+                f"D_b={shown}  cov={cov}",
+                va="center",
+                fontsize=8,
+                transform=ax.get_yaxis_transform(),  # x in axes units: right of the plot
+            )
         ax.set_yticks(y, [_label(r[0]) for r in recs])
-        ax.set_xlim(low, 1.0)
+        ax.set_xlim(low, 1.02)
         ax.set_ylim(-0.6, len(recs) - 0.4)
         ax.set_xlabel(f"rate (axis truncated at {low:.2f})")
-        ax.legend(loc="lower left", fontsize=8)
+        fig.legend(loc="outside lower center", ncol=2, fontsize=8)
 
-    return _svg("fig-db", draw, (7.5, 1.2 + 0.38 * len(recs)), files)
+    return _svg("fig-db", draw, (7.5, 1.5 + 0.38 * len(recs)), files)
 
 
 def robustness_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:

@@ -6,6 +6,8 @@ from the paper's definitions (Eqs. 1-4) on each resample."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -177,3 +179,20 @@ def test_same_seed_same_bytes_and_recorded_default(tmp_path: Path) -> None:
     assert "not documented" not in readme and "derive_seed(seed0" in readme
     other = analyze_rows(rows, seed0=SEED0 + 1)["bootstrap_ci"]
     assert other.get_column("ci_low").to_list() != first.get_column("ci_low").to_list()
+
+
+def test_analyze_rows_cli_takes_seed0(tmp_path: Path) -> None:
+    """`buildfind analyze --rows FILE --seed0 N` gives the intervals of seed0 N."""
+    rows = synthetic_rows()
+    path = tmp_path / "rows.parquet"
+    rows.write_parquet(path)
+    out = tmp_path / "out"
+    args = ["buildfind", "analyze", "--rows", str(path), "--seed0", str(SEED0), "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    got = pl.read_parquet(out / "tables" / "bootstrap_ci.parquet")
+    want = analyze_rows(rows, seed0=SEED0)["bootstrap_ci"]
+    assert got.equals(want)
+    assert set(got["seed"]) == {derive_seed(SEED0, "bootstrap_ci")}

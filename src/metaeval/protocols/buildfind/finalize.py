@@ -345,14 +345,19 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
 
 
 def analyze_rows_file(
-    path: Path, out_dir: Path, view_rows: Path | None = None, panels: str = DEFAULT_PANELS
+    path: Path,
+    out_dir: Path,
+    view_rows: Path | None = None,
+    panels: str = DEFAULT_PANELS,
+    seed0: int | None = None,
 ) -> list[Path]:
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
-    per-view tables from released view rows, when given), with matched or cross panels."""
+    per-view tables from released view rows, when given), with matched or cross panels;
+    `seed0` seeds the bootstrap intervals (the config default when None)."""
     from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
 
     rows = read_rows(path)
-    tables = analyze_rows(rows, None, panels)
+    tables = analyze_rows(rows, None, panels, seed0=seed0)
     if view_rows is not None:
         tables.update(view_tables(rows, read_view_rows(view_rows), tables, panels))
     meta = {

@@ -24,6 +24,7 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration
 from metaeval.protocols.buildfind.analysis.ranking import kendall_tau
+from metaeval.protocols.buildfind.analysis.robustness import robustness_pivots
 from metaeval.protocols.buildfind.analysis.subsets import (
     implementation_signal_subset,
     low_prior_subset,
@@ -534,7 +535,7 @@ def test_subset_views_low_prior():
             "affinity",
             "affinity_family",
         )
-    }
+    } | {"low_prior_rb_effort"}
 
 
 def test_finder_calibration_table8_columns():
@@ -826,6 +827,7 @@ def separately(rows: pl.DataFrame, builds: pl.DataFrame | None) -> dict[str, pl.
     }
     tables.update(subset_views(rows))
     tables["evidence_audit_sample"] = evidence_audit_sample(rows, seed=20260601, per_stratum=2)
+    tables["robustness_pivots"] = robustness_pivots(rows)
     return tables
 
 

@@ -506,6 +506,34 @@ def test_tampering_with_consistent_checksums_is_still_found(release, tmp_path):
     )
 
 
+def test_bootstrap_ci_is_recomputed_with_the_run_seed(release, tmp_path):
+    """The released bootstrap_ci carries the seed derived from the run's seed0; an edited
+    interval is found by recomputing it; a release made before the table still verifies."""
+    from metaeval.protocols.buildfind.seeds import derive_seed
+
+    out = release[0]
+    seed0 = json.loads((out / "records" / "manifest.json").read_text())["config"]["seed0"]
+    ci = pl.read_parquet(out / "tables" / "bootstrap_ci.parquet")
+    assert ci.height > 0
+    assert set(ci["seed"]) == {derive_seed(seed0, "bootstrap_ci")}
+    assert set(ci["replicates"]) == {1000}
+
+    edited = _tampered(out, tmp_path, "ci")
+    ci.with_columns(pl.col("ci_high") * (1 + 1e-6)).write_parquet(
+        edited / "tables" / "bootstrap_ci.parquet"
+    )
+    _resum(edited)
+    lines = _verify(edited)
+    assert any(x.startswith("tables/bootstrap_ci.parquet: row ") for x in lines), lines
+
+    older = _tampered(out, tmp_path, "older")
+    for ext in ("csv", "parquet"):
+        (older / "tables" / f"bootstrap_ci.{ext}").unlink()
+    _resum(older)
+    result = cli("buildfind", "verify-release", str(older))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_verify_release_needs_no_network(release):
     """verify-release, Croissant validation included, inside bubblewrap with the network off."""
     if not bwrap_available():

@@ -214,6 +214,13 @@ def analyze_cmd(
             "`panels`, else matched."
         ),
     ] = None,
+    seed0: Annotated[
+        int | None,
+        typer.Option(
+            help="seed0 of the bootstrap intervals (bootstrap_ci). Default: the run config's "
+            "seed0, else the config default."
+        ),
+    ] = None,
 ) -> None:
     """Recompute every table and the report from a run directory or from a rows file."""
     from metaeval.errors import ConfigError
@@ -232,17 +239,19 @@ def analyze_cmd(
     out_dir = output or default_out
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} exists and is not a directory", field="output")
-    if panels is None:
-        panels = "matched"
-        if run_dir is not None and (run_dir / "manifest.json").is_file():
-            from metaeval.records import read_manifest
+    config: dict = {}
+    if run_dir is not None and (run_dir / "manifest.json").is_file():
+        from metaeval.records import read_manifest
 
-            panels = read_manifest(run_dir).get("config", {}).get("panels", panels)
+        config = read_manifest(run_dir).get("config", {})
+    if panels is None:
+        panels = config.get("panels", "matched")
+    seed0 = config.get("seed0") if seed0 is None else seed0
     if panels not in PANEL_MODES:
         raise ConfigError(
             f"unknown panels {panels!r} (known: {', '.join(PANEL_MODES)})", field="panels"
         )
-    paths = analyze_rows_file(source, out_dir, view_rows, panels)
+    paths = analyze_rows_file(source, out_dir, view_rows, panels, seed0)
     out.print(f"written {len(paths)} files into {out_dir}")
 
 

@@ -9,10 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from metaeval.config_files import read_mapping, validate
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 from metaeval.protocols.buildfind.view_specs import ViewSpec, resolve_view
 from metaeval.records.names import SafeName
 
-DEFAULT_SEED0 = 20260501
 Control = Literal["question_only", "spec_only"]
 DEFAULT_CONTROLS: tuple[Control, ...] = ("question_only", "spec_only")
 # Sane maxima: a typo such as `r_find: 10000000` is an error, not a plan that never ends.

@@ -66,14 +66,17 @@ def analyze_rows(
     builds: pl.DataFrame | None = None,
     panels: str = DEFAULT_PANELS,
     finders: Sequence[Mapping[str, Any]] = (),
+    seed0: int | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, from the rows table alone (plus builder tokens if known);
     `panels` is matched (the paper's) or cross (see `analysis.panels`). `finders` (the run
-    config's finder entries) keeps every configured finder in finder_calibration."""
+    config's finder entries) keeps every configured finder in finder_calibration; `seed0`
+    (the run's; the config default when None) seeds the bootstrap intervals."""
     from metaeval.protocols.buildfind.analysis.finder_calibration import with_every_finder
     from metaeval.protocols.buildfind.analysis.suite import run_analysis
+    from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
-    tables = run_analysis(rows, builds, panels)
+    tables = run_analysis(rows, builds, panels, DEFAULT_SEED0 if seed0 is None else seed0)
     tables["finder_calibration"] = with_every_finder(tables["finder_calibration"], finders)
     return tables
 
@@ -212,7 +215,7 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     write_rows(rows, run.path)
     builds = builds_table(run)
     panels = config.get("panels", DEFAULT_PANELS)
-    tables = analyze_rows(rows, builds, panels, config.get("finders", []))
+    tables = analyze_rows(rows, builds, panels, config.get("finders", []), config.get("seed0"))
     # restricted views: their own rows and tables
     tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)
@@ -342,14 +345,19 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
 
 
 def analyze_rows_file(
-    path: Path, out_dir: Path, view_rows: Path | None = None, panels: str = DEFAULT_PANELS
+    path: Path,
+    out_dir: Path,
+    view_rows: Path | None = None,
+    panels: str = DEFAULT_PANELS,
+    seed0: int | None = None,
 ) -> list[Path]:
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
-    per-view tables from released view rows, when given), with matched or cross panels."""
+    per-view tables from released view rows, when given), with matched or cross panels;
+    `seed0` seeds the bootstrap intervals (the config default when None)."""
     from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
 
     rows = read_rows(path)
-    tables = analyze_rows(rows, None, panels)
+    tables = analyze_rows(rows, None, panels, seed0=seed0)
     if view_rows is not None:
         tables.update(view_tables(rows, read_view_rows(view_rows), tables, panels))
     meta = {

@@ -236,7 +236,13 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
 
     config = RecordFiles(root / "records").manifest.get("config", {})
-    tables = analyze_rows(rows, builds, config.get("panels", "matched"), config.get("finders", []))
+    tables = analyze_rows(
+        rows,
+        builds,
+        config.get("panels", "matched"),
+        config.get("finders", []),
+        config.get("seed0"),
+    )
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
     view_path = root / "data" / "view_rows.parquet"
@@ -309,7 +315,16 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
 
 
 TABLES_ADDED_LATER = frozenset(
-    {"affinity_matrix", "affinity_matrix_family", "paper_table1", "paper_table2", "paper_table3"}
+    {
+        "affinity_matrix",
+        "affinity_matrix_family",
+        "bootstrap_ci",
+        "low_prior_rb_effort",
+        "paper_table1",
+        "paper_table2",
+        "paper_table3",
+        "robustness_pivots",
+    }
 )
 """Tables newer code computes that a release made before them lacks (checked when present)."""
 

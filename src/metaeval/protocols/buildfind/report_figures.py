@@ -113,11 +113,12 @@ def _colorbar(fig: Figure, image: Any, ax: Any, label: str) -> None:
         bar.solids.set_rasterized(False)  # keep the SVG free of embedded bitmaps
 
 
-def rb_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
-    """Horizontal R_b bars, one axes per effort panel, annotated with R_b and |C_b|."""
+def rb_figure(df: pl.DataFrame | None, files: Files | None = None, name: str = "fig-rb") -> str:
+    """Horizontal R_b bars, one axes per effort panel, annotated with R_b and |C_b|; `name`
+    names the files (the low-prior analogue, Figure 6, is drawn the same way)."""
     ok, why = _usable(df, ("effort_panel", "builder", "R_b", "cells"))
     if not ok:
-        return _svg("fig-rb", lambda fig: _no_data(fig, why), (6, 1.6), files)
+        return _svg(name, lambda fig: _no_data(fig, why), (6, 1.6), files)
     assert df is not None
     df, metric = _one_metric(df)
     df = df.with_columns(pl.col("effort_panel").cast(pl.Utf8).fill_null(NA))
@@ -154,7 +155,7 @@ def rb_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
             ax.set_title(_label(f"effort panel: {panel}"))
             ax.set_xlabel(_label(f"R_b on {metric} (1.0 = least effort in cell)"))
 
-    return _svg("fig-rb", draw, (max(5.0, 4.6 * len(panels)), height), files)
+    return _svg(name, draw, (max(5.0, 4.6 * len(panels)), height), files)
 
 
 def _one_metric(df: pl.DataFrame) -> tuple[pl.DataFrame, str]:

@@ -25,6 +25,7 @@ from metaeval.protocols.buildfind.report_figures import (
     kendall_figure,
     rb_figure,
 )
+from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
     TABLE_TITLES,
@@ -223,6 +224,29 @@ def render_html(
             "svg": Markup(
                 affinity_figure(matrix if matrix is not None else tables.get("affinity"), files)
             ),
+        },
+        {
+            "id": "fig-db",
+            "title": "Implementation-aware downstream recovery D_b (paper Figure 2)",
+            "caption": "Filled markers: D_b, downstream recovery on audited rows times "
+            "builder-side implementation coverage (eq. 8); open markers: coverage alone. The "
+            "axis is truncated; values are diagnostic, not a leaderboard.",
+            "svg": Markup(db_figure(tables.get("coverage"), files)),
+        },
+        {
+            "id": "fig-robustness",
+            "title": "Control-conditioned robustness views (paper Figure 3)",
+            "caption": "Exact-match recovery (%) over audited scoring rows per builder and per "
+            "finder on five slices (robustness_pivots).",
+            "svg": Markup(robustness_figure(tables.get("robustness_pivots"), files)),
+        },
+        {
+            "id": "fig-rb-low-prior",
+            "title": "R_b on the low-prior questions (paper Figure 6)",
+            "caption": "As the R_b figure, with the all-correct gate on the low-prior questions "
+            "(question-only agreement below 90%); effort stays whole-run, so these values "
+            "upper-bound subset effort (low_prior_rb_effort).",
+            "svg": Markup(rb_figure(tables.get("low_prior_rb_effort"), files, "fig-rb-low-prior")),
         },
         {
             "id": "fig-kendall",

@@ -6,6 +6,7 @@ import hashlib
 import random
 
 LETTERS = ("A", "B", "C", "D")
+DEFAULT_SEED0 = 20260501
 
 
 def derive_seed(seed0: int, *parts: object) -> int:

@@ -15,6 +15,8 @@ TABLE_TITLES: dict[str, str] = {
     "repeatability": "Repeatability controls across repeated find trials (paper Table 2, 14).",
     "recovery_gate": "Task-level recovery gate G_task per builder and task (paper Table 3).",
     "rb_effort": "Conditional inspection effort R_b on all-correct cells (paper Figure 1).",
+    "bootstrap_ci": "Bootstrap 95% intervals over artifacts for R_b and recovery (beyond the "
+    "paper; B = `replicates` resamples, seeded by `seed`, derived from the run's seed0).",
     "aels": "Aggregate artifact-evidenced legibility score AELS (paper Table 9).",
     "coverage": "Builder-side implementation coverage from the audit labels (paper Table 11).",
     "kendall_tau": "Pairwise finder agreement on builder effort orderings (paper Figure 4).",
@@ -144,6 +146,26 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "AELS": "A * S * C * R_b^(-eta) with eta = 0.1 (paper eq. 7, the reading that reproduces "
         "Table 9's AELS column from its A, S, C and R_b for 11 of its 12 rows); higher is "
         "better; 0 when no cell contributes",
+    },
+    "bootstrap_ci": {
+        "statistic": "R_b (total_bytes, per effort panel and builder) or recovery (per finder; "
+        "finder 'all' pools every finder: the calibration table's compile_pass accuracy)",
+        "effort_panel": "effort panel of an R_b row; null on recovery rows",
+        "builder": "builder of an R_b row; null on recovery rows",
+        "finder": "finder of a recovery row ('all' = pooled); null on R_b rows",
+        "estimate": "the statistic on the run's artifacts (equals rb_effort / calibration)",
+        "ci_low": "2.5th percentile of the statistic over the defined bootstrap replicates "
+        "(numpy linear interpolation); null when none is defined",
+        "ci_high": "97.5th percentile, as ci_low",
+        "artifacts": "artifacts resampled: the builder's (R_b rows) or all (recovery rows); "
+        "compile-pass artifacts with a scored find run",
+        "replicates": "B, the number of bootstrap resamples (default 1000)",
+        "defined_replicates": "replicates in which the statistic was defined (R_b needs a "
+        "contributing cell)",
+        "level": "confidence level of the percentile interval (0.95)",
+        "seed": "numpy default_rng seed of the resampling, derive_seed(seed0, 'bootstrap_ci'); "
+        "artifacts are drawn with replacement within each (builder, task) (stratified), "
+        "strata in sorted order, artifacts sorted by build_trial",
     },
     "coverage": {
         "builder": "builder name",
@@ -388,6 +410,34 @@ for _subset, _what in SUBSETS.items():
             f"{_subset}_affinity_family": f"Family-level affinity on the {_what}.",
         }
     )
+TABLE_DOCS["low_prior_rb_effort"] = {
+    name: text
+    + (
+        " (all-correct on the low-prior questions; effort stays whole-run, Appendix L)"
+        if name in ("R_b", "cells")
+        else ""
+    )
+    for name, text in TABLE_DOCS["rb_effort"].items()
+}
+TABLE_DOCS["robustness_pivots"] = {
+    "view": "builder (recovery of each builder's artifacts) or finder (recovery of each finder)",
+    "slice": "all; calibrated_instruments (builder view over the 4 finders with the highest "
+    "artifact-conditioned recovery, finder view over the 4 builders with the highest downstream "
+    "recovery; ties by name); cross_family (builder and finder families differ); low_prior; "
+    "implementation_signal (scoring set restricted to that question subset)",
+    "agent": "the builder or finder of the row",
+    "scored_rows": "scored question rows of formal compile-pass runs (audited scoring set)",
+    "correct_rows": "correct rows among them",
+    "recovery": "correct_rows / scored_rows (a fraction; the figure prints percentages)",
+}
+TABLE_TITLES["robustness_pivots"] = (
+    "Control-conditioned robustness views: exact-match recovery per builder and per finder on "
+    "five slices (paper Figure 3)."
+)
+TABLE_TITLES["low_prior_rb_effort"] = (
+    "Conditional inspection effort R_b with the all-correct gate on the low-prior questions "
+    "(paper Figure 6)."
+)
 TABLE_TITLES.update(
     {
         "question_agreement": "Per-question agreement in the question-only control and the "

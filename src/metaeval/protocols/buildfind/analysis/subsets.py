@@ -120,8 +120,10 @@ def subset_views(rows: pl.DataFrame, *, compile_pass_only: bool = True) -> dict[
     - ``{name}_affinity`` / ``{name}_affinity_family`` (Figure 8 analogue): as `affinity` /
       `affinity_family` with recovery recomputed on the subset.
 
-    Effort stays whole-run (Appendix L), so the tau views use the run's full novel bytes. The
-    conditional effort score R_b (Figure 6) belongs to the core metrics and is not repeated.
+    - ``low_prior_rb_effort`` (Figure 6): as `rb_effort` (total bytes), a cell contributing when
+      one of its runs is all-correct on the low-prior subset.
+
+    Effort stays whole-run (Appendix L), so the tau and R_b views use the run's full novel bytes.
     """
     return subset_views_from(Prepared(rows, compile_pass_only))
 
@@ -142,4 +144,14 @@ def subset_views_from(prep: Prepared) -> dict[str, pl.DataFrame]:
         views[f"{name}_kendall_tau"] = kendall_from(runs)
         views[f"{name}_affinity"] = pairs
         views[f"{name}_affinity_family"] = family_from(pairs)
+    views["low_prior_rb_effort"] = subset_rb_from(prep.run_view("_lp"))
     return views
+
+
+def subset_rb_from(runs: pl.DataFrame) -> pl.DataFrame:
+    """R_b (total bytes, Eqs. 2-4) with the all-correct gate on a question subset (Figure 6):
+    `runs` is a `Prepared.run_view` of the subset (primary panel already; whole-run bytes)."""
+    from metaeval.protocols.buildfind.analysis import effort
+
+    lf = runs.lazy().with_columns(compile_pass=pl.lit(True), total_bytes=pl.col("bytes"))
+    return effort.rb_effort_from(effort.cell_costs_from(lf, "total_bytes"), "total_bytes")

@@ -15,6 +15,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     affinity_matrix_from,
     family_from,
 )
+from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
@@ -25,24 +26,31 @@ from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_pa
 from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
+from metaeval.protocols.buildfind.analysis.robustness import robustness_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
+from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
 
 def run_analysis(
-    rows: pl.DataFrame, builds: pl.DataFrame | None = None, panels: str = DEFAULT_PANELS
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None = None,
+    panels: str = DEFAULT_PANELS,
+    seed0: int = DEFAULT_SEED0,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
     finder calibration, token usage and the evidence-audit sample.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
     `effort_panels` table lists them. String columns may be String, Categorical or Enum (the
-    extras work on the categorical codes and return String-keyed tables either way)."""
+    extras work on the categorical codes and return String-keyed tables either way).
+    `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables))
+    tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
             rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM
@@ -93,15 +101,16 @@ def analyze_extras(
 
     Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `affinity_matrix`,
     `affinity_matrix_family`, `question_agreement`,
-    `finder_calibration`, `token_usage` (with ``builds``), `subset_views` and
-    `evidence_audit_sample` (with ``seed``, ``per_stratum``) one by one, but the question rows
-    are aggregated once (per run, and per (artifact, finder, question)) and every table is
+    `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
+    `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
+    one, but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
 
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
-    finder_calibration, token_usage, every `subset_views` key and evidence_audit_sample.
+    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample and
+    robustness_pivots.
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
@@ -121,4 +130,5 @@ def analyze_extras(
     }
     tables.update(subset_views_from(prep))
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
+    tables["robustness_pivots"] = robustness_from(prep)
     return tables

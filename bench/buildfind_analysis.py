@@ -145,6 +145,12 @@ def generate_enum(n_rows: int, seed: int) -> pl.DataFrame:
         "novel_tool_call_bytes": pl.Series(tool_call[run]),
         "input_tokens": pl.Series(in_tokens[run]),
         "output_tokens": pl.Series(out_tokens[run]),
+        # matched panels: a finder runs at its panel's effort; agents named like the builders
+        "finder_effort": enum(panel, list(PANELS)),
+        "builder_agent": enum(builder, ["", *agents]).set(pl.Series(builder == 0), None),
+        "builder_model": pl.repeat(None, task.size, dtype=pl.String, eager=True),
+        "finder_agent": enum(finder, agents),
+        "finder_model": pl.repeat(None, task.size, dtype=pl.String, eager=True),
     }
     return pl.DataFrame({name: columns[name].alias(name) for name in COLUMNS})
 

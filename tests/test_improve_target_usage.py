@@ -118,6 +118,13 @@ def test_the_targets_tokens_are_counted_per_trial_and_in_total(tmp_path, monkeyp
     assert summary["target_cost_usd"] is None and summary["target_usage_sources"] == ["gateway"]
     lineage = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert lineage["target_tokens"] == summary["target_tokens"]
+    # the report says it too, with who counted
+    report = (bundle / "report.md").read_text()
+    tokens = summary["target_tokens"]
+    assert (
+        f"Target cost: unknown, {tokens['input_tokens']} input and "
+        f"{tokens['output_tokens']} output tokens (counted by: gateway)"
+    ) in report.replace("**", "")
 
 
 def test_without_a_gateway_the_targets_own_report_is_summed_and_labelled():

@@ -234,23 +234,23 @@ def _changed_files(diff: str) -> list[str]:
 
 
 def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The final promoted candidate, its gains and the meta-agent's cost (bundles written
-    before these were recorded have none)."""
+    """The final promoted candidate, its gains and the meta-agent's and the target's cost
+    (bundles written before these were recorded have none)."""
     final = summary.get("final")
-    if final is None:
-        return []
 
     def gain(value: Any) -> str:
         return "n/a" if value is None else f"{value * 100:+.1f} pp"
 
-    items = [
-        (
-            "Final candidate",
-            f"{final['id']}: optimize {score_text(final['optimize_score'])} "
-            f"({gain(final['gain_optimize'])}), held-out {score_text(final['held_out_score'])} "
-            f"({gain(final['gain_held_out'])})",
+    items = []
+    if final is not None:
+        items.append(
+            (
+                "Final candidate",
+                f"{final['id']}: optimize {score_text(final['optimize_score'])} "
+                f"({gain(final['gain_optimize'])}), held-out "
+                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})",
+            )
         )
-    ]
     if "meta_agent_cost_usd" in summary:
         cost = summary["meta_agent_cost_usd"]
         tokens = summary.get("meta_agent_tokens") or {}
@@ -260,6 +260,18 @@ def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
                 ("unknown" if cost is None else f"${cost:.4f}")
                 + f", {tokens.get('input_tokens', 0)} input and "
                 f"{tokens.get('output_tokens', 0)} output tokens",
+            )
+        )
+    if "target_cost_usd" in summary:
+        cost = summary["target_cost_usd"]
+        tokens = summary.get("target_tokens") or {}
+        sources = ", ".join(summary.get("target_usage_sources") or []) or "none"
+        items.append(
+            (
+                "Target cost",
+                ("unknown" if cost is None else f"${cost:.4f}")
+                + f", {tokens.get('input_tokens', 0)} input and "
+                f"{tokens.get('output_tokens', 0)} output tokens (counted by: {sources})",
             )
         )
     return items

@@ -147,3 +147,9 @@ def test_json_constants_outside_the_standard_are_refused(tmp_path: Path, constan
     path = _write(tmp_path, "m.json", '{"name": "a", "weight": ' + constant + "}")
     with pytest.raises(ConfigError, match=f"{constant} is not valid JSON"):
         read_mapping(path)
+
+
+def test_malformed_json_names_line_and_column(tmp_path: Path) -> None:
+    path = _write(tmp_path, "m.json", '{\n  "name": "a",\n  "suites": [1,]\n}')
+    with pytest.raises(ConfigError, match="invalid JSON at line 3, column 16"):
+        read_mapping(path)

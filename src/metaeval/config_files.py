@@ -121,6 +121,9 @@ def parse_json(text: str, where: str) -> Any:
         raise ConfigError(f"invalid JSON: {exc}", file=where) from None
     except RecursionError:
         raise ConfigError("invalid JSON: nested too deeply", file=where) from None
+    except json.JSONDecodeError as exc:
+        message = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise ConfigError(message, file=where) from None
     except ValueError as exc:
         raise ConfigError(f"invalid JSON: {exc}", file=where) from None
     if nested_deeper_than(value, MAX_JSON_DEPTH):

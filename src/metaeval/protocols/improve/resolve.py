@@ -17,7 +17,6 @@ target repo (`metaeval improve init-target`); the resolved manifest still pins o
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from metaeval.config_files import read_text, validation_error
+from metaeval.config_files import parse_json, read_text, validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.config import (
     ExperimentManifest,
@@ -67,19 +66,6 @@ def _resolve_ref(ref: Path, base_file: Path) -> Path:
     return (base_file.parent / ref).resolve()  # an absolute `ref` replaces the base
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def _read_json_object(
     path: Path,
     *,
@@ -96,18 +82,7 @@ def _read_json_object(
         raise ConfigError(f"{problem}: {shown}", file=_show(referenced_by), field=ref_field)
     text = read_text(path)  # a regular file, UTF-8, size-capped
     raw = text.encode("utf-8")  # the bytes as read: decoding valid UTF-8 is lossless
-    try:
-        data = json.loads(
-            text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant
-        )
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", file=_show(path)
-        ) from exc
-    except ValueError as exc:  # raised by the hooks; no position available
-        raise ConfigError(f"invalid JSON: {exc}", file=_show(path)) from exc
-    except RecursionError as exc:
-        raise ConfigError("invalid JSON: nested too deeply", file=_show(path)) from exc
+    data = parse_json(text, _show(path))  # duplicate keys, NaN and Infinity refused
     if not isinstance(data, dict):
         raise ConfigError(
             f"expected a JSON object at the top level, got {type(data).__name__}",

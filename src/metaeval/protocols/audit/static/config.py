@@ -15,7 +15,7 @@ the one whose fix it needs):
   and the task runs with the default. Medium when a dropped key is a runtime setting Harbor
   knows in another table (misplaced: `agent.allow_internet`, a top-level `timeout_sec`) or a
   near-miss spelling of one (`memory_gb`), confidence 0.8; Low otherwise, 0.6.
-- **Invalid values** (`toml_schema.value_problems`: a known key whose value has the wrong type
+- **Invalid values** (`toml_values.value_problems`: a known key whose value has the wrong type
   or lies outside its range, e.g. `timeout_sec = "sixty"`, `nan` or `-5`, `memory_mb = "2G"`,
   `cpus = [1, 2]`, `allow_internet = "yes"`) -> one ENV-RESOURCE finding per key, High, Bug,
   0.9, naming the key and the value and citing its line: the runtime limit the author meant
@@ -48,7 +48,8 @@ from metaeval.protocols.audit.findings import Evidence, Finding, FindingType, Se
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding, plural
 from metaeval.protocols.audit.static.task_context import TaskContext
 from metaeval.protocols.audit.static.toml_lines import toml_key_lines, toml_line_for
-from metaeval.tasks.toml_schema import ENVIRONMENT_KEYS, value_problems
+from metaeval.tasks.toml_schema import ENVIRONMENT_KEYS
+from metaeval.tasks.toml_values import value_problems
 
 LISTED_KEYS = 20
 """At most this many dropped keys are named in the finding's text (the count says the rest)."""

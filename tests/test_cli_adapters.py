@@ -756,6 +756,26 @@ def test_run_timeout_keeps_partial_transcript(tmp_path):
     assert result.usage.output_tokens == 30  # msg_01, counted once
 
 
+def test_setting_up_a_run_spends_from_its_time_limit(fake_bin, workspace):
+    """Time spent before the CLI starts (here a 2-s `prepare`) counts against the 4-s limit:
+    the CLI is killed at the limit counted from the call, not 4 s after it started."""
+    import time
+
+    fake_binary(fake_bin, "claude", "#!/bin/sh\nexec sleep 30\n")
+
+    class SlowToPrepare(ClaudeCodeAdapter):
+        def prepare(self, task, workspace):
+            time.sleep(2)
+
+    began = time.monotonic()
+    result = SlowToPrepare().run(READ_TASK, workspace, Limits(time_limit_s=4))
+    elapsed = time.monotonic() - began
+    assert result.status == "timeout" and result.error == "claude-code timed out after 4s"
+    assert 1.5 < workspace.calls[0]["timeout_s"] <= 2.0  # what was left of the limit
+    assert 4 <= result.wall_clock_s <= elapsed < 4 + 1.0
+    assert result.time_limit_s == 4 and result.overrun_s < 1.0
+
+
 def test_run_without_final_event_reports_exit_code_and_stderr(tmp_path):
     ws = CannedWs(tmp_path, Result(returncode=1, stdout="", stderr="Error: no API key\n"))
     result = GeminiCliAdapter(binary="/bin/sh").run(READ_TASK, ws, LIMITS)

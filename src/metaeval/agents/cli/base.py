@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from metaeval.agents.cli.binaries import install_root, private_home, resolve_binary, tools_dir
-from metaeval.agents.cli.outcome import memory_outcome, settle_with_gateway
+from metaeval.agents.cli.outcome import memory_outcome, settle_with_gateway, stream_outcome
 from metaeval.agents.cli.stream import ParsedStream
 from metaeval.agents.types import (
     AgentResult,
-    AgentStatus,
     Limits,
     Task,
     TranscriptEvent,
@@ -76,16 +75,6 @@ def _decode(data: Any) -> str:
     if isinstance(data, bytes):
         return data.decode("utf-8", errors="replace")
     return str(data)
-
-
-def _tail(text: str, limit: int = 2000) -> str:
-    """`text`, or its start and end when longer than `limit` (a CLI's complaint is often the
-    first line, before a long usage text)."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    head = limit // 4
-    return text[:head] + " ... " + text[-(limit - head) :]
 
 
 class CLIAdapter:
@@ -307,7 +296,7 @@ class CLIAdapter:
                 extra_ro_binds=launch.ro_binds,
                 extra_rw_binds=launch.rw_binds,
             )
-            return self._outcome(task, workspace, result, before, limits, launch, started)
+            return self._outcome(task, workspace, result, before, limits, launch)
         except Exception as exc:  # never raise out of run()
             with contextlib.suppress(Exception):
                 self.cleanup(task, workspace)
@@ -357,7 +346,6 @@ class CLIAdapter:
         before: set[str],
         limits: Limits,
         launch: _Launch,
-        started: float,
     ) -> AgentResult:
         """Parse what the CLI printed, list what it wrote, clean up, and settle the result
         with its memory outcome and the gateway's count."""
@@ -369,51 +357,8 @@ class CLIAdapter:
         after = list_files(Path(workspace.path))
         produced = sorted(after - before - self.own_files(task, workspace))
         self.cleanup(task, workspace)
-        out = self._result(parsed, produced, timed_out, returncode, stderr, limits, started)
+        out = stream_outcome(self.name, parsed, produced, timed_out, returncode, stderr, limits)
         out = memory_outcome(out, result, self)
         if launch.link is not None:
             out = settle_with_gateway(out, launch.link, self)
         return out
-
-    def _result(
-        self,
-        parsed: ParsedStream,
-        produced: list[str],
-        timed_out: bool,
-        returncode: int | None,
-        stderr: str,
-        limits: Limits,
-        started: float,
-    ) -> AgentResult:
-        from metaeval.agents.effort import compute_effort
-
-        status: AgentStatus
-        if timed_out:
-            status, error = "timeout", f"{self.name} timed out after {limits.time_limit_s:g}s"
-        elif parsed.reported_success is True:
-            status, error = "ok", None
-        elif parsed.reported_success is False:
-            status = "error"
-            error = parsed.error or f"{self.name} reported failure"
-        else:
-            status = "error"
-            error = parsed.error or (
-                f"{self.name} exited with code {returncode} without reporting a result"
-            )
-            if returncode not in (0, None) and stderr.strip():
-                error += f"; stderr: {_tail(stderr)}"
-        steps = parsed.num_turns
-        if steps is None:
-            steps = sum(1 for e in parsed.transcript if e.type == "tool_call")
-        return AgentResult(
-            status=status,
-            error=error,
-            submission=parsed.final_text,
-            files_produced=produced,
-            usage=parsed.usage,
-            cost_usd=parsed.cost_usd,
-            effort=compute_effort(parsed.transcript),
-            steps=steps,
-            wall_clock_s=time.monotonic() - started,
-            transcript=parsed.transcript,
-        )

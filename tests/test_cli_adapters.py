@@ -890,7 +890,7 @@ def test_gemini_flat_model_stats_and_shell_spans():
 
 
 def test_gemini_empty_results_are_filled_from_what_the_gateway_delivered():
-    from metaeval.agents.cli.gemini_cli import fill_gemini_results
+    from metaeval.agents.cli.gemini_stream import fill_gemini_results
 
     stream = [
         '{"type":"tool_use","tool_name":"read_file","tool_id":"read_file__call_0",'

@@ -329,8 +329,12 @@ class CLIAdapter:
             launch.env.pop(name, None)
         tag = f"{self.name}-{os.getpid()}-{id(self):x}-{next(self._runs)}"
         link = launch.link = open_link(gateway, tag, sandboxed=use_bwrap())
-        launch.env.update(self.gateway_env(link.base_url, home, link.token))
-        launch.argv = link.wrap([*argv[:1], *self.gateway_args(link.base_url), *argv[1:]])
+        try:
+            launch.env.update(self.gateway_env(link.base_url, home, link.token))
+            launch.argv = link.wrap([*argv[:1], *self.gateway_args(link.base_url), *argv[1:]])
+        except BaseException:
+            link.close()  # the run never started: nothing else will close it
+            raise
         if link.socket_dir is not None:
             launch.rw_binds.append(link.socket_dir)
             # the relay runs on this Python's base interpreter (stdlib only)

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from metaeval.protocols.audit.static.installs import InstallCommand, find_installs_in
-from metaeval.protocols.audit.static.shell import ShellCommand, expand_vars, parse_script
+from metaeval.protocols.audit.static.shell import parse_script
+from metaeval.protocols.audit.static.shell_script import ShellCommand, expand_vars
 
 _OPAQUE_INSTALL = re.compile(
     r"\b(?:poetry install|uv sync|pipenv (?:install|sync)|pdm (?:install|sync)|"

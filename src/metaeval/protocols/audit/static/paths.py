@@ -46,7 +46,7 @@ from metaeval.protocols.audit.static.finding_builder import (
     make_finding,
 )
 from metaeval.protocols.audit.static.python_source import PySource, locate
-from metaeval.protocols.audit.static.shell import SimpleCommand
+from metaeval.protocols.audit.static.shell_script import SimpleCommand
 from metaeval.protocols.audit.static.task_context import TaskContext, absolute_tokens
 
 UNKNOWN_IMAGE_CONFIDENCE = 0.3

@@ -27,7 +27,8 @@ import re
 
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
-from metaeval.protocols.audit.static.shell import ShellScript, parse_shell
+from metaeval.protocols.audit.static.shell import parse_shell
+from metaeval.protocols.audit.static.shell_script import ShellScript
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 TEST_SH = "tests/test.sh"

@@ -22,7 +22,8 @@ from metaeval.protocols.audit.report import (
     render_html,
     render_markdown,
 )
-from metaeval.protocols.audit.scoring import ScoreReport, score
+from metaeval.protocols.audit.score_report import ScoreReport
+from metaeval.protocols.audit.scoring import score
 
 XSS = "<script>alert('pwned')</script>"
 

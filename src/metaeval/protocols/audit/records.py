@@ -78,17 +78,27 @@ class _Cell(_Record):
         """A final outcome (`records.run.is_final`): retried on resume when not."""
         return not self.infra_error and self.status in FINAL_STATUSES
 
+    @property
+    def failed_audit(self) -> bool:
+        """A final audit failure: a malformed answer, or a cell that raised (not transient)."""
+        return False
+
+    @property
+    def cut(self) -> list[str]:
+        """What the auditors' view of the task left out (size caps)."""
+        return []
+
 
 class PhaseOutcome(_Part):
     """One execution-check run (oracle or null agent) as the cell records it; the full log
     is a blob."""
 
-    ran: bool = False
+    ran: bool | None = None
     note: str = ""
     reward: Number | None = None
     reward_source: str | None = None
     reward_error: str | None = None
-    passed: bool = False
+    passed: bool | None = None
     timed_out: bool = False
     env_notes: list[str] | None = None  # only when task.toml's env tables gave notes
     log_blob: str | None = None
@@ -120,6 +130,10 @@ class StaticCell(_Cell):
     cuts: list[str] = Field(default_factory=list)
     check_errors: dict[str, str] | None = None  # only when a check failed on the task's input
 
+    @property
+    def cut(self) -> list[str]:
+        return self.cuts
+
 
 class ModelCell(_Cell):
     """One model's cell: the LLM protocol on a task (``audit_failure``: its answer stayed
@@ -140,6 +154,14 @@ class ModelCell(_Cell):
     model_calls_blob: str | None = None
 
     @property
+    def failed_audit(self) -> bool:
+        return self.audit_failure
+
+    @property
+    def cut(self) -> list[str]:
+        return self.cuts
+
+    @property
     def input_tokens(self) -> int:
         return int(self.usage.get("input_tokens", 0))
 
@@ -156,8 +178,13 @@ class FailedCell(_Cell):
     attempt: str | None = None
     audit_failure: bool | None = None
 
+    @property
+    def failed_audit(self) -> bool:
+        return bool(self.audit_failure)
+
 
 CellRecord = StaticCell | ModelCell | FailedCell
+Cells = dict[tuple[str, str], CellRecord]  # the latest cell record per (task_id, source)
 
 
 def parse_cell(data: Mapping[str, Any]) -> CellRecord:
@@ -167,6 +194,11 @@ def parse_cell(data: Mapping[str, Any]) -> CellRecord:
     if data.get("source") == STATIC_SOURCE:
         return StaticCell.model_validate(data)
     return ModelCell.model_validate(data)
+
+
+def read_cells(latest: Mapping[tuple, Mapping[str, Any]]) -> Cells:
+    """The latest cell records (`RunDir.latest_records(CELLS, CELL_KEY)`) as models."""
+    return {(str(key[0]), str(key[1])): parse_cell(record) for key, record in latest.items()}
 
 
 class FindingRecord(Finding):
@@ -180,6 +212,13 @@ class FindingRecord(Finding):
 
     def as_record(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def finding(self) -> Finding:
+        """The finding itself, without the record's attempt and stamps."""
+        return Finding.model_validate(
+            self.model_dump(exclude={"attempt", "created_at", "layer"}, exclude_unset=True)
+        )
 
 
 def finding_record(finding: Mapping[str, Any], attempt: str) -> dict[str, Any]:

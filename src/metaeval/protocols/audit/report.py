@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import EVIDENCE_TIERS, SEVERITY_ORDER, Evidence, Finding
-from metaeval.protocols.audit.scoring import SCORE_COLUMNS, ScoreReport, fmt_cost, fmt_pct
+from metaeval.protocols.audit.score_report import SCORE_COLUMNS, ScoreReport, fmt_cost, fmt_pct
 from metaeval.protocols.audit.tables import PaperTables
 from metaeval.report.markdown import markdown_table, md_code, md_fence, md_text
 

@@ -20,8 +20,8 @@ from metaeval.protocols.audit.report import (
     TaskEntry,
     cost_totals,
     render_html,
-    render_markdown,
 )
+from metaeval.protocols.audit.report_markdown import render_markdown
 from metaeval.protocols.audit.score_report import ScoreReport
 from metaeval.protocols.audit.scoring import score
 

@@ -227,7 +227,8 @@ def test_a_deep_compose_file_and_a_binary_instruction_draw_findings(tmp_path: Pa
 
 def test_a_failing_static_check_shows_in_the_report() -> None:
     from metaeval.protocols.audit.render import _task_entries
-    from metaeval.protocols.audit.report import AuditReportData, render_markdown
+    from metaeval.protocols.audit.report import AuditReportData
+    from metaeval.protocols.audit.report_markdown import render_markdown
 
     cell = {
         "task_id": "t",

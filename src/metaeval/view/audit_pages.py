@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit import review
+from metaeval.protocols.audit import review, review_results
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
 from metaeval.protocols.audit.records import STATIC_SOURCE, CellRecord, Cells
 from metaeval.protocols.audit.score_report import ScoreReport
@@ -67,11 +67,12 @@ def reviewable(run: Run) -> bool:
     return run.protocol == "audit" and run.kind == "run"
 
 
-def review_summary(view: AuditView) -> review.ReviewSummary | None:
+def review_summary(view: AuditView) -> review_results.ReviewSummary | None:
     """Reviewed precision from the sheet as it is now (None: no sheet, or no verdict)."""
     if not view.verdicts:
         return None
-    return review.summarize(view.findings, view.verdicts, str(review.sheet_path(view.run.path)))
+    path = str(review.sheet_path(view.run.path))
+    return review_results.summarize(view.findings, view.verdicts, path)
 
 
 def planned_cells(config: dict[str, Any]) -> int | None:

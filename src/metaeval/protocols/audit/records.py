@@ -7,8 +7,10 @@ An audit run directory (`RunDir`, protocol ``audit``) holds:
   `ModelCell` (one model's LLM protocol), or a `FailedCell` (the cell raised: a final
   failure with an attempt id, or an infrastructure error without one, retried on resume);
 * ``findings.jsonl`` -- one `FindingRecord` per finding, tagged with its cell's attempt;
-* ``summary.json``, ``report.md``, ``report.html``, ``score.json``, ``score.md``,
-  ``review.csv`` and the judge's cache (``judge_cache/``): derived files, rewritten on demand;
+* derived files, rewritten on demand: ``summary.json`` (`summary.summarize_run`),
+  ``report.md`` and ``report.html`` (`report.AuditReportData`), ``score.json`` and
+  ``score.md`` (`score_report.ScoreReport`), ``review.csv`` (one `review.ReviewRow` per
+  reported finding) and the judge's cache (``judge_cache/``);
 * with ``--agent``, an agent-run directory (protocol ``audit-agent``, under
   ``agent_results/``) whose ``agent_runs.jsonl`` holds one `AgentRunRecord` per task.
 

@@ -17,7 +17,11 @@ from metaeval.protocols.audit.judge import (
 )
 from metaeval.protocols.audit.pooled import add_pooled_rows
 from metaeval.protocols.audit.records import (
+    JUDGE_CACHE,
+    REPORT_HTML,
+    REPORT_MD,
     SCORE_FILE,
+    SCORE_MD,
     STATIC_SOURCE,
     CellRecord,
     Cells,
@@ -31,9 +35,9 @@ from metaeval.protocols.audit.report import (
     CostRow,
     TaskEntry,
     render_html,
-    render_markdown,
 )
-from metaeval.protocols.audit.review import review_summary
+from metaeval.protocols.audit.report_markdown import render_markdown
+from metaeval.protocols.audit.review_results import review_summary
 from metaeval.protocols.audit.score_report import ScoreReport
 from metaeval.protocols.audit.scoring import score
 from metaeval.protocols.audit.summary import (
@@ -138,7 +142,7 @@ def write_reports(
     if score_report is None:
         score_report = load_score(run.path)
     data = report_data(run, score_report, records)
-    paths = [run.path / "report.md", run.path / "report.html"]
+    paths = [run.path / REPORT_MD, run.path / REPORT_HTML]
     atomic_write(paths[0], render_markdown(data).encode("utf-8"))
     atomic_write(paths[1], render_html(data).encode("utf-8"))
     return paths
@@ -226,7 +230,7 @@ def score_run(
     if judge_model == CATEGORY_JUDGE:
         judge: Any = CategoryJudge()
     else:
-        judge = Judge(get_model(judge_model), run_dir / "judge_cache")
+        judge = Judge(get_model(judge_model), run_dir / JUDGE_CACHE)
     run = _open_existing(run_dir)
     try:
         cells = final_cells(run)
@@ -250,7 +254,7 @@ def score_run(
         payload["tables"] = tables.model_dump(mode="json")
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))
         markdown = report.to_markdown() + "\n" + tables.to_markdown()
-        atomic_write(run.path / "score.md", markdown.encode("utf-8"))
+        atomic_write(run.path / SCORE_MD, markdown.encode("utf-8"))
         write_reports(run, report, records)
         return report
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.judge import VerdictLabel
-from metaeval.protocols.audit.review import ReviewSummary
+from metaeval.protocols.audit.review_results import ReviewSummary
 from metaeval.report.markdown import markdown_table
 
 SCORE_COLUMNS = (

@@ -25,6 +25,8 @@ from metaeval.protocols.audit.records import (
     parse_cell,
 )
 from metaeval.protocols.audit.run import AuditRun, AuditSettings, write_cell
+from metaeval.protocols.audit.summary import final_cells, summarize_run
+from metaeval.records import RunDir
 from metaeval.records.jsonl import iter_jsonl
 
 OLD = Path(__file__).parent / "fixtures" / "old_format" / "audit"
@@ -164,3 +166,22 @@ def test_an_agent_run_failure_record_keeps_only_its_fields() -> None:
         "infra_error": True,
         "error": "gateway down",
     }
+
+
+def test_the_old_run_summarizes_through_the_models_as_it_did(tmp_path: Path) -> None:
+    """summary.json of the old run, written by the old code, against today's readers."""
+    shutil.copytree(OLD / "run", tmp_path / "run")
+    old = json.loads((tmp_path / "run" / "summary.json").read_text())
+    run = RunDir.open_existing(tmp_path / "run", "audit")
+    try:
+        summary = summarize_run(run)
+        cells = final_cells(run)
+    finally:
+        run.close()
+    for key, value in old.items():
+        if key not in ("ran", "skipped_completed"):  # added by `audit run`, not the summary
+            assert summary[key] == value, key
+    assert summary["findings_by_evidence"] == {"executed": 1, "self-contained": 1}
+    static = cells[("row-count", "static")]
+    assert isinstance(static, StaticCell) and static.execution is not None
+    assert static.execution.oracle is not None and static.execution.oracle.passed is False

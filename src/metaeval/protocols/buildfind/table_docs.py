@@ -34,8 +34,8 @@ TABLE_TITLES: dict[str, str] = {
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
     "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
     "paper_table2": "Table 2 as the paper prints it, with its Build and Find columns.",
-    "paper_table3": "Table 3 as the paper prints it: effort panels side by side, G_task per task "
-    "with (contributing/total) finder cells.",
+    "paper_table3": "Table 3 as the paper prints it: effort panels side by side, one row per "
+    "builder label (agent and model), G_task per task with (contributing/total) finder cells.",
 }
 
 _PANEL = (
@@ -457,12 +457,19 @@ def table_order(names: list[str] | tuple[str, ...] | set[str]) -> list[str]:
 
 def column_doc(table: str, column: str) -> str | None:
     """The documented meaning of a column, or None."""
-    if table == "paper_table3":  # "<panel> builder", then "<panel> <task>" per task
-        if column == "builder" or column.endswith(" builder"):
-            return "builder of that effort panel (the i-th by name on row i)"
+    if table == "paper_table3":  # builder, then "<panel> builder", "<panel> <task>" per panel
+        if column == "builder":
+            return (
+                "builder label shared across panels: agent and model from the rows (e.g. "
+                "'codex gpt-5.5'), else the config name without its effort suffix; builders "
+                "of one panel that would share a label keep their config names"
+            )
+        if column.endswith(" builder"):
+            return "config name of the panel's builder with that label; '–' if it has none"
         return (
             "G_task of the panel's builder on that task as a percent, with (contributing / "
-            "total) finder cells; '– (0/k)' when no finder cell contributes"
+            "total) finder cells; '– (0/k)' when no finder cell contributes or the panel has "
+            "no builder with that label (k: the panel's finder cells on the task)"
         )
     return TABLE_DOCS.get(table, {}).get(column)
 

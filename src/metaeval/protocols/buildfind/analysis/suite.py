@@ -23,7 +23,7 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
-from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
+from metaeval.protocols.buildfind.analysis.paper_tables import builder_labels, paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.robustness import robustness_from
@@ -46,10 +46,11 @@ def run_analysis(
     extras work on the categorical codes and return String-keyed tables either way).
     `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
+    labels = builder_labels(rows)  # from the builders' own efforts, before panels form
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
-    tables.update(paper_tables(tables))
+    tables.update(paper_tables(tables, labels))
     tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(

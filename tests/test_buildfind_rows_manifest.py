@@ -1,7 +1,7 @@
 """Question rows carry the manifest fields of the paper's Appendix D (seeds, prompt and spec
 hashes, environment hash, metaeval version, creation time), copied from the build and find
-records; rows files written before a group of columns existed still read, and a file that
-lacks only part of a group (a column removed) is refused."""
+records; rows files written before a group of columns existed still read, and a released
+file that lacks only part of a group (a column removed) is refused by verification."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.extract import rows_from_finds
 from metaeval.protocols.buildfind.rows import (
     ADDED_COLUMNS,
@@ -86,17 +85,33 @@ def test_rows_written_before_a_column_group_read_as_null(tmp_path: Path, suffix:
     assert read_rows(tmp_path / "older.parquet").get_column("finder_effort").is_null().all()
 
 
-def test_a_file_lacking_part_of_a_group_is_refused(tmp_path: Path) -> None:
-    partial = _rows().drop("find_seed")
-    path = tmp_path / "partial.parquet"
-    partial.write_parquet(path)
-    with pytest.raises(ConfigError, match="lacks column\\(s\\) find_seed"):
-        read_rows(path)
+def test_a_released_file_lacking_part_of_a_group_is_refused(tmp_path: Path) -> None:
+    """`verify-release` (check_rows_columns) refuses a rows file with a column removed; reading
+    the rows for analysis accepts it (a hand-made table may hold some optional columns)."""
+    from metaeval.protocols.buildfind.release_verify import check_rows_columns
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _rows().drop("find_seed").write_parquet(data / "question_rows.parquet")
+    _rows().drop("find_seed").write_csv(data / "question_rows.csv")
+    assert read_rows(data / "question_rows.parquet").get_column("find_seed").is_null().all()
+    assert check_rows_columns(tmp_path) == [
+        "data/question_rows.parquet: lacks column(s) find_seed but holds build_seed, "
+        "builder_prompt_hash, finder_prompt_hash, spec_hash, environment_hash, "
+        "metaeval_version, find_created_at, which no rows format wrote without them"
+    ]
     # the older group dropped while the newer is kept is no format either
-    gap = _rows().drop(*ADDED_COLUMNS[0])
-    gap.write_parquet(path)
-    with pytest.raises(ConfigError, match="which no rows format wrote without them"):
-        read_rows(path)
+    _rows().drop(*ADDED_COLUMNS[0]).write_parquet(data / "question_rows.parquet")
+    _rows().drop(*ADDED_COLUMNS[0]).write_csv(data / "question_rows.csv")
+    (problem,) = check_rows_columns(tmp_path)
+    assert "lacks column(s) finder_effort" in problem
+    # a file from before the newest group is a format metaeval wrote; the CSV must match it
+    _rows().drop(*NEW).write_parquet(data / "question_rows.parquet")
+    _rows().drop(*NEW).write_csv(data / "question_rows.csv")
+    assert check_rows_columns(tmp_path) == []
+    _rows().write_csv(data / "question_rows.csv")
+    (problem,) = check_rows_columns(tmp_path)
+    assert problem.startswith("data/question_rows.csv: columns ")
 
 
 def test_verification_compares_only_the_columns_an_old_file_has(tmp_path: Path) -> None:

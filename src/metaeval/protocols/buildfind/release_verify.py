@@ -321,14 +321,17 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
 
 
 def check_rows_columns(root: Path) -> list[str]:
-    """Each rows table's CSV copy holds the columns its Parquet copy holds. (A file lacking
-    only the newest groups of columns was written before them and is compared on the columns
-    it has; `rows.missing_generations` refuses any other gap when the rows are read.)"""
-    from metaeval.protocols.buildfind.rows import file_columns
+    """Each rows table lacks no column but whole groups a format before them lacked
+    (`rows.missing_generations`; such a file is compared on the columns it has), and its CSV
+    copy holds the columns its Parquet copy holds."""
+    from metaeval.protocols.buildfind.rows import file_columns, missing_generations
 
     problems = []
     for stem in ("question_rows", "view_rows"):
         parquet, csv = root / "data" / f"{stem}.parquet", root / "data" / f"{stem}.csv"
+        _, problem = missing_generations(file_columns(parquet)) if parquet.is_file() else ([], None)
+        if problem:
+            problems.append(f"data/{stem}.parquet: {problem}")
         if parquet.is_file() and csv.is_file() and file_columns(parquet) != file_columns(csv):
             problems.append(
                 f"data/{stem}.csv: columns {file_columns(csv)} differ from "
@@ -342,6 +345,7 @@ TABLES_ADDED_LATER = frozenset(
         "affinity_matrix",
         "affinity_matrix_family",
         "bootstrap_ci",
+        "effort_accuracy",
         "low_prior_rb_effort",
         "paper_table1",
         "paper_table2",

@@ -25,6 +25,7 @@ from metaeval.protocols.buildfind.report_figures import (
     kendall_figure,
     rb_figure,
 )
+from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_figure
 from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
@@ -247,6 +248,15 @@ def render_html(
             "(question-only agreement below 90%); effort stays whole-run, so these values "
             "upper-bound subset effort (low_prior_rb_effort).",
             "svg": Markup(rb_figure(tables.get("low_prior_rb_effort"), files, "fig-rb-low-prior")),
+        },
+        {
+            "id": "fig-effort-accuracy",
+            "title": "Inspection effort against accuracy, all and low-prior questions",
+            "caption": "One point per finder: mean novel bytes per formal compile-pass find run "
+            "(whole-run effort) against pooled accuracy on the audited scoring set (filled "
+            "circles) and on its low-prior questions (open triangles), a finder's two points "
+            "joined (effort_accuracy).",
+            "svg": Markup(effort_accuracy_figure(tables.get("effort_accuracy"), files)),
         },
         {
             "id": "fig-kendall",

@@ -109,9 +109,11 @@ OPTION_KEYS = ("A", "B", "C", "D")
 def missing_generations(columns: list[str]) -> tuple[list[str], str | None]:
     """(optional columns a rows file with `columns` lacks, a problem or None).
 
-    A file may lack only whole groups of `ADDED_COLUMNS`, the newest ones: it was written
-    before them. Lacking part of a group, or a group while holding a later one, is no format
-    any version wrote (a column was removed), and the problem says which.
+    A file metaeval wrote lacks only whole groups of `ADDED_COLUMNS`, the newest ones: it was
+    written before them. Lacking part of a group, or a group while holding a later one, is no
+    format any version wrote (a column was removed), and the problem says which. Reading rows
+    allows any optional column to be absent (a hand-made table may hold some); verifying a
+    release does not.
     """
     present = set(columns)
     missing: list[str] = []
@@ -137,9 +139,6 @@ def conform(df: pl.DataFrame, source: str = "<rows>", *, line_offset: int = 1) -
     line of the file when `line_offset` is the number of lines before the first data row) and
     the column. Booleans given as text read true/false/1/0/yes/no in any case.
     """
-    _, problem = missing_generations(df.columns)
-    if problem:
-        raise ConfigError(problem, file=source)
     df = df.with_columns(pl.lit(None, SCHEMA[c]).alias(c) for c in OPTIONAL if c not in df.columns)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:

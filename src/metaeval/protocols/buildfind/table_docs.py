@@ -29,6 +29,8 @@ TABLE_TITLES: dict[str, str] = {
     "finder_calibration": "Per-finder calibration: recovery and lifts over controls (paper Table 8).",
     "token_usage": "Vendor token usage by role and agent (paper Table 17).",
     "run_accuracy": "Per-find-run accuracy on the audited scoring set (paper eq. 1).",
+    "effort_accuracy": "Inspection effort against accuracy per finder, on all questions and on "
+    "the low-prior questions (the effort-vs-accuracy figure, next to paper Figure 6).",
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
@@ -274,6 +276,17 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "n_correct": "scored questions answered correctly",
         "accuracy": "n_correct / n_scored (paper eq. 1); null when nothing is scored",
         "all_correct": "every scored question answered correctly",
+    },
+    "effort_accuracy": {
+        "finder": "finder name",
+        "subset": "all (the audited scoring set) or low_prior (its low-prior questions only)",
+        "runs": "formal compile-pass find runs of the finder scoring at least one question of "
+        "the subset",
+        "mean_novel_bytes": "mean novel retrieval + novel tool-call bytes per run (whole-run "
+        "effort, also for the subset: bytes cannot be split by question)",
+        "scored_rows": "scored question rows of those runs in the subset",
+        "correct_rows": "correct rows among them",
+        "accuracy": "correct_rows / scored_rows (pooled over rows, as low_prior_accuracy)",
     },
     "cell_costs": {
         "effort_panel": _PANEL,

@@ -16,6 +16,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     family_from,
 )
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
+from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy_from
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
@@ -104,14 +105,14 @@ def analyze_extras(
     `affinity_matrix_family`, `question_agreement`,
     `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
     `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
-    one, but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
+    one (and `effort_accuracy`), but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
 
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
-    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample and
-    robustness_pivots.
+    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample,
+    robustness_pivots and effort_accuracy.
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
@@ -132,4 +133,5 @@ def analyze_extras(
     tables.update(subset_views_from(prep))
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
     tables["robustness_pivots"] = robustness_from(prep)
+    tables["effort_accuracy"] = effort_accuracy_from(prep)
     return tables

@@ -21,10 +21,11 @@ from metaeval.protocols.buildfind.report_figures import (
 )
 
 NAME = "fig-effort-accuracy"
-SUBSET_STYLE = {
-    "all": {"marker": "o", "label": "all questions", "filled": True},
-    "low_prior": {"marker": "^", "label": "low-prior questions", "filled": False},
+SUBSET_STYLE: dict[str, tuple[str, str, bool]] = {
+    "all": ("o", "all questions", True),
+    "low_prior": ("^", "low-prior questions", False),
 }
+"""Subset -> (marker, legend label, filled)."""
 COLOUR = "#4c72b0"
 
 Point = tuple[str, float, float]
@@ -60,14 +61,13 @@ def effort_accuracy_figure(df: pl.DataFrame | None, files: Files | None = None) 
     def draw(fig: Figure) -> None:
         ax = fig.subplots()
         _join_finders(ax, points)
-        for subset, style in SUBSET_STYLE.items():
+        for subset, (marker, label, filled) in SUBSET_STYLE.items():
             xs = [p[1] for p in points[subset]]
             ys = [p[2] for p in points[subset]]
-            face = COLOUR if style["filled"] else "none"
+            face = COLOUR if filled else "none"
             ax.scatter(
-                xs, ys, marker=style["marker"], facecolors=face, edgecolors=COLOUR,
-                label=style["label"], zorder=3,
-            )  # fmt: skip
+                xs, ys, marker=marker, facecolors=face, edgecolors=COLOUR, label=label, zorder=3
+            )
         for finder, x, y in points["all"]:
             ax.annotate(
                 _label(finder), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import polars as pl
+from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from metaeval.protocols.buildfind.report_figures import (
@@ -44,6 +45,19 @@ def effort_accuracy_points(df: pl.DataFrame) -> dict[str, list[Point]]:
     for subset in points:
         points[subset].sort(key=lambda p: _natural(p[0]))
     return points
+
+
+def effort_accuracy_entry(tables: dict[str, pl.DataFrame], files: Files | None) -> dict[str, Any]:
+    """The report's figure entry (id, title, caption, inline SVG) of the scatter."""
+    return {
+        "id": NAME,
+        "title": "Inspection effort against accuracy, all and low-prior questions",
+        "caption": "One point per finder: mean novel bytes per formal compile-pass find run "
+        "(whole-run effort) against pooled accuracy on the audited scoring set (filled "
+        "circles) and on its low-prior questions (open triangles), a finder's two points "
+        "joined (effort_accuracy).",
+        "svg": Markup(effort_accuracy_figure(tables.get("effort_accuracy"), files)),
+    }
 
 
 def effort_accuracy_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:

@@ -25,7 +25,7 @@ from metaeval.protocols.buildfind.report_figures import (
     kendall_figure,
     rb_figure,
 )
-from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_figure
+from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_entry
 from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
@@ -250,15 +250,6 @@ def render_html(
             "svg": Markup(rb_figure(tables.get("low_prior_rb_effort"), files, "fig-rb-low-prior")),
         },
         {
-            "id": "fig-effort-accuracy",
-            "title": "Inspection effort against accuracy, all and low-prior questions",
-            "caption": "One point per finder: mean novel bytes per formal compile-pass find run "
-            "(whole-run effort) against pooled accuracy on the audited scoring set (filled "
-            "circles) and on its low-prior questions (open triangles), a finder's two points "
-            "joined (effort_accuracy).",
-            "svg": Markup(effort_accuracy_figure(tables.get("effort_accuracy"), files)),
-        },
-        {
             "id": "fig-kendall",
             "title": "Kendall tau between finders' builder-effort orderings",
             "caption": "One heatmap per effort panel (rows) and task (columns); the diagonal "
@@ -266,6 +257,7 @@ def render_html(
             "svg": Markup(kendall_figure(tables.get("kendall_tau"), files)),
         },
     ]
+    figures.append(effort_accuracy_entry(tables, files))
     template = _environment().from_string(load_template_text())
     run_id = meta.get("run_id")
     return template.render(

@@ -7,6 +7,7 @@ columns holding percentage points say so.
 
 from __future__ import annotations
 
+from metaeval.protocols.buildfind.subset_docs import subset_table_docs
 from metaeval.protocols.buildfind.view_docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
 
 # table -> one-line caption (used by the README and the reports)
@@ -29,8 +30,6 @@ TABLE_TITLES: dict[str, str] = {
     "finder_calibration": "Per-finder calibration: recovery and lifts over controls (paper Table 8).",
     "token_usage": "Vendor token usage by role and agent (paper Table 17).",
     "run_accuracy": "Per-find-run accuracy on the audited scoring set (paper eq. 1).",
-    "effort_accuracy": "Inspection effort against accuracy per finder, on all questions and on "
-    "the low-prior questions (the effort-vs-accuracy figure, next to paper Figure 6).",
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
@@ -277,17 +276,6 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "accuracy": "n_correct / n_scored (paper eq. 1); null when nothing is scored",
         "all_correct": "every scored question answered correctly",
     },
-    "effort_accuracy": {
-        "finder": "finder name",
-        "subset": "all (the audited scoring set) or low_prior (its low-prior questions only)",
-        "runs": "formal compile-pass find runs of the finder scoring at least one question of "
-        "the subset",
-        "mean_novel_bytes": "mean novel retrieval + novel tool-call bytes per run (whole-run "
-        "effort, also for the subset: bytes cannot be split by question)",
-        "scored_rows": "scored question rows of those runs in the subset",
-        "correct_rows": "correct rows among them",
-        "accuracy": "correct_rows / scored_rows (pooled over rows, as low_prior_accuracy)",
-    },
     "cell_costs": {
         "effort_panel": _PANEL,
         "builder": "builder name",
@@ -355,102 +343,10 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
     },
 }
 
-# The low-prior and implementation-signal views (paper Appendix J, L) repeat tables above on a
-# question subset; their columns are documented from the whole-set tables.
-SUBSETS = {
-    "low_prior": "low-prior questions (question-only agreement below 0.90)",
-    "implementation_signal": "implementation-signal questions (formal agreement at least 5 "
-    "points above question-only agreement)",
-}
-
-
-def _subset_docs(subset: str, what: str) -> dict[str, dict[str, str]]:
-    on = f" (on the {what})"
-    agreement = TABLE_DOCS["question_agreement"]
-    return {
-        f"{subset}_subset": {
-            "task": "task id",
-            "question_id": "question id",
-            "question_only_cells": agreement["question_only_cells"],
-            "question_only_agreement": agreement["question_only_agreement"],
-            "formal_agreement": agreement["formal_agreement"],
-            "lift_pp": agreement["lift_pp"],
-        },
-        f"{subset}_accuracy": {
-            "slice": "question_only, spec_only or formal (compile-pass, audited scoring set)",
-            "task": "task id, or 'all' for the row pooled over tasks",
-            "runs": "find runs with at least one scored subset question",
-            "scored_rows": "scored question rows of the subset",
-            "accuracy": "correct scored rows / scored rows" + on,
-            "perfect": "fraction of runs all-correct" + on,
-            "lift_pp": "accuracy minus question-only accuracy of the same task(s), percentage "
-            "points",
-        },
-        f"{subset}_recovery_gate": {
-            "effort_panel": _PANEL,
-            "builder": "builder name",
-            "task": "task id",
-            "recovery": "G_task recomputed" + on + "; null when no finder contributes",
-            "cells": "finders contributing a defined g" + on,
-            "panel_finders": "finders in the effort panel for the task",
-        },
-        f"{subset}_kendall_tau": {
-            name: text + (on if name == "tau" else "")
-            for name, text in TABLE_DOCS["kendall_tau"].items()
-        },
-        f"{subset}_affinity": {
-            name: text + (on if name in ("residual", "score") else "")
-            for name, text in TABLE_DOCS["affinity"].items()
-        },
-        f"{subset}_affinity_family": {
-            name: text + (on if name == "residual" else "")
-            for name, text in TABLE_DOCS["affinity_family"].items()
-        },
-    }
-
-
-for _subset, _what in SUBSETS.items():
-    TABLE_DOCS.update(_subset_docs(_subset, _what))
-    TABLE_TITLES.update(
-        {
-            f"{_subset}_subset": f"The {_what} (paper Appendix J).",
-            f"{_subset}_accuracy": f"Accuracy and lift over question-only on the {_what} "
-            "(paper Table 4).",
-            f"{_subset}_recovery_gate": f"Task-level recovery gate on the {_what} (paper "
-            "Table 16).",
-            f"{_subset}_kendall_tau": f"Kendall tau on the {_what} (paper Figure 7).",
-            f"{_subset}_affinity": f"Affinity residuals on the {_what} (paper Figure 8).",
-            f"{_subset}_affinity_family": f"Family-level affinity on the {_what}.",
-        }
-    )
-TABLE_DOCS["low_prior_rb_effort"] = {
-    name: text
-    + (
-        " (all-correct on the low-prior questions; effort stays whole-run, Appendix L)"
-        if name in ("R_b", "cells")
-        else ""
-    )
-    for name, text in TABLE_DOCS["rb_effort"].items()
-}
-TABLE_DOCS["robustness_pivots"] = {
-    "view": "builder (recovery of each builder's artifacts) or finder (recovery of each finder)",
-    "slice": "all; calibrated_instruments (builder view over the 4 finders with the highest "
-    "artifact-conditioned recovery, finder view over the 4 builders with the highest downstream "
-    "recovery; ties by name); cross_family (builder and finder families differ); low_prior; "
-    "implementation_signal (scoring set restricted to that question subset)",
-    "agent": "the builder or finder of the row",
-    "scored_rows": "scored question rows of formal compile-pass runs (audited scoring set)",
-    "correct_rows": "correct rows among them",
-    "recovery": "correct_rows / scored_rows (a fraction; the figure prints percentages)",
-}
-TABLE_TITLES["robustness_pivots"] = (
-    "Control-conditioned robustness views: exact-match recovery per builder and per finder on "
-    "five slices (paper Figure 3)."
-)
-TABLE_TITLES["low_prior_rb_effort"] = (
-    "Conditional inspection effort R_b with the all-correct gate on the low-prior questions "
-    "(paper Figure 6)."
-)
+# The low-prior and implementation-signal views repeat tables above on a question subset.
+_SUBSET_DOCS, _SUBSET_TITLES = subset_table_docs(TABLE_DOCS)
+TABLE_DOCS.update(_SUBSET_DOCS)
+TABLE_TITLES.update(_SUBSET_TITLES)
 TABLE_TITLES.update(
     {
         "question_agreement": "Per-question agreement in the question-only control and the "

@@ -665,3 +665,36 @@ def test_scrubber_replaces_whole_host_paths_longest_first(tmp_path, monkeypatch)
     data = b"\x00\xff" + str(run_dir).encode() + b"\x00"
     assert scrub.data(data, "bin") == b"\x00\xff$RUN_DIR\x00"
     assert scrub.changed == {"bin": 1}
+
+
+def test_manifest_columns_are_released_and_checked(release, tmp_path):
+    """Appendix D: the released rows carry each run's seeds and hashes, equal to its records;
+    an edited value of one of those columns fails verification even with fresh checksums."""
+    out = release[0]
+    rows = read_rows(out / "data" / "question_rows.parquet")
+    finds = [json.loads(x) for x in (out / "records" / "finds.jsonl").read_text().splitlines()]
+    first = next(r for r in finds if r.get("slice") == "formal" and r.get("answers"))
+    row = rows.filter(
+        (pl.col("builder") == first["builder"])
+        & (pl.col("finder") == first["finder"])
+        & (pl.col("task") == first["task"])
+        & (pl.col("build_trial") == first["build_trial"])
+        & (pl.col("find_trial") == first["find_trial"])
+    ).row(0, named=True)
+    assert row["find_seed"] == first["seed"]
+    assert row["finder_prompt_hash"] == first["prompt_hash"]
+    assert row["spec_hash"] == first["spec_hash"]
+    assert row["find_created_at"] == first["created_at"]
+    formal = rows.filter(pl.col("slice") == "formal")
+    assert formal.height > 0 and formal.get_column("build_seed").null_count() == 0
+
+    edited = _tampered(out, tmp_path, "seed")
+    df = rows.with_columns(pl.col("find_seed") + 1)
+    df.write_parquet(edited / "data" / "question_rows.parquet")
+    df.write_csv(edited / "data" / "question_rows.csv")
+    _resum(edited)
+    lines = _verify(edited)
+    assert any(
+        x.startswith("data/question_rows.parquet (derived from records") and "find_seed" in x
+        for x in lines
+    ), lines

@@ -61,8 +61,9 @@ from metaeval.protocols.audit.execution_results import (
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
+from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_images import base_images, missing_image, pull_images
-from metaeval.protocols.audit.task_view import Hints, LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (

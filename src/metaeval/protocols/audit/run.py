@@ -38,7 +38,8 @@ from metaeval.protocols.audit.summary import (
     read_records,
     summarize_run,
 )
-from metaeval.protocols.audit.task_view import InputTier, LoadedTask, load_hints, load_task
+from metaeval.protocols.audit.task_hints import load_hints
+from metaeval.protocols.audit.task_view import InputTier, LoadedTask, load_task
 from metaeval.records import RunDir
 from metaeval.tasks.bench_hash import benchmark_hash
 from metaeval.tasks.task_dirs import discover_tasks

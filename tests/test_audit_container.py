@@ -16,7 +16,8 @@ import pytest
 from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import execution_lines, unavailable_image
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox.container import find_engine

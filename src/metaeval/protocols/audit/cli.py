@@ -116,7 +116,8 @@ def run_cmd(
     from metaeval.models.registry import prefetch_sdks
     from metaeval.protocols.audit.call_options import AUDIT_KEYS, split_model_args
     from metaeval.protocols.audit.findings import parse_evidence_tier
-    from metaeval.protocols.audit.run import AuditRun, AuditSettings, default_concurrency
+    from metaeval.protocols.audit.run import AuditRun
+    from metaeval.protocols.audit.settings import AuditSettings, default_concurrency
     from metaeval.tasks.images import PULL_POLICIES
 
     models = [] if static_only else list(model or ["local/smollm2"])

@@ -25,7 +25,8 @@ from metaeval.agents.cli import CLI_ADAPTERS
 from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.audit.cells.agent_run import AgentRuns, AgentRunSettings
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.cli]
 

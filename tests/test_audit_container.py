@@ -16,8 +16,10 @@ import pytest
 from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import execution_lines, unavailable_image
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
-from metaeval.protocols.audit.task_view import Hints, load_task
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
+from metaeval.protocols.audit.task_hints import Hints
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox.container import find_engine
 from metaeval.tasks.images import ensure_image, environment_digest, image_exists
 from metaeval.tasks.sources.terminal_bench import convert_tb1_task

@@ -12,7 +12,8 @@ import pytest
 from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import SUBCATEGORIES
-from metaeval.protocols.audit.task_view import load_benchmark, load_hints
+from metaeval.protocols.audit.task_hints import load_hints
+from metaeval.protocols.audit.task_view import load_benchmark
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.tasks.task_dirs import discover_tasks

@@ -17,7 +17,8 @@ from metaeval.protocols.audit import execution_checks
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_findings import log_tail
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
-from metaeval.protocols.audit.task_view import Hints, load_hints, load_task
+from metaeval.protocols.audit.task_hints import Hints, load_hints
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.policy import NETNS_SCRIPT, network_isolation

@@ -13,12 +13,8 @@ from metaeval.models.retry import ModelCallError
 from metaeval.models.scripted import ScriptedModel
 from metaeval.models.types import ModelRequest
 from metaeval.protocols.audit.findings import Finding
-from metaeval.protocols.audit.llm_protocol import (
-    FindingsParseError,
-    ModelAudit,
-    audit_task,
-    parse_findings_json,
-)
+from metaeval.protocols.audit.findings_parse import FindingsParseError, parse_findings_json
+from metaeval.protocols.audit.llm_protocol import ModelAudit, audit_task
 from metaeval.protocols.audit.output_schema import FINDINGS_OBJECT_SCHEMA, FINDINGS_SCHEMA
 from metaeval.protocols.audit.prompt_fit import fit_prompt
 from metaeval.protocols.audit.task_view import LoadedTask, TaskFile

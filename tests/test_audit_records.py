@@ -24,7 +24,8 @@ from metaeval.protocols.audit.records import (
     StaticCell,
     parse_cell,
 )
-from metaeval.protocols.audit.run import AuditRun, AuditSettings, write_cell
+from metaeval.protocols.audit.run import AuditRun, write_cell
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.protocols.audit.summary import final_cells, summarize_run
 from metaeval.records import RunDir
 from metaeval.records.jsonl import iter_jsonl

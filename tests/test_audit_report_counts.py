@@ -16,7 +16,8 @@ from metaeval.protocols.audit.report import (
     render_html,
 )
 from metaeval.protocols.audit.report_markdown import render_markdown
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"
 

@@ -15,7 +15,8 @@ import pytest
 
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.audit.render import _open_existing
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.protocols.audit.summary import valid_findings
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
@@ -309,7 +310,7 @@ def test_benchmark_hash_covers_names_and_bytes_in_path_order(tmp_path):
     import hashlib
     import os
 
-    from metaeval.protocols.audit.run import benchmark_hash
+    from metaeval.tasks.bench_hash import benchmark_hash
 
     bench = tmp_path / "bench"
     task = bench / "t1"

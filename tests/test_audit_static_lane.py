@@ -11,7 +11,8 @@ from pathlib import Path
 
 from metaeval.engine.executor import available_cores
 from metaeval.engine.process_lane import ProcessLane
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.transient import is_transient
 
 BENCH = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"

@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit.task_view import (
-    Hints,
-    load_benchmark,
-    load_hints,
-    load_task,
-    shorten_text,
-)
+from metaeval.protocols.audit.task_delivery import shorten_text
+from metaeval.protocols.audit.task_hints import Hints, load_hints
+from metaeval.protocols.audit.task_view import load_benchmark, load_task
 from metaeval.tasks.task_dirs import discover_tasks, network_allowed
 from metaeval.tasks.toml_schema import unknown_keys
 

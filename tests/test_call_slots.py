@@ -21,7 +21,8 @@ from metaeval.engine.cpu_gate import CpuGate
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit import llm_protocol
 from metaeval.protocols.audit.cells import static as static_module
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import OpenAIStub  # noqa: E402

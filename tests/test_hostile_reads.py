@@ -315,7 +315,8 @@ def test_agent_results_folder_linking_out_is_refused_and_noted(tmp_path, outside
 
 
 def test_audit_execution_tier_never_sends_a_linked_results_folder(tmp_path, outside):
-    from metaeval.protocols.audit.run import AuditRun, AuditSettings
+    from metaeval.protocols.audit.run import AuditRun
+    from metaeval.protocols.audit.settings import AuditSettings
 
     results = tmp_path / "agent_results"
     results.mkdir()

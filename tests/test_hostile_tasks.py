@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from metaeval.protocols.audit.cells import static as static_cell
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.buildfind.pack import validate_pack

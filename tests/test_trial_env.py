@@ -24,7 +24,8 @@ import pytest
 
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
-from metaeval.protocols.audit.task_view import Hints, load_task
+from metaeval.protocols.audit.task_hints import Hints
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox.container import Engine, find_engine

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.records import BlobStore
 from test_improve_run import experiment
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from metaeval.models.scripted import ScriptedModel
-from metaeval.protocols.audit.run import AuditRun, AuditSettings
+from metaeval.protocols.audit.run import AuditRun
+from metaeval.protocols.audit.settings import AuditSettings
 from test_view import PAYLOAD, REQUIRED, hostile_bench, hostile_finding, start_viewer, stop
 
 

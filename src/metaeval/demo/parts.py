@@ -78,7 +78,8 @@ class DemoParts:
         from metaeval.examples import example_audit_bench
         from metaeval.protocols.audit.judge import CATEGORY_JUDGE
         from metaeval.protocols.audit.render import score_run
-        from metaeval.protocols.audit.run import AuditRun, AuditSettings
+        from metaeval.protocols.audit.run import AuditRun
+        from metaeval.protocols.audit.settings import AuditSettings
 
         bench, run_dir = example_audit_bench(), self.run_dir / "audit"
         settings = AuditSettings(

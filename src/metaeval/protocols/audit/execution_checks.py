@@ -61,12 +61,14 @@ from metaeval.protocols.audit.execution_results import (
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
+from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_images import base_images, missing_image, pull_images
-from metaeval.protocols.audit.task_view import Hints, LoadedTask
+from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.sandbox.container import ContainerError, Engine, describe_engine, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
+    ImageOutcome,
     ensure_image,
     stand_in_images,
 )
@@ -120,7 +122,7 @@ def run_execution_checks(
     if not (task.root / "tests" / "test.sh").is_file():
         result.skipped = "no tests/test.sh"
         return result
-    unsafe = _unsafe_script(task.root, "tests", "test.sh")
+    unsafe = unsafe_script(task.root, "tests", "test.sh")
     if unsafe is not None:  # never bound, copied or executed, on any backend
         result.skipped = f"not run: {unsafe}"
         return result
@@ -132,22 +134,9 @@ def run_execution_checks(
     )
     has_environment = needs_docker(task, None)
     if has_environment and sandbox != "bwrap":
-        compose = [n for n in COMPOSE_FILES if (task.root / "environment" / n).is_file()]
-        engine, why = find_engine(sandbox)
-        if engine is not None and not compose:
-            # an engine builds environment/ and copies tests/ and solution/ whole: a link
-            # out of the task would carry host files into the image or the container
-            leaving = _outside_link(task.root)
-            if leaving is not None:
-                result.skipped = f"not run: {leaving}"
-                return result
-            return run_in_container(task, engine, result, limits, pull=pull)
-        if not (hints is not None and hints.is_local(task.task_id)):
-            result.skipped = why or (
-                f"multi-container environment (environment/{compose[0]}): not run, only "
-                "single-image tasks are"
-            )
-            return result
+        done = _in_container(task, result, limits, sandbox=sandbox, hints=hints, pull=pull)
+        if done is not None:
+            return done
     unavailable = harbor_sandbox_unavailable()
     if unavailable is not None:
         result.skipped = unavailable
@@ -159,6 +148,37 @@ def run_execution_checks(
     return result
 
 
+def _in_container(
+    task: LoadedTask,
+    result: ExecutionCheckResult,
+    limits: TrialLimits,
+    *,
+    sandbox: str,
+    hints: Hints | None,
+    pull: str,
+) -> ExecutionCheckResult | None:
+    """The result of a task with an environment run by a container engine, or skipped with
+    the reason; None when no engine works and the hints mark the task local (it then runs
+    in the bubblewrap approximation)."""
+    compose = [n for n in COMPOSE_FILES if (task.root / "environment" / n).is_file()]
+    engine, why = find_engine(sandbox)
+    if engine is not None and not compose:
+        # an engine builds environment/ and copies tests/ and solution/ whole: a link
+        # out of the task would carry host files into the image or the container
+        leaving = _outside_link(task.root)
+        if leaving is not None:
+            result.skipped = f"not run: {leaving}"
+            return result
+        return run_in_container(task, engine, result, limits, pull=pull)
+    if not (hints is not None and hints.is_local(task.task_id)):
+        result.skipped = why or (
+            f"multi-container environment (environment/{compose[0]}): not run, only "
+            "single-image tasks are"
+        )
+        return result
+    return None
+
+
 def _run_phases(
     task: LoadedTask, backend: Backend, result: ExecutionCheckResult, limits: TrialLimits
 ) -> None:
@@ -166,7 +186,7 @@ def _run_phases(
     trial, each in a fresh room of `backend`."""
     scratch = Path(tempfile.mkdtemp(prefix="metaeval-exec-"))
     try:
-        unsafe = _unsafe_script(task.root, "solution", "solve.sh")
+        unsafe = unsafe_script(task.root, "solution", "solve.sh")
         if unsafe is not None:
             result.oracle.note = f"not run: {unsafe}"
         elif (task.root / "solution" / "solve.sh").is_file():
@@ -259,23 +279,7 @@ def run_in_container(
     result.stand_in = stand_in_images(engine, base_images(task, env))
     result.approximate = bool(result.stand_in)
     if image.status == "task":
-        result.skipped = f"{engine.name}: the environment does not build"
-        finding = build_finding(task, image)
-        if result.stand_in and _RUN_STEP_FAILED.search(image.log):
-            # a RUN step ran on the stand-in, not on the real base image
-            where = f"a local stand-in for {', '.join(result.stand_in)}"
-            result.mismatch = f"environment mismatch ({where}): a RUN step of the build failed"
-            lacking = missing_dependency(image.log)
-            if lacking is not None:
-                # the stand-in lacks a tool the real image has (pip): an infrastructure skip
-                result.skipped = (
-                    f"{engine.name}: not run: the build needs `{lacking}`, which {where} "
-                    "lacks (the real image is not available here)"
-                )
-                return result
-            finding = cap_approximate(finding)  # anything else is an unconfirmed suspicion
-        result.findings.append(finding)
-        return result
+        return _build_failed(task, engine, result, image)
     assert image.image is not None
     try:
         _run_phases(task, ContainerBackend(engine, image.image), result, limits)
@@ -285,6 +289,31 @@ def run_in_container(
         result.null_agent = PhaseOutcome(name="null_agent")
         return result
     _judge(task, result, limits)
+    return result
+
+
+def _build_failed(
+    task: LoadedTask, engine: Engine, result: ExecutionCheckResult, image: ImageOutcome
+) -> ExecutionCheckResult:
+    """The task's environment does not build: a finding with the build log, capped when a
+    RUN step failed on a local stand-in base image, or a skip when the stand-in lacks a
+    tool the real image has."""
+    result.skipped = f"{engine.name}: the environment does not build"
+    finding = build_finding(task, image)
+    if result.stand_in and _RUN_STEP_FAILED.search(image.log):
+        # a RUN step ran on the stand-in, not on the real base image
+        where = f"a local stand-in for {', '.join(result.stand_in)}"
+        result.mismatch = f"environment mismatch ({where}): a RUN step of the build failed"
+        lacking = missing_dependency(image.log)
+        if lacking is not None:
+            # the stand-in lacks a tool the real image has (pip): an infrastructure skip
+            result.skipped = (
+                f"{engine.name}: not run: the build needs `{lacking}`, which {where} "
+                "lacks (the real image is not available here)"
+            )
+            return result
+        finding = cap_approximate(finding)  # anything else is an unconfirmed suspicion
+    result.findings.append(finding)
     return result
 
 
@@ -309,7 +338,7 @@ def _outside_link(root: Path) -> str | None:
     return None
 
 
-def _unsafe_script(root: Path, dirname: str, name: str) -> str | None:
+def unsafe_script(root: Path, dirname: str, name: str) -> str | None:
     """Why `<dirname>/<name>` must not run (it or its directory leads outside), or None."""
     kind, detail = classify(root / dirname, root)
     if kind == "outside_link":

@@ -77,7 +77,11 @@ def _missing_paths(log: str) -> list[str]:
     return list(dict.fromkeys(p.rstrip(".,;") for p in found))
 
 
-def diagnose_missing_file(task: LoadedTask, log: str) -> tuple[str, str, str, str] | None:
+Diagnosis = tuple[str, str, str, str]
+"""(subcategory, title, description, recommendation)"""
+
+
+def diagnose_missing_file(task: LoadedTask, log: str) -> Diagnosis | None:
     """The cause of an oracle failure that its log shows as a missing file, from the task's
     own files: (subcategory, title, description, recommendation), or None.
 
@@ -97,52 +101,63 @@ def diagnose_missing_file(task: LoadedTask, log: str) -> tuple[str, str, str, st
         for m in _INSTRUCTION_FILE.finditer(instruction)
     }
     for path in _missing_paths(log):
-        for mount in ("/tests/", "/solution/"):
-            if (
-                path.startswith(mount)
-                and path[1:] not in texts
-                and not (task.root / path[1:]).exists()
-            ):
-                return (
-                    "ENV-PATH",
-                    f"The task does not ship `{path}`, which its run reads",
-                    f"The oracle run failed because `{path}` does not exist: the task's "
-                    f"{mount.strip('/')}/ directory does not contain `{path[len(mount) :]}`, so "
-                    "the fixture is missing from the task.",
-                    f"Add `{path[1:]}` to the task (or stop reading it).",
-                )
-        base = path.rsplit("/", 1)[-1]
-        if "." not in base or base in named:
-            continue
-        ext = base.rsplit(".", 1)[-1].lower()
-        others = [n for n, e in named.items() if e == ext and n != base]
-        if not others:
-            continue
-        solution = "\n".join(t for p, t in texts.items() if p.startswith("solution/"))
-        tests = "\n".join(t for p, t in texts.items() if p.startswith("tests/"))
-        shipped = {p.rsplit("/", 1)[-1] for p in texts if p.startswith("environment/")}
-        in_solution, in_tests = base in solution, base in tests
-        if in_solution and not in_tests:  # the instructed input the environment ships first
-            others.sort(key=lambda n: n not in shipped)
+        found = _missing_fixture(task, texts, path) or _disagreement(texts, named, path)
+        if found is not None:
+            return found
+    return None
+
+
+def _missing_fixture(task: LoadedTask, texts: dict[str, str], path: str) -> Diagnosis | None:
+    """ENV-PATH when `path` lies under /tests or /solution and the task does not ship it."""
+    for mount in ("/tests/", "/solution/"):
+        if path.startswith(mount) and path[1:] not in texts and not (task.root / path[1:]).exists():
             return (
-                "INST-CONTRADICT",
-                f"The instruction names `{others[0]}` but the solution reads `{base}`",
-                f"The reference solution reads `{path}`, which does not exist in the run; the "
-                f"instruction never mentions `{base}` and names `{others[0]}` instead. The "
-                "instruction and the solution disagree on the input file.",
-                f"Make the instruction and the solution name the same file (`{others[0]}` or "
-                f"`{base}`), and ship it.",
+                "ENV-PATH",
+                f"The task does not ship `{path}`, which its run reads",
+                f"The oracle run failed because `{path}` does not exist: the task's "
+                f"{mount.strip('/')}/ directory does not contain `{path[len(mount) :]}`, so "
+                "the fixture is missing from the task.",
+                f"Add `{path[1:]}` to the task (or stop reading it).",
             )
-        if in_tests and not in_solution:  # the instructed output the solution writes first
-            others.sort(key=lambda n: n not in solution)
-            return (
-                "EVAL-MISMATCH",
-                f"The tests read `{base}` but the instruction asks for `{others[0]}`",
-                f"The tests read `{path}`, which does not exist after the reference solution "
-                f"ran; the instruction never mentions `{base}` and asks for `{others[0]}`. An "
-                "agent that writes the file it was asked for fails the tests.",
-                f"Have the tests read `{others[0]}` (or change the instruction to `{base}`).",
-            )
+    return None
+
+
+def _disagreement(texts: dict[str, str], named: dict[str, str], path: str) -> Diagnosis | None:
+    """INST-CONTRADICT or EVAL-MISMATCH when the missing file is one the instruction never
+    names while it names another of the same kind, and only the solution (or only the
+    tests) reads it."""
+    base = path.rsplit("/", 1)[-1]
+    if "." not in base or base in named:
+        return None
+    ext = base.rsplit(".", 1)[-1].lower()
+    others = [n for n, e in named.items() if e == ext and n != base]
+    if not others:
+        return None
+    solution = "\n".join(t for p, t in texts.items() if p.startswith("solution/"))
+    tests = "\n".join(t for p, t in texts.items() if p.startswith("tests/"))
+    shipped = {p.rsplit("/", 1)[-1] for p in texts if p.startswith("environment/")}
+    in_solution, in_tests = base in solution, base in tests
+    if in_solution and not in_tests:  # the instructed input the environment ships first
+        others.sort(key=lambda n: n not in shipped)
+        return (
+            "INST-CONTRADICT",
+            f"The instruction names `{others[0]}` but the solution reads `{base}`",
+            f"The reference solution reads `{path}`, which does not exist in the run; the "
+            f"instruction never mentions `{base}` and names `{others[0]}` instead. The "
+            "instruction and the solution disagree on the input file.",
+            f"Make the instruction and the solution name the same file (`{others[0]}` or "
+            f"`{base}`), and ship it.",
+        )
+    if in_tests and not in_solution:  # the instructed output the solution writes first
+        others.sort(key=lambda n: n not in solution)
+        return (
+            "EVAL-MISMATCH",
+            f"The tests read `{base}` but the instruction asks for `{others[0]}`",
+            f"The tests read `{path}`, which does not exist after the reference solution "
+            f"ran; the instruction never mentions `{base}` and asks for `{others[0]}`. An "
+            "agent that writes the file it was asked for fails the tests.",
+            f"Have the tests read `{others[0]}` (or change the instruction to `{base}`).",
+        )
     return None
 
 

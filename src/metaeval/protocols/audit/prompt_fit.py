@@ -180,32 +180,48 @@ def fit_prompt_for_model(
         )
         return fit
     if tokens > limit and fit.fits:
-        # Search the largest char limit whose prompt fits the token limit: a proportional
-        # first guess, then bisection (token density differs between prose and code).
-        best: tuple[PromptFit, int] | None = None
-        lo, hi = 0, fit.chars  # lo fits (0 = none yet), hi does not
-        guess = int(fit.chars * limit / tokens * 0.97)
-        for _ in range(12):
-            candidate = fit_prompt(task, guess, protocol=protocol, answer=answer)
-            count_c = tokens_of(candidate)
-            if candidate.fits and count_c <= limit:
-                best, lo = (candidate, count_c), guess
-            else:
-                hi = guess
-                if not candidate.fits:
-                    break  # shorter prompts no longer exist
-            if best is None:
-                guess = int(guess * limit / max(count_c, 1) * 0.97)
-            elif hi - lo <= max(200, hi // 50):
-                break
-            else:
-                guess = (lo + hi) // 2
-        if best is None:
-            fit, tokens = candidate, count_c
-        else:
-            fit, tokens = best
+        fit, tokens = _shortest_fitting(
+            task, fit, tokens, limit, tokens_of, protocol=protocol, answer=answer
+        )
     fit.tokens = tokens
     if tokens > limit:
         fit.fits = False
     fit.notes.insert(0, f"prompt: {fit.chars} chars, {tokens} tokens (limit {limit})")
     return fit
+
+
+def _shortest_fitting(
+    task: LoadedTask,
+    fit: PromptFit,
+    tokens: int,
+    limit: int,
+    tokens_of: Callable[[PromptFit], int],
+    *,
+    protocol: AuditProtocol,
+    answer: AnswerOptions,
+) -> tuple[PromptFit, int]:
+    """The prompt under the largest char limit whose tokens fit `limit`, and its tokens (the
+    last candidate tried when none fits)."""
+    # Search the largest char limit whose prompt fits the token limit: a proportional
+    # first guess, then bisection (token density differs between prose and code).
+    best: tuple[PromptFit, int] | None = None
+    lo, hi = 0, fit.chars  # lo fits (0 = none yet), hi does not
+    guess = int(fit.chars * limit / tokens * 0.97)
+    for _ in range(12):
+        candidate = fit_prompt(task, guess, protocol=protocol, answer=answer)
+        count_c = tokens_of(candidate)
+        if candidate.fits and count_c <= limit:
+            best, lo = (candidate, count_c), guess
+        else:
+            hi = guess
+            if not candidate.fits:
+                break  # shorter prompts no longer exist
+        if best is None:
+            guess = int(guess * limit / max(count_c, 1) * 0.97)
+        elif hi - lo <= max(200, hi // 50):
+            break
+        else:
+            guess = (lo + hi) // 2
+    if best is None:
+        return candidate, count_c  # the last one tried: it does not fit
+    return best

@@ -15,7 +15,7 @@ from metaeval.protocols.audit.execution_findings import MENTION_SCAN_BYTES
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.sandbox.container import Engine
-from metaeval.tasks.images import image_exists, pull_image
+from metaeval.tasks.images import image_exists, local_image_key, pull_image
 from metaeval.tasks.safe_files import UnsafeFileError, read_regular
 
 LOCAL_IMAGES_TTL_S = 60.0
@@ -42,7 +42,7 @@ def local_images(engine: Engine) -> frozenset[str] | None:
     else:
         names = (
             frozenset(
-                image_key(line.strip())
+                local_image_key(line.strip())
                 for line in done.stdout.splitlines()
                 if line.strip() and "<none>" not in line
             )
@@ -51,16 +51,6 @@ def local_images(engine: Engine) -> frozenset[str] | None:
         )
     _local_images[engine.binary] = (now, names)
     return names
-
-
-def image_key(ref: str) -> str:
-    """An image name as both engines may list it: no `docker.io/`, `library/` or `localhost/`
-    prefix, `:latest` when no tag (lenient: a name is never taken for missing by spelling)."""
-    for prefix in ("docker.io/", "library/", "localhost/"):
-        if ref.startswith(prefix):
-            ref = ref[len(prefix) :]
-    last = ref.rsplit("/", 1)[-1]
-    return ref if ":" in last else ref + ":latest"
 
 
 def wanted_images(task: LoadedTask, env: dict) -> list[str]:
@@ -81,7 +71,7 @@ def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
     have = local_images(engine) if wanted else None
     if have is None:
         return None
-    return next((w for w in wanted if image_key(w) not in have), None)
+    return next((w for w in wanted if local_image_key(w) not in have), None)
 
 
 def pull_images(
@@ -97,7 +87,7 @@ def pull_images(
     have = local_images(engine) if wanted else None
 
     def held(ref: str) -> bool:
-        return image_key(ref) in have if have is not None else image_exists(engine, ref)
+        return local_image_key(ref) in have if have is not None else image_exists(engine, ref)
 
     if pull == "missing":
         wanted = [w for w in wanted if not held(w)]

@@ -22,9 +22,10 @@ Binary files (a NUL byte in the first 8 KiB, or not UTF-8) are skipped and liste
 line boundaries where possible) around one marker line saying how many bytes and which
 lines were left out; the cap counts file content, the marker line comes on top. Once the
 task's delivered bytes reach `max_task_bytes`, later files are shortened to what is left or
-left out. Every shortening or omission is described in `cuts`.
+left out. Every shortening or omission is described in `cuts` (`task_delivery.py` reads one
+file within the caps).
 
-Hints (`benchguard_hints.yaml` at the benchmark root) are described at `load_hints`.
+Hints (`benchguard_hints.yaml` at the benchmark root) are described in `task_hints.py`.
 """
 
 from __future__ import annotations
@@ -37,18 +38,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from metaeval.errors import ConfigError
-from metaeval.tasks.safe_files import (
-    TreeEntry,
-    classify,
-    is_inside,
-    open_checked,
-    read_regular,
-    walk_tree,
-)
+from metaeval.protocols.audit.task_delivery import deliver_file
+from metaeval.protocols.audit.task_hints import Hints, load_hints
+from metaeval.tasks.safe_files import TreeEntry, classify, is_inside, walk_tree
 from metaeval.tasks.task_dirs import (
     AGENT_RESULTS_DIR,
     IGNORED_DIR_NAMES,
-    MAX_CONFIG_BYTES,
     TASK_CONFIG,
     discover_tasks,
     parse_task_toml,
@@ -58,11 +53,7 @@ from metaeval.tasks.toml_schema import unknown_keys
 InputTier = Literal["minimal", "definition", "execution"]
 Role = Literal["instruction", "tests", "solution", "environment", "docs", "agent", "other"]
 
-HINTS_FILE = "benchguard_hints.yaml"
 DOC_FILES = ("domain_knowledge.md", "data_description.md")
-BINARY_SNIFF_BYTES = 8192
-MIN_BUDGET_SHARE = 512
-"""Below this many bytes of task budget left, a file is omitted instead of shortened."""
 
 
 class TaskFile(BaseModel):
@@ -105,120 +96,6 @@ class LoadedTask(BaseModel):
 
     def by_role(self, role: str) -> list[TaskFile]:
         return [f for f in self.files if f.role == role]
-
-
-# --------------------------------------------------------------------------- hints
-
-
-class Hints(BaseModel):
-    """Parsed `benchguard_hints.yaml`.
-
-    Schema (every key optional)::
-
-        general: |                      # benchmark-level guidance, given to every task
-          Input files are mounted at /app at run time.
-        local: [task-a, group/task-b]   # tasks that run without Docker
-        tasks:                          # per-task guidance, keyed by task id
-          task-a: "Plain text hint."    # short form: just the text
-          group/task-b:                 # long form
-            hint: "Text for this task."
-            local: true                 # same meaning as listing it under `local`
-
-    A task marked local can be executed in metaeval's container-like sandbox even though it
-    ships an environment/Dockerfile (the Dockerfile only documents the image).
-    """
-
-    general: str = ""
-    tasks: dict[str, str] = Field(default_factory=dict)
-    local: list[str] = Field(default_factory=list)
-    source: Path | None = None
-
-    def for_task(self, task_id: str) -> str:
-        """The hint text for one task: the benchmark-level text, then the task's own."""
-        parts = [self.general.strip(), self.tasks.get(task_id, "").strip()]
-        return "\n\n".join(part for part in parts if part)
-
-    def is_local(self, task_id: str) -> bool:
-        return task_id in self.local
-
-    def unknown_task_ids(self, known: set[str]) -> list[str]:
-        """Task ids named in the hints that are not among `known` (likely typos)."""
-        named = set(self.tasks) | set(self.local)
-        return sorted(named - known)
-
-
-def load_hints(bench_root: Path) -> Hints:
-    """Read `<bench_root>/benchguard_hints.yaml`; no file gives empty hints.
-
-    Raises ConfigError (naming the file and field) for malformed YAML or a wrong shape.
-    """
-    path = Path(bench_root) / HINTS_FILE
-    if not os.path.lexists(path):
-        return Hints()
-    where = str(path)
-    kind, detail = classify(path, bench_root)
-    if kind == "outside_link":
-        raise ConfigError(f"symlink leading outside the benchmark ({detail}), not read", file=where)
-    if kind not in ("file", "link"):
-        raise ConfigError("not a regular file, not read", file=where)
-    import yaml  # about 20 ms to import; most benchmarks have no hints file
-
-    try:
-        text = read_regular(path, bench_root, max_bytes=MAX_CONFIG_BYTES).decode("utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read hints: {exc}", file=where) from exc
-    except RecursionError as exc:
-        raise ConfigError("cannot read hints: nested too deeply", file=where) from exc
-    if data is None:
-        return Hints(source=path)
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", file=where)
-    extra = sorted(set(data) - {"general", "tasks", "local"})
-    if extra:
-        raise ConfigError(
-            "unknown key (expected general, tasks, local)", file=where, field=extra[0]
-        )
-    general = data.get("general") or ""
-    if not isinstance(general, str):
-        raise ConfigError("expected text", file=where, field="general")
-    local = _string_list(data.get("local"), where, "local")
-    tasks: dict[str, str] = {}
-    raw_tasks = data.get("tasks") or {}
-    if not isinstance(raw_tasks, dict):
-        raise ConfigError("expected a mapping of task id to hint", file=where, field="tasks")
-    for task_id, entry in raw_tasks.items():
-        field = f"tasks.{task_id}"
-        if entry is None:
-            entry = ""
-        if isinstance(entry, str):
-            tasks[str(task_id)] = entry
-            continue
-        if not isinstance(entry, dict):
-            raise ConfigError("expected text or a mapping", file=where, field=field)
-        bad = sorted(set(entry) - {"hint", "local"})
-        if bad:
-            raise ConfigError(
-                "unknown key (expected hint, local)", file=where, field=f"{field}.{bad[0]}"
-            )
-        text = entry.get("hint") or ""
-        if not isinstance(text, str):
-            raise ConfigError("expected text", file=where, field=f"{field}.hint")
-        is_local = entry.get("local", False)
-        if not isinstance(is_local, bool):
-            raise ConfigError("expected true or false", file=where, field=f"{field}.local")
-        tasks[str(task_id)] = text
-        if is_local and str(task_id) not in local:
-            local.append(str(task_id))
-    return Hints(general=general, tasks=tasks, local=sorted(local), source=path)
-
-
-def _string_list(value: Any, where: str, field: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError("expected a list of task ids", file=where, field=field)
-    return list(value)
 
 
 # --------------------------------------------------------------------------- loading
@@ -452,183 +329,22 @@ def _deliver(
     used: int,
 ) -> int:
     """Read one file into `task.files` within the caps; returns the bytes delivered."""
-    try:
-        fd = open_checked(path)  # a file the walk found regular; refused if it changed since
-    except OSError as exc:
-        task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
-        return 0
-    try:
-        return _deliver_open(task, rel, role, fd, max_file_bytes, max_task_bytes, used)
-    finally:
-        os.close(fd)
-
-
-def _deliver_open(
-    task: LoadedTask,
-    rel: str,
-    role: Role,
-    fd: int,
-    max_file_bytes: int,
-    max_task_bytes: int,
-    used: int,
-) -> int:
-    try:
-        size = os.fstat(fd).st_size
-    except OSError as exc:
-        task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
-        return 0
-    remaining = max_task_bytes - used
-    cap = max(0, min(max_file_bytes, remaining))
-    if size > cap and remaining < MIN_BUDGET_SHARE:
-        try:
-            head = _read_range(fd, 0, min(size, BINARY_SNIFF_BYTES))
-        except OSError as exc:
-            task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
-            return 0
-        if b"\0" in head:
-            task.skipped_files.append(f"{rel}: binary (NUL byte in the first 8 KiB)")
-            return 0
-        task.cuts.append(
-            f"{rel}: omitted ({size} bytes): the task budget of {max_task_bytes} bytes is used up"
-        )
-        return 0
-    try:
-        if size <= cap:
-            head_window = tail_window = _read_range(fd, 0, size)
-            total_newlines = 0
-        else:
-            head_window = _read_range(fd, 0, min(size, cap))
-            tail_window = _read_range(fd, max(0, size - cap), min(size, cap))
-            total_newlines = _count_newlines(fd)
-    except OSError as exc:
-        task.skipped_files.append(f"{rel}: unreadable ({exc.strerror or exc})")
-        return 0
-    if b"\0" in head_window[:BINARY_SNIFF_BYTES]:
-        task.skipped_files.append(f"{rel}: binary (NUL byte in the first 8 KiB)")
-        return 0
-
-    if size <= cap:
-        try:
-            text = head_window.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            task.skipped_files.append(f"{rel}: binary (not UTF-8 at byte {exc.start})")
-            return 0
-        delivered = len(head_window)
+    got = deliver_file(
+        path, rel, max_file_bytes=max_file_bytes, max_task_bytes=max_task_bytes, used=used
+    )
+    if got.skipped is not None:
+        task.skipped_files.append(got.skipped)
+    if got.text is not None:
         task.files.append(
-            TaskFile(path=rel, role=role, text=text, raw_bytes=size, delivered_bytes=delivered)
+            TaskFile(
+                path=rel,
+                role=role,
+                text=got.text,
+                raw_bytes=got.raw_bytes,
+                delivered_bytes=got.delivered_bytes,
+                truncated=got.truncated,
+            )
         )
-        return delivered
-
-    try:
-        text, kept = shorten_text(head_window, tail_window, size, total_newlines, cap)
-    except UnicodeDecodeError as exc:
-        task.skipped_files.append(f"{rel}: binary (not UTF-8 at byte {exc.start})")
-        return 0
-    delivered = len(text.encode("utf-8"))
-    task.files.append(
-        TaskFile(
-            path=rel,
-            role=role,
-            text=text,
-            raw_bytes=size,
-            delivered_bytes=delivered,
-            truncated=True,
-        )
-    )
-    if cap == max_file_bytes:
-        why = f"file cap {max_file_bytes} bytes"
-    else:
-        why = f"task budget: {remaining} of {max_task_bytes} bytes left"
-    task.cuts.append(
-        f"{rel}: shortened from {size} to {kept} bytes of content, {size - kept} omitted ({why})"
-    )
-    return delivered
-
-
-def shorten_text(
-    head_window: bytes, tail_window: bytes, size: int, total_newlines: int, cap: int
-) -> tuple[str, int]:
-    """Head and tail of a file around one marker line; returns (text, content bytes kept).
-
-    `head_window` starts at the file's first byte and `tail_window` ends at its last (each
-    at least `cap` bytes long, or the whole file). The head gets ceil(cap/2) bytes and the
-    tail floor(cap/2), each cut back to a line boundary when the piece holds one (else to a
-    UTF-8 character boundary). The marker line reads
-    `[... metaeval: N bytes omitted (lines A-B of L) ...]`; the line numbers appear only
-    when both cuts fell on line boundaries. Raises UnicodeDecodeError for non-UTF-8 pieces.
-    """
-    head_budget = cap - cap // 2
-    tail_budget = cap // 2
-    head = head_window[:head_budget]
-    head_on_line = head.endswith(b"\n")
-    if not head_on_line and b"\n" in head:
-        head = head[: head.rindex(b"\n") + 1]
-        head_on_line = True
-    elif not head_on_line:
-        head = _trim_utf8_end(head)
-
-    tail = tail_window[len(tail_window) - tail_budget :] if tail_budget else b""
-    start = len(tail_window) - len(tail)
-    tail_on_line = start > 0 and tail_window[start - 1 : start] == b"\n"
-    if tail and not tail_on_line and b"\n" in tail[:-1]:
-        tail = tail[tail.index(b"\n") + 1 :]
-        tail_on_line = True
-    elif not tail_on_line:
-        tail = _trim_utf8_start(tail)
-    if not tail:
-        tail_on_line = True
-
-    kept = len(head) + len(tail)
-    omitted = size - kept
-    total_lines = total_newlines + (0 if tail_window.endswith(b"\n") or size == 0 else 1)
-    if head_on_line and tail_on_line:
-        first = head.count(b"\n") + 1
-        tail_lines = tail.count(b"\n") + (0 if not tail or tail.endswith(b"\n") else 1)
-        last = total_lines - tail_lines
-        detail = f" (lines {first}-{last} of {total_lines})"
-    else:
-        detail = ""
-    marker = f"[... metaeval: {omitted} bytes omitted{detail} ...]\n"
-    if not head_on_line and head:
-        marker = "\n" + marker
-    return head.decode("utf-8") + marker + tail.decode("utf-8"), kept
-
-
-def _trim_utf8_end(data: bytes) -> bytes:
-    """Drop an incomplete multi-byte character at the end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # ASCII or the lead byte of a sequence
-            length = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return data if length <= back else data[:-back]
-    return data
-
-
-def _trim_utf8_start(data: bytes) -> bytes:
-    """Drop continuation bytes of a character cut at the start."""
-    skip = 0
-    while skip < len(data) and skip < 3 and data[skip] & 0xC0 == 0x80:
-        skip += 1
-    return data[skip:]
-
-
-def _read_range(fd: int, offset: int, length: int) -> bytes:
-    """`length` bytes of an open file from `offset` (fewer at its end)."""
-    parts = []
-    while length > 0:
-        chunk = os.pread(fd, min(length, 1 << 20), offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        offset += len(chunk)
-        length -= len(chunk)
-    return b"".join(parts)
-
-
-def _count_newlines(fd: int) -> int:
-    count = 0
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        count += chunk.count(b"\n")
-        offset += len(chunk)
-    return count
+    if got.cut is not None:
+        task.cuts.append(got.cut)
+    return got.delivered_bytes

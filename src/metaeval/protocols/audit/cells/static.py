@@ -20,7 +20,8 @@ from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import Finding, apply_tier_rule
 from metaeval.protocols.audit.records import ExecutionSummary, PhaseOutcome, StaticCell
 from metaeval.protocols.audit.static_checks import run_static_checks_report
-from metaeval.protocols.audit.task_view import Hints, LoadedTask, load_task
+from metaeval.protocols.audit.task_hints import Hints
+from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records.blobs import BlobStore
 
 Cell = tuple[dict[str, Any], list[dict[str, Any]]]

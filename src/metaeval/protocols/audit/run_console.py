@@ -1,0 +1,74 @@
+"""What `audit run` and `audit agent-run` print when they end: counts, where the results
+are, and the failed cells (an infrastructure error is retried on a rerun)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from metaeval.exit_codes import CellFailure
+
+
+def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[str]:
+    """The lines `audit run` prints from its summary."""
+    lines = []
+    if summary["skipped_completed"]:
+        lines.append(f"resumed: {summary['skipped_completed']} completed cell(s) reused")
+    lines.append(
+        f"{summary['findings_reported']} findings on {summary['tasks']} tasks "
+        f"({summary.get('tasks_flagged', 0)} flagged; "
+        f"{summary['findings_suppressed']} below 0.3 suppressed); "
+        f"audit failures {len(summary['audit_failures'])}, infra errors {summary['infra_errors']}"
+    )
+    evidence = summary.get("findings_by_evidence") or {}
+    if evidence:
+        shown = ", ".join(
+            f"{k} {evidence[k]}" for k in ("executed", "self-contained", "assumed") if k in evidence
+        )
+        below = summary.get("findings_below_min_tier")
+        lines.append(
+            f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else "")
+        )
+    for line in summary.get("execution") or []:
+        if not line.startswith("disabled ("):  # --no-execution: the user knows
+            lines.append(f"execution checks: {line}")
+    lines.append(f"report: {run_dir / 'report.md'} and {run_dir / 'report.html'}")
+    gold = bench_dir / "gold.json"
+    if gold.is_file():
+        lines.append(
+            f"known issues beside the benchmark: metaeval audit score {run_dir} --gold {gold} "
+            "--judge category (a rule judge, no model; or --judge provider/model)"
+        )
+    return lines
+
+
+def cell_failures(failed: list[dict]) -> list[CellFailure]:
+    """The summary's failed cells for the console: an infrastructure error is retried on a
+    rerun; any other failure (the model's output unusable, a task the checks cannot read) is
+    final."""
+    return [
+        CellFailure(
+            "infra errors" if row["kind"] == "infra_error" else "failed cells",
+            f"{row['source']}: {row['reason']}",
+            retried=row["kind"] == "infra_error",
+        )
+        for row in failed
+    ]
+
+
+def agent_run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[str]:
+    """The lines `audit agent-run` prints from its summary."""
+    lines = []
+    if summary["skipped_completed"]:
+        lines.append(f"resumed: {summary['skipped_completed']} finished agent run(s) reused")
+    classes = ", ".join(f"{k} {v}" for k, v in summary["classifications"].items())
+    lines.append(
+        f"{summary['tasks']} tasks: {summary['passed']} passed their tests "
+        f"(mean reward {summary['mean_reward']}); runs: {classes}; "
+        f"infra errors {summary['infra_errors']}"
+    )
+    lines.append(
+        f"agent results: {run_dir} (metaeval audit run {bench_dir} --tier execution "
+        f"--agent-results {run_dir})"
+    )
+    return lines

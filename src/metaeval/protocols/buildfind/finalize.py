@@ -33,10 +33,9 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
     from metaeval.protocols.buildfind.labels import (
         apply_labels,
         consensus_prelabels,
-        read_review_csv,
         review_queue,
-        write_review_csv,
     )
+    from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
 
     labels_dir = run.path / LABELS_DIR
     prelabels = consensus_prelabels(rows, base_finders) if base_finders else None

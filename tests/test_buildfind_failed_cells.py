@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 import yaml
 
-from metaeval.protocols.buildfind import run as run_module
+from metaeval.protocols.buildfind.cells import context as cell_context
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.buildfind.finalize import run_and_finalize
 
@@ -76,13 +76,13 @@ def test_failed_cells_counted_and_rerun_changes_nothing(tmp_path: Path, monkeypa
             }
         )
     )
-    real_make_agent = run_module.make_agent
+    real_make_agent = cell_context.make_agent
 
     def make_agent(spec, role):
         agent = real_make_agent(spec, role)
         return FlakyFinder(agent) if spec.name == "flaky" else agent
 
-    monkeypatch.setattr(run_module, "make_agent", make_agent)
+    monkeypatch.setattr(cell_context, "make_agent", make_agent)
     run_dir = tmp_path / "run"
     # An infrastructure failure is retried on resume: the first run and two resumes use the
     # recovery budget (max_recovery_attempts=2); the deterministic failure is never rerun.

@@ -13,10 +13,9 @@ from metaeval.protocols.buildfind.labels import (
     REVIEW_COLUMNS,
     apply_labels,
     consensus_prelabels,
-    read_review_csv,
     review_queue,
-    write_review_csv,
 )
+from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
 from metaeval.protocols.buildfind.rows import COLUMNS, conform
 
 BASE = ["base1", "base2"]

@@ -10,17 +10,15 @@ import yaml
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.pack import (
-    OPTION_KEYS,
-    Pack,
     PackError,
     Problem,
-    Question,
     example_pack_dir,
     format_problems,
     load_pack,
     load_task,
     validate_pack,
 )
+from metaeval.protocols.buildfind.pack_schema import OPTION_KEYS, Pack, Question
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buildfind-pack"
 

@@ -4,6 +4,7 @@ finder on every builder. R_b and C_b are computed here by hand from the paper's 
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,6 +14,10 @@ import pytest
 from metaeval.protocols.buildfind.analysis.panels import OLD_ROWS_NOTE
 from metaeval.protocols.buildfind.finalize import analyze_rows, analyze_rows_file
 from metaeval.protocols.buildfind.rows import OPTIONAL, conform, read_rows
+
+OLD_RECORDS = (
+    Path(__file__).parent / "fixtures" / "old_format" / "buildfind" / "release" / "records"
+)
 
 AGENTS = ["claude", "codex", "gemini", "kimi", "glm", "mimo"]
 EFFORTS = ["high", "low"]
@@ -182,10 +187,13 @@ def test_rows_say_which_agent_model_and_effort_produced_them() -> None:
         "builders": [{"name": "b", "agent": "codex", "model": "gpt-5.5", "effort": "high"}],
         "finders": [{"name": "f", "agent": "claude-code", "model": "glm-5", "effort": "low"}],
     }
-    answer = {"q1": {"gold": "A", "answer": "A", "correct": True}}
+    # a find record as the old code wrote it, with one answer, keyed as each cell
+    written = (OLD_RECORDS / "finds.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    record = json.loads(written) | {"status": "ok", "answers_status": "ok"}
+    record["answers"] = {"q1": record["answers"]["q01"] | {"gold": "A", "answer": "A"}}
     finds = {
-        ("formal", "t1", "b", 0, "f", 0): {"answers": answer, "compile_pass": True},
-        ("question_only", "t1", "", -1, "f", 0): {"answers": answer},
+        ("formal", "t1", "b", 0, "f", 0): record | {"compile_pass": True},
+        ("question_only", "t1", "", -1, "f", 0): record | {"compile_pass": None},
     }
     rows = rows_from_finds(config, {("t1", "b", 0): {"status": "ok"}}, finds)
     formal, control = (

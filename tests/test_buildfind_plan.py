@@ -50,3 +50,30 @@ def test_plan_refuses_an_unknown_agent_naming_the_file(tmp_path):
     assert result.returncode == 2
     assert str(bad) in result.stderr + result.stdout
     assert "gemini-clii" in result.stderr + result.stdout
+
+
+def test_the_runs_phases_plan_the_cells_counted_by_hand():
+    """The phases `buildfind run` executes plan the cells of the hand count above."""
+    import json
+
+    from metaeval.protocols.buildfind.config import load_config
+    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.plan import build_phase, find_phase
+    from metaeval.protocols.buildfind.records import BUILDS, FINDS, parse_build
+
+    config = load_config(EXAMPLE)
+    pack = load_pack(config.pack)
+    tasks = [pack.tasks[t] for t in (config.tasks or sorted(pack.tasks))]
+    builds = build_phase(config, tasks)
+    assert builds.kind == BUILDS and len(builds.keys) == 12
+    old = ROOT / "tests" / "fixtures" / "old_format" / "buildfind" / "release" / "records"
+    written = parse_build(json.loads((old / "builds.jsonl").read_text().splitlines()[0]))
+    every_build_ok = {(k["task"], k["builder"], k["build_trial"]): written for k in builds.keys}
+    finds = find_phase(config, tasks, every_build_ok)
+    formal = [k for k in finds.keys if k["slice"] == "formal"]
+    assert finds.kind == FINDS and len(formal) == 108 and len(finds.keys) == 108 + 72
+    efforts = {a.name: a.effort for a in [*config.builders, *config.finders]}
+    assert all(efforts[k["builder"]] == efforts[k["finder"]] for k in formal)  # matched pairs
+    # the artifact of a builder no longer configured is read by every finder: 6 x r_find 3
+    retired = find_phase(config, tasks[:1], {(tasks[0].task_id, "retired", 0): written})
+    assert len([k for k in retired.keys if k["slice"] == "formal"]) == 18

@@ -16,7 +16,8 @@ import pytest
 from metaeval.agents.scripted import ScriptedAgent
 from metaeval.agents.types import Limits, Task
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack import PackTask, load_pack
+from metaeval.protocols.buildfind.pack import load_pack
+from metaeval.protocols.buildfind.pack_schema import PackTask
 from metaeval.protocols.buildfind.reference_builders import (
     REFERENCE_BUILDERS,
     gold_answer_map,

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 import yaml
 
-from metaeval.protocols.buildfind import run as run_module
+from metaeval.protocols.buildfind.cells import context as cell_context
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.buildfind.finalize import run_and_finalize
 
@@ -86,7 +86,7 @@ def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True, m
     )
     wrapped: list[Misbehaving] = []
     resets: list[int] = []
-    real_make_agent = run_module.make_agent
+    real_make_agent = cell_context.make_agent
 
     def make_agent(spec, role):
         agent = real_make_agent(spec, role)
@@ -97,7 +97,7 @@ def run_once(tmp_path: Path, monkeypatch, *, retry: bool, faults: bool = True, m
         wrapped.append(Misbehaving(agent, faults, resets))
         return wrapped[-1]
 
-    monkeypatch.setattr(run_module, "make_agent", make_agent)
+    monkeypatch.setattr(cell_context, "make_agent", make_agent)
     run_dir = tmp_path / "run"
     summary = {}
     for _ in range(2):  # the second run re-runs the infrastructure failure only
@@ -194,14 +194,14 @@ def test_a_builder_that_wrote_no_file_fails_the_compile_probe(tmp_path, monkeypa
             }
         )
     )
-    real_make_agent = run_module.make_agent
+    real_make_agent = cell_context.make_agent
 
     def make_agent(spec, role):
         if spec.name == "lazy":
             return ScriptedAgent([("submit", {"answer": "done"})], name="lazy")
         return real_make_agent(spec, role)
 
-    monkeypatch.setattr(run_module, "make_agent", make_agent)
+    monkeypatch.setattr(cell_context, "make_agent", make_agent)
     run_dir = tmp_path / "run"
     run_and_finalize(load_config(config_path), run_dir)
     builds = {

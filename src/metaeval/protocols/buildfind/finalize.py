@@ -33,10 +33,9 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
     from metaeval.protocols.buildfind.labels import (
         apply_labels,
         consensus_prelabels,
-        read_review_csv,
         review_queue,
-        write_review_csv,
     )
+    from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
 
     labels_dir = run.path / LABELS_DIR
     prelabels = consensus_prelabels(rows, base_finders) if base_finders else None
@@ -303,9 +302,9 @@ def evidence_audit(run: RunDir, sample: pl.DataFrame | None) -> dict[str, pl.Dat
 
 
 def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> None:
-    from metaeval.protocols.buildfind.records import FIND_KEY, FINDS, logical_view
+    from metaeval.protocols.buildfind.records import FINDS, FindRecord, final_finds
 
-    finds = logical_view(run.read(FINDS), FIND_KEY)
+    finds = final_finds(run.read(FINDS))
     evidence = []
     for row in sample.iter_rows(named=True):
         record = finds.get(
@@ -316,15 +315,15 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
                 row["build_trial"],
                 row["finder"],
                 row["find_trial"],
-            ),
-            {},
+            )
         )
-        answer = (record.get("answers") or {}).get(row["question_id"], {})
+        answers = record.answers if isinstance(record, FindRecord) else {}
+        answer = answers.get(row["question_id"])
         evidence.append(
             {
-                "evidence_files": "; ".join(map(str, answer.get("evidence_files") or [])),
-                "evidence_symbols": "; ".join(map(str, answer.get("evidence_symbols") or [])),
-                "rationale": str(answer.get("rationale") or ""),
+                "evidence_files": _joined(answer.evidence_files if answer else None),
+                "evidence_symbols": _joined(answer.evidence_symbols if answer else None),
+                "rationale": str((answer.rationale if answer else None) or ""),
             }
         )
     joined = pl.concat(
@@ -342,6 +341,11 @@ def _write_evidence_sample(run: RunDir, sample: pl.DataFrame, path: Path) -> Non
         how="horizontal",
     )
     write_csv(joined, path, run.path)
+
+
+def _joined(values: Any) -> str:
+    """A record's list of cited files or symbols as one CSV cell ("a; b")."""
+    return "; ".join(map(str, values or []))
 
 
 def analyze_rows_file(

@@ -11,8 +11,8 @@ implements the gold behaviour), ``implemented_non_gold`` (it implements another 
    all base finders and all their trials, are one and the same option. The label is
    ``implemented_gold`` when that option is the gold key and ``implemented_non_gold``
    otherwise.
-2. **Manual review** (:func:`review_queue`, :func:`write_review_csv`,
-   :func:`read_review_csv`). Every other pair goes to a CSV a person fills in.
+2. **Manual review** (:func:`review_queue`; the CSV file is written and read by
+   `review_csv`). Every other pair goes to a CSV a person fills in.
 
 Rules this module fixes where the paper leaves them open:
 
@@ -34,19 +34,15 @@ Rules this module fixes where the paper leaves them open:
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.rows import conform
-from metaeval.records.durable import atomic_write
-from metaeval.safe_text import csv_cell, csv_value
 
 PAIR_KEY = ("task", "builder", "build_trial", "question_id")
+ARTIFACT_KEY = ["task", "builder", "build_trial"]
 FILLABLE_LABELS = ("implemented_gold", "implemented_non_gold", "absent_ambiguous")
 CONSENSUS = "consensus_prelabel"
 MANUAL = "manual_review"
@@ -71,7 +67,6 @@ REVIEW_COLUMNS = (
     "reviewer",
     "notes",
 )
-REVIEW_REQUIRED = (*PAIR_KEY, "label")
 UNANSWERED = "none"
 
 _KEY_SCHEMA = {"task": pl.Utf8, "builder": pl.Utf8, "build_trial": pl.Int32, "question_id": pl.Utf8}
@@ -168,43 +163,13 @@ def consensus_prelabels(
     if min_trials < 1:
         raise ConfigError("min_trials must be at least 1", field="min_trials")
     formal = _formal(rows)
-    pairs = _pairs(formal)
-
-    # Which base finders are expected for each artifact: those active in its effort panel(s).
-    panel = pl.col("effort_panel").fill_null("")
-    panel_base = (
-        formal.filter(pl.col("finder").is_in(base))
-        .select(panel.alias("panel"), pl.col("finder"))
-        .unique()
-    )
-    artifact_key = ["task", "builder", "build_trial"]
-    expected = (
-        formal.select([*artifact_key, panel.alias("panel")])
-        .unique()
-        .join(panel_base, on="panel", how="inner")
-        .group_by(artifact_key)
-        .agg(pl.col("finder").unique().sort().alias("expected"))
-    )
-    answers = (
-        formal.filter(pl.col("finder").is_in(base))
-        .group_by([*PAIR_KEY, "finder"])
-        .agg(pl.col("answer"))
-    )
-    by_pair: dict[tuple, dict[str, list[str | None]]] = {}
-    for rec in answers.iter_rows(named=True):
-        key = tuple(rec[k] for k in PAIR_KEY)
-        by_pair.setdefault(key, {})[rec["finder"]] = rec["answer"]
-    expected_by_artifact = {
-        tuple(rec[k] for k in artifact_key): list(rec["expected"])
-        for rec in expected.iter_rows(named=True)
-    }
-
+    expected_by_artifact = _expected_base_finders(formal, base)
+    by_pair = _base_answers(formal, base)
     out: list[dict[str, object]] = []
-    for rec in pairs.sort(list(PAIR_KEY)).iter_rows(named=True):
+    for rec in _pairs(formal).sort(list(PAIR_KEY)).iter_rows(named=True):
         key = tuple(rec[k] for k in PAIR_KEY)
         want = expected_by_artifact.get(key[:3], [])
         seen = by_pair.get(key, {})
-        summary = "; ".join(f"{f}: {_summary(seen[f])}" for f in sorted(seen))
         consensus, reason = _consensus(want, seen, min_trials)
         if consensus is None:
             label, source = "unlabeled", "none"
@@ -215,7 +180,7 @@ def consensus_prelabels(
             {
                 **{k: rec[k] for k in PAIR_KEY},
                 "gold": rec["gold"],
-                "base_answers": summary,
+                "base_answers": "; ".join(f"{f}: {_summary(seen[f])}" for f in sorted(seen)),
                 "consensus_answer": consensus,
                 "label": label,
                 "label_source": source,
@@ -224,6 +189,42 @@ def consensus_prelabels(
         )
     schema = {**_KEY_SCHEMA, **{c: pl.Utf8 for c in PRELABEL_COLUMNS if c not in _KEY_SCHEMA}}
     return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
+
+
+def _expected_base_finders(formal: pl.DataFrame, base: list[str]) -> dict[tuple, list[str]]:
+    """(task, builder, build_trial) -> the base finders active in the artifact's effort
+    panel(s), sorted."""
+    panel = pl.col("effort_panel").fill_null("")
+    panel_base = (
+        formal.filter(pl.col("finder").is_in(base))
+        .select(panel.alias("panel"), pl.col("finder"))
+        .unique()
+    )
+    expected = (
+        formal.select([*ARTIFACT_KEY, panel.alias("panel")])
+        .unique()
+        .join(panel_base, on="panel", how="inner")
+        .group_by(ARTIFACT_KEY)
+        .agg(pl.col("finder").unique().sort().alias("expected"))
+    )
+    return {
+        tuple(rec[k] for k in ARTIFACT_KEY): list(rec["expected"])
+        for rec in expected.iter_rows(named=True)
+    }
+
+
+def _base_answers(formal: pl.DataFrame, base: list[str]) -> dict[tuple, dict[str, list]]:
+    """Pair key -> base finder -> its answers over its find trials."""
+    answers = (
+        formal.filter(pl.col("finder").is_in(base))
+        .group_by([*PAIR_KEY, "finder"])
+        .agg(pl.col("answer"))
+    )
+    by_pair: dict[tuple, dict[str, list]] = {}
+    for rec in answers.iter_rows(named=True):
+        key = tuple(rec[k] for k in PAIR_KEY)
+        by_pair.setdefault(key, {})[rec["finder"]] = rec["answer"]
+    return by_pair
 
 
 def _consensus(
@@ -315,95 +316,6 @@ def _question_text(questions: Mapping[object, str] | None, task: str, qid: str) 
     if text is None:
         text = questions.get(qid)
     return "" if text is None else str(text)
-
-
-def write_review_csv(df: pl.DataFrame, path: Path, root: Path | None = None) -> Path:
-    """Write a review queue as UTF-8 CSV (nulls as empty fields); returns the path.
-
-    Text cells a spreadsheet would run as a formula get a leading ``'`` (`safe_text.csv_cell`,
-    removed again by `read_review_csv`). The file is written atomically and not through a link
-    below `root` (default: its own directory)."""
-    missing = [c for c in REVIEW_REQUIRED if c not in df.columns]
-    if missing:
-        raise ConfigError(f"review table lacks column(s): {', '.join(missing)}", file=str(path))
-    out = io.StringIO(newline="")
-    writer = csv.writer(out)
-    writer.writerow(df.columns)
-    for row in df.iter_rows():
-        writer.writerow(
-            ["" if v is None else csv_cell(v) if isinstance(v, str) else v for v in row]
-        )
-    atomic_write(path, out.getvalue().encode("utf-8"), root=root, mkdir=True)
-    return path
-
-
-def read_review_csv(path: Path) -> pl.DataFrame:
-    """Load a filled review CSV and validate it.
-
-    Rows are numbered from 1 for the first row after the header. A filled ``label`` must be one
-    of ``FILLABLE_LABELS`` (surrounding spaces are ignored); an empty label means "not reviewed
-    yet" and is returned as null. Raises ConfigError naming the file, the row and the field for
-    a bad label, a non-integer ``build_trial``, an empty key field or a pair listed twice.
-    """
-    source = str(path)
-    if not path.is_file():
-        raise ConfigError("review file not found", file=source)
-    try:
-        return _read_review_rows(path, source)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=source) from exc
-    except csv.Error as exc:
-        raise ConfigError(f"malformed CSV: {exc}", file=source) from exc
-
-
-def _read_review_rows(path: Path, source: str) -> pl.DataFrame:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in REVIEW_REQUIRED if c not in header]
-        if missing:
-            raise ConfigError(f"missing column(s): {', '.join(missing)}", file=source)
-        records: list[dict[str, object]] = []
-        seen: dict[tuple, int] = {}
-        for number, raw in enumerate(reader, start=1):
-            if None in raw:
-                raise ConfigError(f"row {number}: more fields than header columns", file=source)
-            rec: dict[str, object] = {c: csv_value(raw.get(c) or "") for c in header}
-            for column in ("task", "question_id"):
-                if not str(rec[column]).strip():
-                    raise ConfigError(f"row {number}: empty value", file=source, field=column)
-            try:
-                rec["build_trial"] = trial = int(str(rec["build_trial"]).strip())
-                if not -(2**31) <= trial < 2**31:  # an Int32 column
-                    raise ValueError("out of range")
-            except ValueError:
-                raise ConfigError(
-                    f"row {number}: build_trial {rec['build_trial']!r} is not an integer",
-                    file=source,
-                    field="build_trial",
-                ) from None
-            label = str(rec["label"]).strip()
-            if label and label not in FILLABLE_LABELS:
-                raise ConfigError(
-                    f"row {number}: label {label!r} is not one of {', '.join(FILLABLE_LABELS)} "
-                    "(leave it empty for a pair not reviewed yet)",
-                    file=source,
-                    field="label",
-                )
-            rec["label"] = label or None
-            key = tuple(rec[k] for k in PAIR_KEY)
-            if key in seen:
-                raise ConfigError(
-                    f"row {number}: pair already listed in row {seen[key]}",
-                    file=source,
-                    field="question_id",
-                )
-            seen[key] = number
-            records.append(rec)
-    schema = {c: pl.Utf8 for c in header} | {"build_trial": pl.Int32}
-    if not records:
-        return pl.DataFrame(schema=schema)
-    return pl.DataFrame(records, schema=schema)
 
 
 # ---------------------------------------------------------------------------------------------

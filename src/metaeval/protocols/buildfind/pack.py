@@ -1,4 +1,4 @@
-"""Build-and-find task packs: schema, validation and loading.
+"""Build-and-find task packs: validation and loading (the files' schema is `pack_schema`).
 
 A pack is a directory with one sub-directory per task (`<pack>/<task_id>/`). Each task holds
 
@@ -13,196 +13,29 @@ reports each with the file, relative to the pack root, and the dotted field it c
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
 
 from metaeval.config_files import field_path, parse_yaml
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.pack_schema import (
+    SPEC_FILE,
+    TASK_FILES,
+    Pack,
+    PackTask,
+    QuestionBank,
+    Spec,
+    TaskConfig,
+)
 from metaeval.records.names import name_problem
 from metaeval.tasks.safe_files import classify, read_regular, walk_tree
 
-TASK_FILE = "task.yaml"
-SPEC_FILE = "spec.yaml"
-QUESTIONS_FILE = "questions.yaml"
-TASK_FILES = (TASK_FILE, SPEC_FILE, QUESTIONS_FILE)
-OPTION_KEYS = ("A", "B", "C", "D")
 MAX_PACK_FILE_BYTES = 8 * 1024 * 1024
 MAX_LISTED_ENTRIES = 20
-SPEC_KINDS = ("behavior", "design")
-
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-PositiveSeconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600, strict=True)]  # at most a week
-
-
-def _custom_error(kind: str, detail: str) -> PydanticCustomError:
-    # the detail goes through the context so braces in option texts are not format fields
-    return PydanticCustomError(kind, "{detail}", {"detail": detail})
-
-
-class TaskConfig(BaseModel):
-    """`task.yaml`: how to build, probe and time-box one task."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    language: Text
-    compile_probe: Text  # shell command run inside the artifact; exit code 0 means it compiles
-    build_time_s: PositiveSeconds
-    find_time_s: PositiveSeconds
-    starter: Text | None = None  # directory relative to the task dir, copied into the build
-    description: str = ""
-
-
-class SpecItem(BaseModel):
-    """One intended behavior or design choice of the hidden specification."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: Identifier
-    kind: Literal["behavior", "design"]
-    text: Text
-
-
-class Spec(BaseModel):
-    """`spec.yaml`: the hidden specification the builder receives and the finder never sees."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    items: list[SpecItem] = Field(min_length=1)
-
-    def ids(self) -> list[str]:
-        """Spec item ids in file order."""
-        return [item.id for item in self.items]
-
-    def item(self, item_id: str) -> SpecItem:
-        """The item with this id; ConfigError if there is none."""
-        for item in self.items:
-            if item.id == item_id:
-                return item
-        raise ConfigError(f"no spec item {item_id!r}", file=SPEC_FILE, field="items")
-
-
-class Question(BaseModel):
-    """A four-option multiple-choice question whose gold answer is traced to spec items."""
-
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-
-    id: Identifier
-    question: Text
-    options: dict[str, Text]
-    gold: str
-    traces: list[Identifier]
-    tags: list[str] = Field(default_factory=list)
-
-    @field_validator("options")
-    @classmethod
-    def _check_options(cls, options: dict[str, str]) -> dict[str, str]:
-        issues = []
-        if set(options) != set(OPTION_KEYS):
-            got = ", ".join(sorted(options)) or "none"
-            issues.append(f"options must have exactly the keys A, B, C, D (got {got})")
-        first_key_of: dict[str, str] = {}
-        for key in sorted(options):
-            normal = " ".join(options[key].split()).casefold()
-            if normal in first_key_of:
-                issues.append(f"options {first_key_of[normal]} and {key} have the same text")
-            else:
-                first_key_of[normal] = key
-        if issues:
-            raise _custom_error("pack_options", "; ".join(issues))
-        return {key: options[key] for key in OPTION_KEYS}
-
-    @field_validator("gold")
-    @classmethod
-    def _check_gold(cls, gold: str, info: ValidationInfo) -> str:
-        options = info.data.get("options")
-        keys = tuple(options) if options is not None else OPTION_KEYS
-        if gold not in keys:
-            raise _custom_error(
-                "pack_gold", f"gold {gold!r} is not one of the option keys ({', '.join(keys)})"
-            )
-        return gold
-
-    @field_validator("traces")
-    @classmethod
-    def _check_traces(cls, traces: list[str]) -> list[str]:
-        if not traces:
-            raise _custom_error("pack_traces", "a question must trace to at least one spec item")
-        return traces
-
-
-class QuestionBank(BaseModel):
-    """`questions.yaml`: the question bank the finder answers."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    questions: list[Question] = Field(min_length=1)
-
-
-class PackTask(BaseModel):
-    """One loaded task. The raw spec and question texts are kept for hashing into manifests."""
-
-    task_id: str
-    root: Path
-    config: TaskConfig
-    spec: Spec
-    questions: list[Question]
-    spec_text: str
-    questions_text: str
-
-    @property
-    def starter_dir(self) -> Path | None:
-        """The starter tree to seed the builder's workspace with, if the task has one."""
-        return self.root / self.config.starter if self.config.starter else None
-
-    @property
-    def spec_hash(self) -> str:
-        """SHA-256 (hex) of the raw spec.yaml text."""
-        return hashlib.sha256(self.spec_text.encode("utf-8")).hexdigest()
-
-    @property
-    def questions_hash(self) -> str:
-        """SHA-256 (hex) of the raw questions.yaml text."""
-        return hashlib.sha256(self.questions_text.encode("utf-8")).hexdigest()
-
-    def question(self, question_id: str) -> Question:
-        """The question with this id; ConfigError if there is none."""
-        for question in self.questions:
-            if question.id == question_id:
-                return question
-        raise ConfigError(
-            f"no question {question_id!r}",
-            file=str(self.root / QUESTIONS_FILE),
-            field="questions",
-        )
-
-
-class Pack(BaseModel):
-    """A loaded, valid pack: tasks keyed by task id (the directory name), in sorted order."""
-
-    root: Path
-    tasks: dict[str, PackTask]
-
-    def task(self, task_id: str) -> PackTask:
-        """The task with this id; ConfigError naming the known ids if there is none."""
-        if task_id not in self.tasks:
-            known = ", ".join(self.tasks) or "none"
-            raise ConfigError(f"unknown task {task_id!r} (known: {known})", file=str(self.root))
-        return self.tasks[task_id]
 
 
 @dataclass(frozen=True)
@@ -321,54 +154,9 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
     """Record every problem of one task directory; the loaded task when there are none."""
     before = len(out.problems)
     task_path, spec_path, questions_path = (task_dir / name for name in TASK_FILES)
-
-    config = None
-    loaded = out.read_yaml(task_path)
-    if loaded is not None:
-        config = out.validate(TaskConfig, loaded[1], task_path)
-        starter = loaded[1].get("starter")
-        if isinstance(starter, str) and starter.strip():
-            target = (task_dir / starter.strip()).resolve()
-            inside = task_dir.resolve() in target.parents  # the task dir itself holds the spec
-            if Path(starter.strip()).is_absolute() or not inside:
-                out.add(
-                    task_path,
-                    "starter",
-                    f"starter {starter!r} must be a directory inside the task dir",
-                )
-            elif not target.is_dir():
-                out.add(task_path, "starter", f"starter directory {starter!r} does not exist")
-            else:
-                _check_starter_tree(target, task_dir, task_path, out)
-
-    spec, spec_text, spec_ids = None, "", None
-    loaded = out.read_yaml(spec_path)
-    if loaded is not None:
-        spec_text, data = loaded
-        spec = out.validate(Spec, data, spec_path)
-        items = _raw_list(data, "items")
-        _duplicate_ids(items, "items", "spec item", spec_path, out)
-        if isinstance(data.get("items"), list):
-            spec_ids = {item["id"] for item in items if isinstance(item, dict) and "id" in item}
-
-    bank, questions_text = None, ""
-    loaded = out.read_yaml(questions_path)
-    if loaded is not None:
-        questions_text, data = loaded
-        bank = out.validate(QuestionBank, data, questions_path)
-        questions = _raw_list(data, "questions")
-        _duplicate_ids(questions, "questions", "question", questions_path, out)
-        if spec_ids is not None:  # traces can only be checked against a readable spec
-            for q_index, question in enumerate(questions):
-                traces = question.get("traces") if isinstance(question, dict) else None
-                for t_index, trace in enumerate(traces if isinstance(traces, list) else []):
-                    if isinstance(trace, str) and trace not in spec_ids:
-                        out.add(
-                            questions_path,
-                            f"questions.{q_index}.traces.{t_index}",
-                            f"trace {trace!r} is not a spec item id in {SPEC_FILE}",
-                        )
-
+    config = _check_task_config(task_dir, task_path, out)
+    spec, spec_text, spec_ids = _check_spec(spec_path, out)
+    bank, questions_text = _check_questions(questions_path, spec_ids, out)
     if len(out.problems) > before or config is None or spec is None or bank is None:
         return None
     return PackTask(
@@ -380,6 +168,69 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
         spec_text=spec_text,
         questions_text=questions_text,
     )
+
+
+def _check_task_config(task_dir: Path, task_path: Path, out: _Collector) -> TaskConfig | None:
+    """task.yaml as a model, its starter tree checked (a directory inside the task dir)."""
+    loaded = out.read_yaml(task_path)
+    if loaded is None:
+        return None
+    config = out.validate(TaskConfig, loaded[1], task_path)
+    starter = loaded[1].get("starter")
+    if isinstance(starter, str) and starter.strip():
+        target = (task_dir / starter.strip()).resolve()
+        inside = task_dir.resolve() in target.parents  # the task dir itself holds the spec
+        if Path(starter.strip()).is_absolute() or not inside:
+            out.add(
+                task_path,
+                "starter",
+                f"starter {starter!r} must be a directory inside the task dir",
+            )
+        elif not target.is_dir():
+            out.add(task_path, "starter", f"starter directory {starter!r} does not exist")
+        else:
+            _check_starter_tree(target, task_dir, task_path, out)
+    return config
+
+
+def _check_spec(spec_path: Path, out: _Collector) -> tuple[Spec | None, str, set[str] | None]:
+    """(spec, its text, its item ids) of spec.yaml; the ids are None when it has no item list."""
+    loaded = out.read_yaml(spec_path)
+    if loaded is None:
+        return None, "", None
+    spec_text, data = loaded
+    spec = out.validate(Spec, data, spec_path)
+    items = _raw_list(data, "items")
+    _duplicate_ids(items, "items", "spec item", spec_path, out)
+    spec_ids = None
+    if isinstance(data.get("items"), list):
+        spec_ids = {item["id"] for item in items if isinstance(item, dict) and "id" in item}
+    return spec, spec_text, spec_ids
+
+
+def _check_questions(
+    questions_path: Path, spec_ids: set[str] | None, out: _Collector
+) -> tuple[QuestionBank | None, str]:
+    """(question bank, its text) of questions.yaml; traces are checked against `spec_ids`
+    (only when the spec was readable)."""
+    loaded = out.read_yaml(questions_path)
+    if loaded is None:
+        return None, ""
+    questions_text, data = loaded
+    bank = out.validate(QuestionBank, data, questions_path)
+    questions = _raw_list(data, "questions")
+    _duplicate_ids(questions, "questions", "question", questions_path, out)
+    if spec_ids is not None:
+        for q_index, question in enumerate(questions):
+            traces = question.get("traces") if isinstance(question, dict) else None
+            for t_index, trace in enumerate(traces if isinstance(traces, list) else []):
+                if isinstance(trace, str) and trace not in spec_ids:
+                    out.add(
+                        questions_path,
+                        f"questions.{q_index}.traces.{t_index}",
+                        f"trace {trace!r} is not a spec item id in {SPEC_FILE}",
+                    )
+    return bank, questions_text
 
 
 def _check_starter_tree(starter: Path, task_dir: Path, task_path: Path, out: _Collector) -> None:

@@ -163,10 +163,25 @@ def failed_cell(
 
 def parse_record(kind: str, data: Mapping[str, Any]) -> BuildRecord | FindRecord | FailedCell:
     """A written record of `kind` (BUILDS, FINDS or VIEW_FINDS) as its model."""
-    if data.get("status") == "error" and "attempt" not in data:
+    return parse_build(data) if kind == BUILDS else parse_find(data)
+
+
+def _is_failed_cell(data: Mapping[str, Any]) -> bool:
+    """A cell that wrote no record of its own (`failed_cell`) has no agent attempt."""
+    return data.get("status") == "error" and "attempt" not in data
+
+
+def parse_build(data: Mapping[str, Any]) -> BuildRecord | FailedCell:
+    """A written record of builds.jsonl as its model."""
+    if _is_failed_cell(data):
         return FailedCell.model_validate(data)
-    if kind == BUILDS:
-        return BuildRecord.model_validate(data)
+    return BuildRecord.model_validate(data)
+
+
+def parse_find(data: Mapping[str, Any]) -> FindRecord | FailedCell:
+    """A written record of finds.jsonl or view_finds.jsonl as its model."""
+    if _is_failed_cell(data):
+        return FailedCell.model_validate(data)
     return FindRecord.model_validate(data)
 
 
@@ -177,3 +192,16 @@ def logical_view(records: Iterable[dict], key_fields: tuple[str, ...]) -> dict[t
         if is_final(record):
             view[tuple(record.get(k) for k in key_fields)] = record
     return view
+
+
+def final_builds(records: Iterable[dict]) -> dict[tuple, BuildRecord | FailedCell]:
+    """The logical view of build records (`logical_view` on BUILD_KEY), as models."""
+    return {key: parse_build(data) for key, data in logical_view(records, BUILD_KEY).items()}
+
+
+def final_finds(
+    records: Iterable[dict], key_fields: tuple[str, ...] = FIND_KEY
+) -> dict[tuple, FindRecord | FailedCell]:
+    """The logical view of find records (FIND_KEY, or VIEW_FIND_KEY for view finds), as
+    models."""
+    return {key: parse_find(data) for key, data in logical_view(records, key_fields).items()}

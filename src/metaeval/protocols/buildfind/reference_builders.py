@@ -21,7 +21,8 @@ from metaeval.agents.scripted import Action, ScriptedAgent
 from metaeval.agents.types import Task
 from metaeval.config_files import parse_yaml, read_text
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack import OPTION_KEYS, PackTask, load_task
+from metaeval.protocols.buildfind.pack import load_task
+from metaeval.protocols.buildfind.pack_schema import OPTION_KEYS, PackTask
 from metaeval.sandbox.workspace import (
     STRIPPED_DIR_NAMES,
     STRIPPED_DIR_SUFFIXES,

@@ -162,11 +162,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
     """The released rows against rows derived again from the released records: the find
     records' answers, the consensus prelabels of the run's base finders and the review CSV."""
     from metaeval.protocols.buildfind.extract import rows_from_finds
-    from metaeval.protocols.buildfind.labels import (
-        apply_labels,
-        consensus_prelabels,
-        read_review_csv,
-    )
+    from metaeval.protocols.buildfind.labels import apply_labels, consensus_prelabels
     from metaeval.protocols.buildfind.record_files import RecordFiles
     from metaeval.protocols.buildfind.records import (
         BUILD_KEY,
@@ -177,6 +173,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         VIEW_FINDS,
         logical_view,
     )
+    from metaeval.protocols.buildfind.review_csv import read_review_csv
     from metaeval.protocols.buildfind.rows import file_columns, without_lacking
     from metaeval.protocols.buildfind.view_evidence import view_rows_from
 

@@ -204,6 +204,21 @@ def render_html(
 ) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG, no external assets);
     with `files`, each figure is also added to it as SVG and PNG files."""
+    template = _environment().from_string(load_template_text())
+    run_id = meta.get("run_id")
+    return template.render(
+        shared_css=shared_css(),
+        title="Build-and-find report" + (f": {run_id}" if run_id else ""),
+        summary=summary_items(meta),
+        warnings=list(meta.get("warnings") or []),
+        figures=_figures(tables, files),
+        tables=_html_tables(tables),
+        sections=_html_sections(tables),
+    )
+
+
+def _figures(tables: dict[str, pl.DataFrame], files: Files | None) -> list[dict[str, Any]]:
+    """The report's figures (id, title, caption, inline SVG), in page order."""
     matrix = tables.get("affinity_matrix")
     figures = [
         {
@@ -258,17 +273,7 @@ def render_html(
         },
     ]
     figures.append(effort_accuracy_entry(tables, files))
-    template = _environment().from_string(load_template_text())
-    run_id = meta.get("run_id")
-    return template.render(
-        shared_css=shared_css(),
-        title="Build-and-find report" + (f": {run_id}" if run_id else ""),
-        summary=summary_items(meta),
-        warnings=list(meta.get("warnings") or []),
-        figures=figures,
-        tables=_html_tables(tables),
-        sections=_html_sections(tables),
-    )
+    return figures
 
 
 def _source_link(column: str, value: Any, tables: dict[str, pl.DataFrame]) -> str | None:

@@ -154,8 +154,35 @@ def run_table(
     * An audited artifact whose Q+ is empty contributes no accuracy: its runs keep a row with
       n_scored = 0, accuracy null and all_correct false, so they are counted but never averaged.
     """
+    runs = _with_scoring_set(_run_counts(rows, subsets, extra), subsets)
+    return (
+        runs.select(
+            *RUN_KEYS,
+            "compile_pass",
+            "scoring_set",
+            "n_questions",
+            "n_scored",
+            "n_correct",
+            "accuracy",
+            "all_correct",
+            "novel_retrieval_bytes",
+            "novel_tool_call_bytes",
+            "total_bytes",
+            "input_tokens",
+            "output_tokens",
+            *(f"n_{p}{s}" for s in subsets for p in ("scored", "correct")),
+            *(e.meta.output_name() for e in extra),
+        )
+        .collect()
+        .lazy()
+    )
+
+
+def _run_counts(rows: Frame, subsets: Sequence[str], extra: Sequence[pl.Expr]) -> pl.LazyFrame:
+    """One row per find run: question counts under both scoring-set rules (all questions;
+    implemented_gold only), how many are labelled, and the run's effort and tokens."""
     gold = _label_is(IMPLEMENTED_GOLD)
-    runs = (
+    return (
         keyed(rows)
         .group_by(RUN_KEYS)
         .agg(
@@ -173,8 +200,13 @@ def run_table(
             output_tokens=pl.col("output_tokens").max(),
         )
     )
+
+
+def _with_scoring_set(runs: pl.LazyFrame, subsets: Sequence[str]) -> pl.LazyFrame:
+    """Pick each run's scoring set (audited formal artifact: Q+; else all questions) and
+    derive n_scored, n_correct, accuracy, all_correct and total_bytes from it."""
     audited = (pl.col("slice") == FORMAL) & (pl.col("n_labelled").sum().over(ARTIFACT_KEYS) > 0)
-    runs = (
+    return (
         runs.with_columns(_audited=audited)
         .with_columns(
             *(
@@ -194,25 +226,7 @@ def run_table(
             all_correct=(pl.col("n_scored") > 0) & (pl.col("n_correct") == pl.col("n_scored")),
             total_bytes=pl.col("novel_retrieval_bytes") + pl.col("novel_tool_call_bytes"),
         )
-        .select(
-            *RUN_KEYS,
-            "compile_pass",
-            "scoring_set",
-            "n_questions",
-            "n_scored",
-            "n_correct",
-            "accuracy",
-            "all_correct",
-            "novel_retrieval_bytes",
-            "novel_tool_call_bytes",
-            "total_bytes",
-            "input_tokens",
-            "output_tokens",
-            *(f"n_{p}{s}" for s in subsets for p in ("scored", "correct")),
-            *(e.meta.output_name() for e in extra),
-        )
     )
-    return runs.collect().lazy()
 
 
 def _subset_counts(subsets: Sequence[str]) -> list[pl.Expr]:

@@ -111,35 +111,8 @@ def evidence_audit_sample_from(prep: Prepared, seed: int, per_stratum: int) -> p
     population keeps its sort keys and a row index, draws are scattered to it through one
     arg-sort, and only the ``per_stratum`` smallest draws of each stratum are gathered.
     """
-    lf = prep.rows.lazy().with_row_index("_row")
-    base = lf.filter(
-        (pl.col("slice") == "formal")
-        & pl.col("correct").fill_null(False)
-        & keep_expr(prep.compile_pass_only)
-    )
-    gold = (pl.col("label") == "implemented_gold").fill_null(False)
-    pool = pl.concat(
-        [
-            base.filter(gold),
-            base.filter(~gold).join(prep.unlabelled_artifacts.lazy(), on=ARTIFACT_KEY, how="semi"),
-        ]
-    )
-    population = flag_questions(
-        pool.select("_row", *_AUDIT_ORDER, "builder_family", "finder_family"),
-        prep.low_native,
-        "_low",
-    ).collect()
-    draws = np.random.default_rng(seed).random(population.height)
-    u = np.empty(population.height, dtype=np.float64)
-    u[_sort_permutation(population.select(_AUDIT_ORDER))] = draws
-    strata = ["task", "builder_family", "finder_family", "_low"]
-    candidates = (
-        population.select(*strata, "_row", _u=pl.Series(u, dtype=pl.Float64))
-        .group_by(strata)
-        .agg(pl.col("_row", "_u").bottom_k_by("_u", max(per_stratum, 1)))
-        .explode("_row", "_u")
-        .select("_row", "_u", "_low")
-    )
+    population = _audit_population(prep)
+    candidates = _smallest_draws(population, seed, per_stratum)
     chosen = to_string(
         prep.rows[candidates.get_column("_row")].with_columns(
             candidates.get_column("_u"), candidates.get_column("_low")
@@ -167,6 +140,45 @@ def evidence_audit_sample_from(prep: Prepared, seed: int, per_stratum: int) -> p
     ).select(_SAMPLE_COLUMNS)
 
 
+def _audit_population(prep: Prepared) -> pl.DataFrame:
+    """The population's row index, sort keys, families and low-prior flag (``_low``): correct
+    formal answers (compile-pass only when asked) in the audited scoring set."""
+    lf = prep.rows.lazy().with_row_index("_row")
+    base = lf.filter(
+        (pl.col("slice") == "formal")
+        & pl.col("correct").fill_null(False)
+        & keep_expr(prep.compile_pass_only)
+    )
+    gold = (pl.col("label") == "implemented_gold").fill_null(False)
+    pool = pl.concat(
+        [
+            base.filter(gold),
+            base.filter(~gold).join(prep.unlabelled_artifacts.lazy(), on=ARTIFACT_KEY, how="semi"),
+        ]
+    )
+    return flag_questions(
+        pool.select("_row", *_AUDIT_ORDER, "builder_family", "finder_family"),
+        prep.low_native,
+        "_low",
+    ).collect()
+
+
+def _smallest_draws(population: pl.DataFrame, seed: int, per_stratum: int) -> pl.DataFrame:
+    """Each population row's uniform draw (``_u``, given in the documented order) and, per
+    stratum, the rows (``_row``) of the ``per_stratum`` smallest draws (at least one)."""
+    draws = np.random.default_rng(seed).random(population.height)
+    u = np.empty(population.height, dtype=np.float64)
+    u[_sort_permutation(population.select(_AUDIT_ORDER))] = draws
+    strata = ["task", "builder_family", "finder_family", "_low"]
+    return (
+        population.select(*strata, "_row", _u=pl.Series(u, dtype=pl.Float64))
+        .group_by(strata)
+        .agg(pl.col("_row", "_u").bottom_k_by("_u", max(per_stratum, 1)))
+        .explode("_row", "_u")
+        .select("_row", "_u", "_low")
+    )
+
+
 def evidence_audit_summary(labelled: pl.DataFrame) -> pl.DataFrame:
     """Summary of a labelled evidence-audit sample (Table 12).
 
@@ -184,6 +196,34 @@ def evidence_audit_summary(labelled: pl.DataFrame) -> pl.DataFrame:
     fraction of the labelled rows (null when nothing is labelled yet). Sorted by slice_kind in
     the order above, then slice.
     """
+    lab = _normalised_labels(labelled)
+    long = pl.concat(
+        [
+            lab.with_columns(slice_kind=pl.lit("all"), slice=pl.lit("all")),
+            lab.with_columns(slice_kind=pl.lit("prior_status"), slice=pl.col("prior_status")),
+            lab.with_columns(slice_kind=pl.lit("task"), slice=pl.col("task")),
+            lab.with_columns(slice_kind=pl.lit("stratum"), slice=pl.col("stratum")),
+        ]
+    )
+    counts = [(pl.col("_label") == c).sum().cast(pl.Int64).alias(c) for c in EVIDENCE_LABELS]
+    out = (
+        long.group_by(["slice_kind", "slice"])
+        .agg(
+            *counts,
+            n=pl.len().cast(pl.Int64),
+            pending=pl.col("_label").is_null().sum().cast(pl.Int64),
+        )
+        .with_columns(
+            labelled=pl.col("n") - pl.col("pending"),
+            unsupported_or_prior_like=pl.col("unsupported") + pl.col("prior_like"),
+        )
+    )
+    return _with_shares(out)
+
+
+def _normalised_labels(labelled: pl.DataFrame) -> pl.DataFrame:
+    """task, prior_status, stratum and ``_label`` (stripped, lower-cased, null when blank);
+    ConfigError for a missing column or a label outside EVIDENCE_LABELS."""
     required = ["evidence_label", "task", "prior_status", "stratum"]
     missing = [c for c in required if c not in labelled.columns]
     if missing:
@@ -206,27 +246,11 @@ def evidence_audit_summary(labelled: pl.DataFrame) -> pl.DataFrame:
             f"unknown evidence label(s) {', '.join(bad)}; use one of {', '.join(EVIDENCE_LABELS)}",
             field="evidence_label",
         )
-    long = pl.concat(
-        [
-            lab.with_columns(slice_kind=pl.lit("all"), slice=pl.lit("all")),
-            lab.with_columns(slice_kind=pl.lit("prior_status"), slice=pl.col("prior_status")),
-            lab.with_columns(slice_kind=pl.lit("task"), slice=pl.col("task")),
-            lab.with_columns(slice_kind=pl.lit("stratum"), slice=pl.col("stratum")),
-        ]
-    )
-    counts = [(pl.col("_label") == c).sum().cast(pl.Int64).alias(c) for c in EVIDENCE_LABELS]
-    out = (
-        long.group_by(["slice_kind", "slice"])
-        .agg(
-            *counts,
-            n=pl.len().cast(pl.Int64),
-            pending=pl.col("_label").is_null().sum().cast(pl.Int64),
-        )
-        .with_columns(
-            labelled=pl.col("n") - pl.col("pending"),
-            unsupported_or_prior_like=pl.col("unsupported") + pl.col("prior_like"),
-        )
-    )
+    return lab
+
+
+def _with_shares(out: pl.DataFrame) -> pl.DataFrame:
+    """Each count as a share of the labelled rows, in Table 12's column and row order."""
     share_of = [*EVIDENCE_LABELS, "unsupported_or_prior_like"]
     return (
         out.with_columns(

@@ -192,72 +192,8 @@ class Prepared:
     # ---- pass 1 ------------------------------------------------------------------------
     def _question_agreement(self, lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(question agreement with native key dtypes, formal artifacts without any label)."""
-        artifact = ["slice", *ARTIFACT_KEY]
-        bad = ~pl.col("_ok")
-        cells = (
-            lf.filter((pl.col("slice") == "formal") | (pl.col("slice") == "question_only"))
-            .group_by([*artifact, "finder", "question_id"])
-            .agg(
-                _n=pl.col("_keep").sum(),
-                _bad=(pl.col("_keep") & bad).sum(),
-                _ng=(pl.col("_keep") & pl.col("_gold")).sum(),
-                _badg=(pl.col("_keep") & pl.col("_gold") & bad).sum(),
-                _lab=(pl.col("label") != "unlabeled").fill_null(False).sum(),
-            )
-            .collect()
-        )
-        labelled = (pl.col("_lab").sum().over(artifact) > 0) & (pl.col("slice") == "formal")
-        cells = cells.with_columns(_has=labelled)
-        unlabelled = (
-            cells.filter((pl.col("slice") == "formal") & ~pl.col("_has"))
-            .select(ARTIFACT_KEY)
-            .unique()
-        )
-        scored = pl.when(pl.col("_has")).then(pl.col("_ng")).otherwise(pl.col("_n"))
-        wrong = pl.when(pl.col("_has")).then(pl.col("_badg")).otherwise(pl.col("_bad"))
-        cells = cells.select(
-            "slice", *ARTIFACT_KEY, "finder", "question_id", _scored=scored, _wrong=wrong
-        )
-        qonly = (
-            cells.filter(pl.col("slice") == "question_only")
-            .group_by([*QUESTION_KEY, "finder"])
-            .agg(_scored=pl.col("_scored").sum(), _wrong=pl.col("_wrong").sum())
-            .filter(pl.col("_scored") > 0)
-            .group_by(QUESTION_KEY)
-            .agg(
-                question_only_cells=pl.len().cast(pl.Int64),
-                question_only_agreement=(pl.col("_wrong") == 0).cast(pl.Float64).mean(),
-            )
-        )
-        formal = (
-            cells.filter((pl.col("slice") == "formal") & (pl.col("_scored") > 0))
-            .group_by(QUESTION_KEY)
-            .agg(
-                formal_cells=pl.len().cast(pl.Int64),
-                formal_agreement=(pl.col("_wrong") == 0).cast(pl.Float64).mean(),
-            )
-        )
-        out = qonly.join(formal, on=QUESTION_KEY, how="full", coalesce=True)
-        diff = pl.col("formal_agreement") - pl.col("question_only_agreement")
-        agreement = out.with_columns(
-            pl.col("question_only_cells").fill_null(0),
-            pl.col("formal_cells").fill_null(0),
-            lift_pp=diff * 100.0,
-            low_prior=(pl.col("question_only_agreement") < LOW_PRIOR_THRESHOLD - _EPS).fill_null(
-                False
-            ),
-            implementation_signal=(diff >= IMPLEMENTATION_SIGNAL_MIN_LIFT - _EPS).fill_null(False),
-        ).select(
-            *QUESTION_KEY,
-            "question_only_cells",
-            "question_only_agreement",
-            "formal_cells",
-            "formal_agreement",
-            "lift_pp",
-            "low_prior",
-            "implementation_signal",
-        )
-        return agreement, unlabelled
+        cells, unlabelled = _scored_cells(lf)
+        return _agreement_of(cells), unlabelled
 
     # ---- pass 2 ------------------------------------------------------------------------
     def _run_table(self, lf: pl.LazyFrame) -> pl.DataFrame:
@@ -323,6 +259,79 @@ class Prepared:
     def formal_grid_rows(self) -> pl.DataFrame:
         """Stand-in for the rows in `_recovery_gate` (its formal (panel, builder, task))."""
         return self.runs.select("slice", "effort_panel", "builder", "task")
+
+
+def _scored_cells(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(scored and wrong rows per formal or question-only (artifact, finder, question) cell
+    under its scoring set, formal artifacts without any label)."""
+    artifact = ["slice", *ARTIFACT_KEY]
+    bad = ~pl.col("_ok")
+    cells = (
+        lf.filter((pl.col("slice") == "formal") | (pl.col("slice") == "question_only"))
+        .group_by([*artifact, "finder", "question_id"])
+        .agg(
+            _n=pl.col("_keep").sum(),
+            _bad=(pl.col("_keep") & bad).sum(),
+            _ng=(pl.col("_keep") & pl.col("_gold")).sum(),
+            _badg=(pl.col("_keep") & pl.col("_gold") & bad).sum(),
+            _lab=(pl.col("label") != "unlabeled").fill_null(False).sum(),
+        )
+        .collect()
+    )
+    labelled = (pl.col("_lab").sum().over(artifact) > 0) & (pl.col("slice") == "formal")
+    cells = cells.with_columns(_has=labelled)
+    unlabelled = (
+        cells.filter((pl.col("slice") == "formal") & ~pl.col("_has")).select(ARTIFACT_KEY).unique()
+    )
+    scored = pl.when(pl.col("_has")).then(pl.col("_ng")).otherwise(pl.col("_n"))
+    wrong = pl.when(pl.col("_has")).then(pl.col("_badg")).otherwise(pl.col("_bad"))
+    cells = cells.select(
+        "slice", *ARTIFACT_KEY, "finder", "question_id", _scored=scored, _wrong=wrong
+    )
+    return cells, unlabelled
+
+
+def _agreement_of(cells: pl.DataFrame) -> pl.DataFrame:
+    """Per question: question-only and formal agreement over the cells that score it, the
+    lift, and the low-prior and implementation-signal flags."""
+    qonly = (
+        cells.filter(pl.col("slice") == "question_only")
+        .group_by([*QUESTION_KEY, "finder"])
+        .agg(_scored=pl.col("_scored").sum(), _wrong=pl.col("_wrong").sum())
+        .filter(pl.col("_scored") > 0)
+        .group_by(QUESTION_KEY)
+        .agg(
+            question_only_cells=pl.len().cast(pl.Int64),
+            question_only_agreement=(pl.col("_wrong") == 0).cast(pl.Float64).mean(),
+        )
+    )
+    formal = (
+        cells.filter((pl.col("slice") == "formal") & (pl.col("_scored") > 0))
+        .group_by(QUESTION_KEY)
+        .agg(
+            formal_cells=pl.len().cast(pl.Int64),
+            formal_agreement=(pl.col("_wrong") == 0).cast(pl.Float64).mean(),
+        )
+    )
+    out = qonly.join(formal, on=QUESTION_KEY, how="full", coalesce=True)
+    diff = pl.col("formal_agreement") - pl.col("question_only_agreement")
+    agreement = out.with_columns(
+        pl.col("question_only_cells").fill_null(0),
+        pl.col("formal_cells").fill_null(0),
+        lift_pp=diff * 100.0,
+        low_prior=(pl.col("question_only_agreement") < LOW_PRIOR_THRESHOLD - _EPS).fill_null(False),
+        implementation_signal=(diff >= IMPLEMENTATION_SIGNAL_MIN_LIFT - _EPS).fill_null(False),
+    ).select(
+        *QUESTION_KEY,
+        "question_only_cells",
+        "question_only_agreement",
+        "formal_cells",
+        "formal_agreement",
+        "lift_pp",
+        "low_prior",
+        "implementation_signal",
+    )
+    return agreement
 
 
 def pooled(runs: pl.DataFrame, by: list[str]) -> pl.DataFrame:

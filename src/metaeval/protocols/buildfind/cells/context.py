@@ -1,5 +1,6 @@
 """What every build and find cell needs from its run: the config, the pack, the resolved
-agents, the environment hash and (for finds) the logical view of the builds."""
+agents, the environment hash and (for finds) the logical view of the builds. `for_run` makes
+it from a run config, checking the selected tasks and every agent first."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from typing import Any
 
 from metaeval import __version__
 from metaeval.agents.types import AgentResult
-from metaeval.protocols.buildfind.agents import effort_setting
+from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
-from metaeval.protocols.buildfind.pack import Pack, PackTask
-from metaeval.records import RunDir, sha256_text
+from metaeval.protocols.buildfind.pack import load_pack
+from metaeval.protocols.buildfind.pack_schema import Pack, PackTask
+from metaeval.protocols.buildfind.records import BuildRecord
+from metaeval.records import RunDir, environment_hash, sha256_text
 
 
 @dataclass
@@ -23,7 +27,26 @@ class CellContext:
     builders: dict[str, tuple[AgentSpec, Any]]
     finders: dict[str, tuple[AgentSpec, Any]]
     env_hash: str
-    builds_view: dict[tuple, dict] = field(default_factory=dict)  # set before the find phase
+    tasks: list[PackTask] = field(default_factory=list)  # the tasks the run selects
+    # the ok builds of the logical view, keyed by BUILD_KEY; set before the find phase
+    builds_view: dict[tuple, BuildRecord] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, config: RunConfig) -> CellContext:
+        """The context of a run of `config`: its pack loaded, the tasks it selects checked and
+        every agent resolved, so a bad name fails before any directory exists."""
+        pack = load_pack(config.pack)
+        unknown = [t for t in config.tasks if t not in pack.tasks]
+        if unknown:
+            raise ConfigError(f"unknown task(s): {', '.join(unknown)}", field="tasks")
+        return cls(
+            config=config,
+            pack=pack,
+            builders={b.name: (b, make_agent(b, role="builder")) for b in config.builders},
+            finders={f.name: (f, make_agent(f, role="finder")) for f in config.finders},
+            env_hash=environment_hash(),
+            tasks=[pack.tasks[t] for t in (config.tasks or sorted(pack.tasks))],
+        )
 
     def common(
         self, spec: AgentSpec, agent: Any, seed: int, prompt: str, pack_task: PackTask

@@ -11,9 +11,9 @@ from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.protocols.buildfind.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields
 from metaeval.protocols.buildfind.config import AgentSpec
-from metaeval.protocols.buildfind.pack import PackTask
+from metaeval.protocols.buildfind.pack_schema import PackTask
 from metaeval.protocols.buildfind.prompts import answers_schema, render_finder_prompt
-from metaeval.protocols.buildfind.records import FindRecord
+from metaeval.protocols.buildfind.records import BuildRecord, FindRecord
 from metaeval.protocols.buildfind.seeds import (
     LETTERS,
     derive_seed,
@@ -43,7 +43,7 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
     shuffled = {q.id: shuffle_options(q.options, orders[q.id]) for q in pack_task.questions}
     prompt = render_finder_prompt(key["slice"], pack_task, shuffled)
     attempt = uuid.uuid4().hex[:10]
-    build = None
+    build: BuildRecord | None = None
     if key["slice"] == "formal":
         build = ctx.builds_view[(key["task"], key["builder"], key["build_trial"])]
     builder_agent = ctx.builders[key["builder"]][0].agent if build else None
@@ -76,8 +76,8 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
         "answers_problem": problem,
         "answers_status": answers_status(problem),
         "answers": answers,
-        "compile_pass": build.get("compile_pass") if build else None,
-        "build_attempt": build.get("attempt") if build else None,
+        "compile_pass": build.compile_pass if build else None,
+        "build_attempt": build.attempt if build else None,
         "n_correct": sum(1 for a in answers.values() if a["correct"]),
         "n_unanswered": sum(1 for a in answers.values() if a["answer"] is None),
     }
@@ -111,7 +111,7 @@ def _run_finder(
     ctx: CellContext,
     run: RunDir,
     key: dict[str, Any],
-    build: dict[str, Any] | None,
+    build: BuildRecord | None,
     agent: Any,
     spec: AgentSpec,
     task: Task,
@@ -124,9 +124,9 @@ def _run_finder(
     scratch = run.path / "work" / f"find-{attempt}"
     if build is not None:
         if view is None:
-            workspace = Workspace.read_only_clone(run.path / build["artifact"], scratch)
+            workspace = Workspace.read_only_clone(run.path / build.artifact, scratch)
         else:
-            workspace, view_info = restricted_clone(run.path / build["artifact"], scratch, view)
+            workspace, view_info = restricted_clone(run.path / build.artifact, scratch, view)
     else:
         empty = run.path / "work" / f"empty-{attempt}"
         empty.mkdir(parents=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from metaeval.protocols.buildfind import run as run_module
+from metaeval.protocols.buildfind.cells import context as context_module
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.buildfind.finalize import run_and_finalize
 
@@ -56,7 +56,7 @@ def test_a_timed_out_finder_is_not_retried_for_its_unparsable_words(tmp_path, mo
         )
     )
     wrapped: list[CutOff] = []
-    real_make_agent = run_module.make_agent
+    real_make_agent = context_module.make_agent
 
     def make_agent(spec, role):
         agent = real_make_agent(spec, role)
@@ -65,7 +65,7 @@ def test_a_timed_out_finder_is_not_retried_for_its_unparsable_words(tmp_path, mo
         wrapped.append(CutOff(agent))
         return wrapped[-1]
 
-    monkeypatch.setattr(run_module, "make_agent", make_agent)
+    monkeypatch.setattr(context_module, "make_agent", make_agent)
     run_dir = tmp_path / "run"
     summary = run_and_finalize(load_config(config_path), run_dir)[1]
     prompts = [p for w in wrapped for p in w.prompts]
@@ -73,4 +73,9 @@ def test_a_timed_out_finder_is_not_retried_for_its_unparsable_words(tmp_path, mo
     [find] = [json.loads(line) for line in (run_dir / "finds.jsonl").read_text().splitlines()]
     assert find["status"] == "timeout" and find["answers_status"] == "unparsable"
     assert "unparsable_first_attempt" not in find
+    # the limit the harness gave is kept (the reference finder does not record one itself)
+    assert (
+        find["time_limit_s"]
+        == yaml.safe_load((PACK / "http-router" / "task.yaml").read_text())["find_time_s"]
+    )
     assert summary["failed_cells"]["by_kind"] == {"timeout": 1}

@@ -100,6 +100,7 @@ class _AgentRun(_Cell):
     novel_retrieval_bytes: int
     novel_tool_call_bytes: int
     wall_clock_seconds: Number
+    time_limit_s: Number | None = None  # absent in records written before it was kept
     transcript_blob: str
     compile_pass: bool | None
 

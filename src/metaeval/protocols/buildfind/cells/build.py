@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from metaeval.agents.types import Limits, Task
-from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields
+from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
 from metaeval.protocols.buildfind.prompts import render_builder_prompt
 from metaeval.protocols.buildfind.records import BuildRecord
 from metaeval.protocols.buildfind.seeds import derive_seed
@@ -39,14 +39,10 @@ def build_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int
         allow_write=True,
         metadata={"task_id": key["task"], "pack_task_root": str(pack_task.root), "seed": seed},
     )
-    result = agent.run(
-        task,
-        workspace,
-        Limits(
-            max_steps=spec.max_steps or ctx.config.budgets.build_max_steps,
-            time_limit_s=budget,
-        ),
+    limits = Limits(
+        max_steps=spec.max_steps or ctx.config.budgets.build_max_steps, time_limit_s=budget
     )
+    result = given_limit(agent.run(task, workspace, limits), limits)
     validation = {
         **compile_probe(workspace, pack_task.config.compile_probe),
         **structure(artifact),

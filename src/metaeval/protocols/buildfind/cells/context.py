@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metaeval import __version__
-from metaeval.agents.types import AgentResult
+from metaeval.agents.types import AgentResult, Limits
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
@@ -65,6 +65,13 @@ class CellContext:
         }
 
 
+def given_limit(result: AgentResult, limits: Limits) -> AgentResult:
+    """`result` with the time limit the harness gave it (agents that do not record it)."""
+    if result.time_limit_s is not None:
+        return result
+    return result.model_copy(update={"time_limit_s": limits.time_limit_s})
+
+
 def agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:
     transcript = "\n".join(e.model_dump_json(exclude_none=True) for e in result.transcript)
     return {
@@ -78,5 +85,7 @@ def agent_fields(result: AgentResult, run: RunDir) -> dict[str, Any]:
         "novel_retrieval_bytes": result.effort.novel_retrieval_bytes,
         "novel_tool_call_bytes": result.effort.novel_tool_call_bytes,
         "wall_clock_seconds": round(result.wall_clock_s, 3),
+        # the limit the agent was given; with wall_clock_seconds it shows any overrun
+        "time_limit_s": result.time_limit_s,
         "transcript_blob": run.blobs.put(transcript),
     }

@@ -9,7 +9,7 @@ from typing import Any
 
 from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.protocols.buildfind.answer_json import extract_answer_object
-from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields
+from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
 from metaeval.protocols.buildfind.config import AgentSpec
 from metaeval.protocols.buildfind.pack_schema import PackTask
 from metaeval.protocols.buildfind.prompts import answers_schema, render_finder_prompt
@@ -138,7 +138,7 @@ def _run_finder(
         max_tokens_per_step=ctx.config.budgets.find_max_tokens_per_step,
     )
     try:
-        return agent.run(task, workspace, limits), view_info
+        return given_limit(agent.run(task, workspace, limits), limits), view_info
     finally:
         workspace.remove()
 

@@ -27,7 +27,8 @@ from metaeval.protocols.improve.gitops import (
     left_out_files,
     tampered,
 )
-from metaeval.protocols.improve.patch_check import PatchVerdict, check_patch
+from metaeval.protocols.improve.patch_check import check_patch
+from metaeval.protocols.improve.patch_verdict import PatchVerdict
 from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
 
 if TYPE_CHECKING:

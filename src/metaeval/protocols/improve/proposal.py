@@ -32,7 +32,7 @@ from metaeval.protocols.improve.patch_verdict import PatchVerdict
 from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.plan import Plan
 
 
 def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:

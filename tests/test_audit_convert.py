@@ -390,3 +390,55 @@ def test_anything_beyond_the_template_is_kept_for_review(tmp_path: Path, compose
     assert (dst / "environment" / "docker-compose.yaml").read_text() == compose
     assert any(n.startswith("docker-compose.yaml: copied as is") for n in notes)
     assert "env" not in load_task(dst, bench_root=dst.parent).config.get("environment", {})
+
+
+# --------------------------------------------------------------------------- duplicate keys
+# Python's YAML loader keeps the last of two equal keys without a word; every YAML file of
+# a source task is read with the strict loader of `metaeval.config_files` instead.
+
+
+def test_a_key_given_twice_in_task_yaml_is_refused(tmp_path: Path) -> None:
+    src = tb1_task(tmp_path / "tb1", **{"task.yaml": TASK_YAML + "max_test_timeout_sec: 300\n"})
+    with pytest.raises(ConfigError) as info:
+        convert_tb1_task(src, tmp_path / "out")
+    assert info.value.file == str(src / "task.yaml")
+    # TASK_YAML has 16 lines: the repeated key is line 17
+    assert "line 17, column 1: found duplicate key 'max_test_timeout_sec'" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_key_given_twice_in_solution_yaml_is_refused(tmp_path: Path) -> None:
+    solution_yaml = "- command: ls\n  block: true\n  block: false\n"
+    src = tb1_task(tmp_path / "tb1", **{"solution.sh": None, "solution.yaml": solution_yaml})
+    with pytest.raises(ConfigError) as info:
+        convert_tb1_task(src, tmp_path / "out")
+    assert info.value.file == str(src / "solution.yaml")
+    assert "line 3, column 3: found duplicate key 'block'" in str(info.value)
+
+
+def test_a_compose_file_with_a_key_given_twice_is_kept_for_review(tmp_path: Path) -> None:
+    # read loosely, the last network_mode (none) would make this the offline template and
+    # move "no network" into task.toml; Docker Compose itself refuses the file
+    compose = TEMPLATE_COMPOSE + "    network_mode: bridge\n    network_mode: none\n"
+    dst = tmp_path / "harbor" / "t"
+    notes = convert_tb1_task(
+        tb1_task(tmp_path / "tb1" / "t", **{"docker-compose.yaml": compose}), dst
+    )
+    assert (dst / "environment" / "docker-compose.yaml").read_text() == compose
+    assert any(n.startswith("docker-compose.yaml: copied as is") for n in notes)
+    assert "network_mode" not in load_task(dst, bench_root=dst.parent).config.get("environment", {})
+
+
+def test_convert_command_exits_2_naming_the_file_with_a_key_given_twice(tmp_path: Path) -> None:
+    src = tb1_task(tmp_path / "tb1", **{"task.yaml": TASK_YAML + "difficulty: hard\n"})
+    result = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", "audit", "convert", str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())  # the console may wrap a long path
+    assert str(src / "task.yaml") in message and "duplicate key 'difficulty'" in message
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()

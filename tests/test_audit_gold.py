@@ -182,8 +182,8 @@ def test_duplicate_task_key_is_an_error(tmp_path: Path) -> None:
     text = '{"tasks": {"t1": {"issues": []}, "t1": {"issues": []}}}'
     with pytest.raises(ConfigError) as info:
         load_gold(write(tmp_path, text))
-    assert info.value.field == "tasks.t1"
-    assert "duplicate key" in str(info.value)
+    assert info.value.file == str(tmp_path / "gold.json")
+    assert "duplicate key 't1'" in str(info.value)
 
 
 def test_duplicate_key_inside_issue_is_an_error(tmp_path: Path) -> None:
@@ -193,7 +193,13 @@ def test_duplicate_key_inside_issue_is_an_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError) as info:
         load_gold(write(tmp_path, text))
-    assert info.value.field == "tasks.t1.issues[0].id"
+    assert "duplicate key 'id'" in str(info.value)
+
+
+def test_nan_is_refused(tmp_path: Path) -> None:
+    text = '{"tasks": {"t1": {"issues": [], "weight": NaN}}}'
+    with pytest.raises(ConfigError, match="NaN is not valid JSON"):
+        load_gold(write(tmp_path, text))
 
 
 def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:

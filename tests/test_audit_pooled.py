@@ -10,6 +10,7 @@ import pytest
 
 from metaeval.protocols.audit.findings import SUBCATEGORIES, Finding
 from metaeval.protocols.audit.judge import CATEGORY_JUDGE
+from metaeval.protocols.audit.records import ModelCell, finding_record
 from metaeval.protocols.audit.render import score_run
 from metaeval.records import RunDir
 
@@ -69,7 +70,7 @@ def _finding(source: str, task: str, sub: str, confidence: float, n: int) -> dic
         source=source,
         protocol=PROTOCOL[source],
     )
-    return {**finding.model_dump(mode="json"), "attempt": 1}
+    return finding_record(finding.model_dump(mode="json"), "a1")
 
 
 def _run(tmp_path: Path) -> Path:
@@ -82,17 +83,17 @@ def _run(tmp_path: Path) -> Path:
             run.records("findings").append(_finding(source, task, sub, confidence, n))
         for task in ("T1", "T2", "T3", "T4"):
             failed = (source, task) in NOT_AUDITED
-            run.records("audits").append(
-                {
-                    "task_id": task,
-                    "source": source,
-                    "attempt": 1,
-                    "status": "error" if failed else "ok",
-                    "audit_failure": failed,
-                    "usage": {"input_tokens": 10, "output_tokens": 5},
-                    "cost_usd": COSTS[source] / 4,
-                }
+            cell = ModelCell(
+                task_id=task,
+                source=source,
+                attempt="a1",
+                status="error" if failed else "ok",
+                audit_failure=failed,
+                usage={"input_tokens": 10, "output_tokens": 5},
+                cost_usd=COSTS[source] / 4,
+                n_findings=sum(1 for t, _, _ in items if t == task),
             )
+            run.records("audits").append(cell.as_record())
     run.close()
     return path
 

@@ -20,9 +20,10 @@ from metaeval.protocols.audit.report import (
     TaskEntry,
     cost_totals,
     render_html,
-    render_markdown,
 )
-from metaeval.protocols.audit.scoring import ScoreReport, score
+from metaeval.protocols.audit.report_markdown import render_markdown
+from metaeval.protocols.audit.score_report import ScoreReport
+from metaeval.protocols.audit.scoring import score
 
 XSS = "<script>alert('pwned')</script>"
 

@@ -14,8 +14,8 @@ from metaeval.protocols.audit.report import (
     TaskEntry,
     findings_summary,
     render_html,
-    render_markdown,
 )
+from metaeval.protocols.audit.report_markdown import render_markdown
 from metaeval.protocols.audit.run import AuditRun, AuditSettings
 
 BENCH = Path(__file__).parent / "fixtures" / "audit-real"

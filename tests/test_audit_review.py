@@ -16,14 +16,8 @@ import pytest
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.gold import load_gold
-from metaeval.protocols.audit.review import (
-    COLUMNS,
-    ReviewRow,
-    finding_id,
-    gold_issues,
-    read_sheet,
-    summarize,
-)
+from metaeval.protocols.audit.review import COLUMNS, ReviewRow, finding_id, read_sheet
+from metaeval.protocols.audit.review_results import gold_issues, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "examples" / "audit-bench"

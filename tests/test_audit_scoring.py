@@ -13,7 +13,8 @@ from metaeval.models.types import ModelRequest
 from metaeval.protocols.audit.findings import SUBCATEGORIES, Finding
 from metaeval.protocols.audit.gold import Gold, GoldIssue, parse_gold
 from metaeval.protocols.audit.judge import Judge, Verdict
-from metaeval.protocols.audit.scoring import ScoreReport, fmt_cost, fmt_pct, score
+from metaeval.protocols.audit.score_report import ScoreReport, fmt_cost, fmt_pct
+from metaeval.protocols.audit.scoring import score
 
 # Gold: task A has issues a1 (INST-INCOMPLETE) and a2 (GT-LOGIC); task B has b1
 # (INST-INCOMPLETE); task C is known clean. 3 gold issues on 2 defective tasks.

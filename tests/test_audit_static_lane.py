@@ -72,7 +72,7 @@ def test_a_killed_worker_is_an_infrastructure_error_and_the_lane_recovers(tmp_pa
         cell, findings = lane.call_named(
             "metaeval.protocols.audit.cells.static:in_worker",
             BENCH / "word-count",
-            {"task_id": "word-count", "source": "static"},
+            {"task_id": "word-count", "source": "static", "attempt": "a1"},
             {"tier": "definition", "bench_root": BENCH, "agent_results": None},
             {"hints": None, "execution_checks": False, "sandbox": "auto", "host_env": ()},
             tmp_path / "blobs",

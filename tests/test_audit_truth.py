@@ -38,7 +38,7 @@ def recorded(task_id: str, tmp_path: Path) -> list[Finding]:
     task = load_task(BENCH / task_id, bench_root=BENCH)
     cell, findings = static_cell(
         task,
-        {"task_id": task.task_id, "source": "static"},
+        {"task_id": task.task_id, "source": "static", "attempt": "a1"},
         hints=None,
         execution_checks=False,
         sandbox="auto",
@@ -109,7 +109,7 @@ def test_a_prebuilt_image_makes_a_missing_module_an_assumed_low(tmp_path: Path) 
     task = load_task(task_dir, bench_root=tmp_path / "bench")
     _, records = static_cell(
         task,
-        {"task_id": task.task_id, "source": "static"},
+        {"task_id": task.task_id, "source": "static", "attempt": "a1"},
         hints=None,
         execution_checks=False,
         sandbox="auto",

@@ -1,4 +1,4 @@
-"""Figures 2 (D_b), 3 (robustness pivots) and 6 (low-prior R_b): written as SVG and PNG with
+"""Figures 2 (D_b), 3 (robustness pivots), 6 (low-prior R_b) and effort vs accuracy: written as SVG and PNG with
 the same bytes twice, embedded in report.html, and the numbers printed in each SVG equal the
 table values; the Figure 3 table is checked against recovery counted here by hand."""
 
@@ -26,7 +26,7 @@ from test_buildfind_bootstrap import (
 )
 
 FAMILY = {"b1": "famA", "b2": "famB", "b3": "famC", "f1": "famA", "f2": "famB"}
-NAMES = ("fig-db", "fig-robustness", "fig-rb-low-prior")
+NAMES = ("fig-db", "fig-robustness", "fig-rb-low-prior", "fig-effort-accuracy")
 NOT_GOLD = {("b2", "t1", "q3"): "implemented_non_gold", ("b3", "t2", "q2"): "absent_ambiguous"}
 
 
@@ -189,3 +189,43 @@ def test_low_prior_rb_figure_prints_its_table(
     for r in rb.to_dicts():
         shown = "n/a" if r["R_b"] is None else f"{r['R_b']:.3f}"
         assert f"{shown}  |C_b|={r['cells']}/{r['total_cells']}" in texts, r["builder"]
+
+
+def _hand_effort_accuracy() -> dict[str, list[tuple[str, float, float]]]:
+    """Per finder: mean whole-run bytes of its formal runs (every run scores a question) and
+    pooled accuracy in percent over its implemented-gold rows (all) or its q1 rows (the one
+    low-prior question, gold everywhere)."""
+    points: dict[str, list[tuple[str, float, float]]] = {"all": [], "low_prior": []}
+    for f, finder in enumerate(FINDERS):
+        runs = [(b, t, r) for b in range(len(BUILDERS)) for t in range(len(TASKS)) for r in TRIALS]
+        effort = sum(_bytes(b, f, t, r) for b, t, r in runs) / len(runs)
+        gold = [
+            _correct(b, f, t, r, q)
+            for b, t, r in runs
+            for q, qid in enumerate(QUESTIONS)
+            if _label(BUILDERS[b], TASKS[t], qid) == "implemented_gold"
+        ]
+        low = [_correct(b, f, t, r, 0) for b, t, r in runs]
+        points["all"].append((finder, effort, 100 * sum(gold) / len(gold)))
+        points["low_prior"].append((finder, effort, 100 * sum(low) / len(low)))
+    return points
+
+
+def test_effort_accuracy_points_equal_a_hand_computation(
+    tables: dict[str, pl.DataFrame], tmp_path: Path
+) -> None:
+    from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_points
+
+    want = _hand_effort_accuracy()
+    got = effort_accuracy_points(tables["effort_accuracy"])
+    assert set(got) == set(want)
+    for subset, points in want.items():
+        assert [p[0] for p in got[subset]] == [p[0] for p in points]
+        for (_, gx, gy), (_, wx, wy) in zip(got[subset], points, strict=True):
+            assert (gx, gy) == pytest.approx((wx, wy), rel=1e-12)
+    # the low-prior points differ from the all-question points: two series are drawn
+    assert [p[2] for p in got["all"]] != [p[2] for p in got["low_prior"]]
+    write_outputs(tables, {}, tmp_path)
+    texts = _svg_texts(tmp_path / "figures" / "fig-effort-accuracy.svg")
+    assert set(FINDERS) <= set(texts)
+    assert {"all questions", "low-prior questions"} <= set(texts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from metaeval.protocols.buildfind.analysis.paper_tables import (
+    builder_labels,
     paper_table1,
     paper_table2,
     paper_table3,
@@ -71,13 +72,79 @@ def test_table3_is_the_wide_high_low_pivot_with_cell_counts():
         schema=["effort_panel", "builder", "task", "G_task", "contributing_cells", "total_cells"],
         orient="row",
     )
-    table = paper_table3(gate)
+    labels = {"gpt-5.5-high": "GPT-5.5", "gpt-5.5-low": "GPT-5.5", "mimo-pro-high": "MiMo Pro"}
+    table = paper_table3(gate, labels)
     assert table.columns == [
-        "high builder", "high minidb", "high nanoweb", "low builder", "low minidb", "low nanoweb"
+        "builder", "high builder", "high minidb", "high nanoweb",
+        "low builder", "low minidb", "low nanoweb",
     ]  # fmt: skip
     assert table.rows() == [
-        ("gpt-5.5-high", "97.8% (6/6)", "99.8% (6/6)", "gpt-5.5-low", "98.7% (6/6)", "99.6% (6/6)"),
-        ("mimo-pro-high", "99.8% (6/6)", "– (0/6)", "", "", ""),
-    ]
+        ("GPT-5.5", "gpt-5.5-high", "97.8% (6/6)", "99.8% (6/6)",
+         "gpt-5.5-low", "98.7% (6/6)", "99.6% (6/6)"),
+        ("MiMo Pro", "mimo-pro-high", "99.8% (6/6)", "– (0/6)", "–", "– (0/6)", "– (0/6)"),
+    ]  # fmt: skip
     tables = {"paper_table1": paper_table1(calibration()), "paper_table3": table}
     assert undocumented_columns(tables) == {}
+
+
+def test_table3_lines_up_builders_by_agent_and_model_across_panels():
+    """Panels with different builder sets: high has codex gpt-5.5 and claude-code opus, low has
+    claude-code opus, codex gpt-5.4-mini and an old-format builder without agent columns.
+    By position (the old layout) gpt-5.5-high would sit beside opus-low; by label each
+    builder gets its own row, with "– (0/k)" where a panel lacks it (k from that panel)."""
+    rows = pl.DataFrame(
+        [
+            ("formal", "gpt55_high", "high", "codex", "gpt-5.5"),
+            ("formal", "opus_high", "high", "claude-code", "opus"),
+            ("formal", "opus_low", "low", "claude-code", "opus"),
+            ("formal", "mini_low", "low", "codex", "gpt-5.4-mini"),
+            ("formal", "legacy-low", "low", None, None),
+            ("question_only", "", "low", None, None),
+        ],
+        schema=["slice", "builder", "effort_panel", "builder_agent", "builder_model"],
+        orient="row",
+    )
+    labels = builder_labels(rows)
+    assert labels == {
+        "gpt55_high": "codex gpt-5.5",
+        "opus_high": "claude-code opus",
+        "opus_low": "claude-code opus",
+        "mini_low": "codex gpt-5.4-mini",
+        "legacy-low": "legacy",
+    }
+    gate = pl.DataFrame(
+        [
+            ("high", "gpt55_high", "t1", 0.5, 3, 3),
+            ("high", "opus_high", "t1", 1.0, 2, 3),
+            ("low", "opus_low", "t1", 0.25, 1, 2),
+            ("low", "mini_low", "t1", None, 0, 2),
+            ("low", "legacy-low", "t1", 0.75, 2, 2),
+        ],
+        schema=["effort_panel", "builder", "task", "G_task", "contributing_cells", "total_cells"],
+        orient="row",
+    )
+    table = paper_table3(gate, labels)
+    assert table.columns == ["builder", "high builder", "high t1", "low builder", "low t1"]
+    assert table.rows() == [
+        ("claude-code opus", "opus_high", "100.0% (2/3)", "opus_low", "25.0% (1/2)"),
+        ("codex gpt-5.4-mini", "–", "– (0/3)", "mini_low", "– (0/2)"),
+        ("codex gpt-5.5", "gpt55_high", "50.0% (3/3)", "–", "– (0/2)"),
+        ("legacy", "–", "– (0/3)", "legacy-low", "75.0% (2/2)"),
+    ]
+
+
+def test_builders_sharing_agent_and_model_in_one_panel_keep_their_names():
+    rows = pl.DataFrame(
+        [
+            ("formal", "a-high", "high", "codex", "gpt-5.5"),
+            ("formal", "b-high", "high", "codex", "gpt-5.5"),
+            ("formal", "c-low", "low", "codex", "gpt-5.5"),
+        ],
+        schema=["slice", "builder", "effort_panel", "builder_agent", "builder_model"],
+        orient="row",
+    )
+    assert builder_labels(rows) == {
+        "a-high": "a-high",
+        "b-high": "b-high",
+        "c-low": "codex gpt-5.5",
+    }

@@ -665,3 +665,84 @@ def test_scrubber_replaces_whole_host_paths_longest_first(tmp_path, monkeypatch)
     data = b"\x00\xff" + str(run_dir).encode() + b"\x00"
     assert scrub.data(data, "bin") == b"\x00\xff$RUN_DIR\x00"
     assert scrub.changed == {"bin": 1}
+
+
+def test_manifest_columns_are_released_and_checked(release, tmp_path):
+    """Appendix D: the released rows carry each run's seeds and hashes, equal to its records;
+    an edited value of one of those columns fails verification even with fresh checksums."""
+    out = release[0]
+    rows = read_rows(out / "data" / "question_rows.parquet")
+    finds = [json.loads(x) for x in (out / "records" / "finds.jsonl").read_text().splitlines()]
+    first = next(r for r in finds if r.get("slice") == "formal" and r.get("answers"))
+    row = rows.filter(
+        (pl.col("builder") == first["builder"])
+        & (pl.col("finder") == first["finder"])
+        & (pl.col("task") == first["task"])
+        & (pl.col("build_trial") == first["build_trial"])
+        & (pl.col("find_trial") == first["find_trial"])
+    ).row(0, named=True)
+    assert row["find_seed"] == first["seed"]
+    assert row["finder_prompt_hash"] == first["prompt_hash"]
+    assert row["spec_hash"] == first["spec_hash"]
+    assert row["find_created_at"] == first["created_at"]
+    formal = rows.filter(pl.col("slice") == "formal")
+    assert formal.height > 0 and formal.get_column("build_seed").null_count() == 0
+
+    edited = _tampered(out, tmp_path, "seed")
+    df = rows.with_columns(pl.col("find_seed") + 1)
+    df.write_parquet(edited / "data" / "question_rows.parquet")
+    df.write_csv(edited / "data" / "question_rows.csv")
+    _resum(edited)
+    lines = _verify(edited)
+    assert any(
+        x.startswith("data/question_rows.parquet (derived from records") and "find_seed" in x
+        for x in lines
+    ), lines
+
+
+def _table3_as_released_before(gate: pl.DataFrame) -> pl.DataFrame:
+    """Table 3 in the layout releases had before builders were lined up by label, written
+    here from its description: per panel the builders sorted by name on rows 0..n-1, one
+    column per task with "97.8% (6/6)", a bare dash where a builder lacks a task."""
+    tasks = sorted(set(gate["task"]))
+    columns: dict[str, list[str]] = {}
+    for panel in sorted(set(gate["effort_panel"])):
+        part = [r for r in gate.iter_rows(named=True) if r["effort_panel"] == panel]
+        builders = sorted({r["builder"] for r in part})
+        columns[f"{panel} builder"] = builders
+        for task in tasks:
+            found = {r["builder"]: r for r in part if r["task"] == task}
+            columns[f"{panel} {task}"] = [
+                f"{100 * found[b]['G_task']:.1f}% "
+                f"({found[b]['contributing_cells']}/{found[b]['total_cells']})"
+                if b in found
+                else "–"
+                for b in builders
+            ]
+    assert len({len(v) for v in columns.values()}) == 1  # one panel or equal panels here
+    return pl.DataFrame(columns)
+
+
+def test_a_release_holding_the_earlier_table3_layout_still_verifies(release, tmp_path):
+    """A release written before Table 3 lined builders up by label verifies; an edited cell
+    of that older layout does not."""
+    out = release[0]
+    gate = pl.read_parquet(out / "tables" / "recovery_gate.parquet")
+    old = _table3_as_released_before(gate)
+    current = pl.read_parquet(out / "tables" / "paper_table3.parquet")
+    assert old.columns != current.columns  # the two layouts differ
+
+    earlier = _tampered(out, tmp_path, "table3_before")
+    old.write_parquet(earlier / "tables" / "paper_table3.parquet")
+    old.write_csv(earlier / "tables" / "paper_table3.csv")
+    _resum(earlier)
+    result = cli("buildfind", "verify-release", str(earlier))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    edited = _tampered(earlier, tmp_path, "table3_before_edited")
+    cell = old.columns[1]
+    bad = old.with_columns(pl.lit("12.3% (1/6)").alias(cell))
+    bad.write_parquet(edited / "tables" / "paper_table3.parquet")
+    bad.write_csv(edited / "tables" / "paper_table3.csv")
+    _resum(edited)
+    assert any("paper_table3" in line for line in _verify(edited))

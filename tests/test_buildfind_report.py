@@ -215,7 +215,7 @@ def test_html_is_self_contained_with_figures() -> None:
     assert "script" not in refs.tags and "link" not in refs.tags and "img" not in refs.tags
     assert not re.search(r"https?:", html)
     assert "@import" not in html and "url(http" not in html
-    assert html.count("<svg") == 6
+    assert html.count("<svg") == 7
     for fig in ("fig-rb", "fig-affinity", "fig-kendall"):
         block = html.split(f'<figure id="{fig}">', 1)[1].split("</figure>", 1)[0]
         assert block.count("<svg") == 1, fig
@@ -325,10 +325,10 @@ def test_html_escapes_table_text() -> None:
 )
 def test_figures_survive_empty_and_tiny_tables(tables: dict[str, pl.DataFrame]) -> None:
     markdown, html = render_report(tables, {})
-    assert html.count("<svg") == 6
+    assert html.count("<svg") == 7
     assert markdown.startswith("# Build-and-find report")
     if not tables:
-        assert html.count(NO_DATA_TEXT) == 6
+        assert html.count(NO_DATA_TEXT) == 7
     for df in tables.values():
         if df.height == 0:
             assert "_No rows._" in markdown
@@ -369,7 +369,7 @@ def test_summary_trials_from_r_build_and_r_find() -> None:
 
 def test_write_report(tmp_path: Path) -> None:
     paths = write_report(sample_tables(), META, tmp_path / "out")
-    names = ("affinity", "db", "kendall", "rb", "rb-low-prior", "robustness")
+    names = ("affinity", "db", "effort-accuracy", "kendall", "rb", "rb-low-prior", "robustness")
     figures = sorted(f"fig-{n}.{ext}" for n in names for ext in ("png", "svg"))
     assert [p.name for p in paths] == ["report.md", "report.html", *figures]
     markdown, html = render_report(sample_tables(), META)

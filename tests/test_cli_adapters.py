@@ -717,7 +717,9 @@ def test_run_claude_happy_path(fake_bin, workspace):
     assert result.submission == "The bug is in sub(): it returns a + b."
     assert result.files_produced == ["notes.txt"]
     assert len(result.transcript) == 15
-    assert workspace.calls[0]["timeout_s"] == 30
+    # the CLI gets what is left of the 30-s limit after setting up its run (a few ms here)
+    assert 29 < workspace.calls[0]["timeout_s"] <= 30
+    assert result.time_limit_s == 30 and result.overrun_s == 0
     assert workspace.calls[0]["network"] is True
     # effort: distinct results (the second Read re-delivers lines 4-5 of the first: 0 new bytes)
     retrieved = len(FILE) + len("Found 1 file\nsrc/app.py") + len("4")
@@ -744,6 +746,7 @@ def test_run_timeout_keeps_partial_transcript(tmp_path):
     result = ClaudeCodeAdapter(binary="/bin/sh").run(READ_TASK, ws, LIMITS)
     assert result.status == "timeout"
     assert result.error == "claude-code timed out after 30s"
+    assert result.time_limit_s == 30 and 0 < result.wall_clock_s < 5
     assert [e.type for e in result.transcript] == [
         "system",
         "assistant",
@@ -751,6 +754,26 @@ def test_run_timeout_keeps_partial_transcript(tmp_path):
         "tool_result",
     ]
     assert result.usage.output_tokens == 30  # msg_01, counted once
+
+
+def test_setting_up_a_run_spends_from_its_time_limit(fake_bin, workspace):
+    """Time spent before the CLI starts (here a 2-s `prepare`) counts against the 4-s limit:
+    the CLI is killed at the limit counted from the call, not 4 s after it started."""
+    import time
+
+    fake_binary(fake_bin, "claude", "#!/bin/sh\nexec sleep 30\n")
+
+    class SlowToPrepare(ClaudeCodeAdapter):
+        def prepare(self, task, workspace):
+            time.sleep(2)
+
+    began = time.monotonic()
+    result = SlowToPrepare().run(READ_TASK, workspace, Limits(time_limit_s=4))
+    elapsed = time.monotonic() - began
+    assert result.status == "timeout" and result.error == "claude-code timed out after 4s"
+    assert 1.5 < workspace.calls[0]["timeout_s"] <= 2.0  # what was left of the limit
+    assert 4 <= result.wall_clock_s <= elapsed < 4 + 1.0
+    assert result.time_limit_s == 4 and result.overrun_s < 1.0
 
 
 def test_run_without_final_event_reports_exit_code_and_stderr(tmp_path):
@@ -867,7 +890,7 @@ def test_gemini_flat_model_stats_and_shell_spans():
 
 
 def test_gemini_empty_results_are_filled_from_what_the_gateway_delivered():
-    from metaeval.agents.cli.gemini_cli import fill_gemini_results
+    from metaeval.agents.cli.gemini_stream import fill_gemini_results
 
     stream = [
         '{"type":"tool_use","tool_name":"read_file","tool_id":"read_file__call_0",'

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from metaeval.agents.cli import CLI_ADAPTERS
+from metaeval.agents.cli.base import TIME_LIMIT_GRACE_S
 from metaeval.agents.cli.binaries import resolve_binary
 from metaeval.agents.types import Limits, Task
 from metaeval.gateway import Gateway
@@ -219,12 +221,23 @@ def test_model_error_is_an_error_not_ok(name, tmp_path):
     assert result.infra_error and "backend exploded" in result.error
 
 
+def assert_returned_at_the_limit(result, limit: float, elapsed: float) -> None:
+    """Killed at `limit`: a timeout, and the call (as its caller waited for it, gateway start
+    and stop included) returned within the limit plus the bounded waits after the kill."""
+    assert result.status == "timeout"
+    assert result.time_limit_s == limit
+    assert limit <= result.wall_clock_s <= elapsed <= limit + TIME_LIMIT_GRACE_S
+    assert result.overrun_s == result.wall_clock_s - limit
+
+
 @pytest.mark.parametrize("name", TOOL_CLIS)
-def test_hanging_model_is_a_timeout(name, tmp_path):
+def test_hanging_model_is_a_timeout_at_the_limit(name, tmp_path):
+    """The model stalls for 60 s on the first call: the CLI is killed at its 6-s limit."""
     binary_or_skip(name)
     steps = [{"sleep": 60}]
+    began = time.monotonic()
     result, _, _ = run_cli(name, tool_responder(steps), tmp_path, time_limit_s=6)
-    assert result.status == "timeout"
+    assert_returned_at_the_limit(result, 6, time.monotonic() - began)
     assert result.error == f"{name} timed out after 6s"
 
 
@@ -274,8 +287,10 @@ def test_mini_hang_is_a_timeout(tmp_path):
         threading.Event().wait(60)
         return {"text": "late"}
 
+    began = time.monotonic()
     result, _, _ = run_cli("mini-swe-agent", hang, tmp_path, time_limit_s=8)
-    assert result.status == "timeout"
+    assert_returned_at_the_limit(result, 8, time.monotonic() - began)
+    assert result.error == "mini-swe-agent timed out after 8s"
 
 
 # ---------------------------------------------------------------------------------------------

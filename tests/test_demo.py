@@ -217,3 +217,21 @@ def test_ctrl_c_stops_cleanly_with_records_intact(tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     ids = [r["question_id"] for r in answers(run_dir)]
     assert sorted(ids) == sorted(QUESTION_IDS)
+
+
+def test_a_key_given_twice_in_the_question_bank_is_refused(tmp_path):
+    bank = tmp_path / "bank.yaml"
+    bank.write_text(
+        "questions:\n"
+        "  - id: q1\n    question: Which?\n    options: {A: a, B: b, C: c, D: d}\n"
+        "    gold: A\n    gold: B\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_questions(bank)
+    assert info.value.file == str(bank)
+    assert "line 6, column 5: found duplicate key 'gold'" in str(info.value)
+    run_dir = tmp_path / "never"
+    result = metaeval("demo", "--part", "qa", "--run-dir", str(run_dir), "--questions", str(bank))
+    assert result.returncode == 2
+    assert str(bank) in " ".join(result.stderr.split()) and "duplicate key 'gold'" in result.stderr
+    assert not run_dir.exists()

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from metaeval.engine.executor import Job, LocalExecutor, queued
+from metaeval.engine.executor import Job, LocalExecutor
+from metaeval.engine.job_clock import queued
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import OpenAIStub  # noqa: E402

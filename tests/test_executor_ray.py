@@ -50,11 +50,9 @@ from metaeval.engine.ray_backend import (  # noqa: E402 - after the extra check
     START_LINE,
     RayUnavailable,
     check_cluster_offers,
-    pickle_job,
     ray_options,
-    run_payload,
-    store_blobs,
 )
+from metaeval.engine.ray_worker import pickle_job, run_payload, store_blobs  # noqa: E402
 
 # --------------------------------------------------------------------------- worker side
 

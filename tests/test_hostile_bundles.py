@@ -183,7 +183,7 @@ HASH_PROBE = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from metaeval.protocols.buildfind.release_verify import check_checksums
+    from metaeval.protocols.buildfind.release_integrity import check_checksums
     print(check_checksums(Path(sys.argv[1])))
     # VmHWM: this process's own peak (ru_maxrss would carry the forking parent's peak over
     # exec, so a test run that had grown large would fail this check by inheritance)

@@ -36,8 +36,9 @@ from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.tasks.harbor_root import seed_app
 from metaeval.tasks.reward import MAX_REWARD_BYTES, read_reward
-from metaeval.tasks.safe_files import copy_tree, remove_tree, walk_tree
-from metaeval.tasks.toml_schema import value_problems
+from metaeval.tasks.safe_files import remove_tree, walk_tree
+from metaeval.tasks.toml_values import value_problems
+from metaeval.tasks.tree_copy import copy_tree
 from metaeval.transient import is_transient
 
 sys.path.insert(0, str(Path(__file__).parent))

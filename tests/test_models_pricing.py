@@ -119,3 +119,17 @@ def test_malformed_tables_name_the_file(tmp_path: Path) -> None:
         load_price_table(bad_entry)
     with pytest.raises(ConfigError, match="missing.json"):
         load_price_table(tmp_path / "missing.json")
+
+
+def test_a_model_priced_twice_is_refused(tmp_path: Path) -> None:
+    # json.loads would keep the second price silently
+    path = tmp_path / "prices.json"
+    path.write_text(
+        '{"version": "t", "models": {\n'
+        '  "acme/x": {"input_per_mtok": 1.0, "output_per_mtok": 1.0},\n'
+        '  "acme/x": {"input_per_mtok": 9.0, "output_per_mtok": 9.0}}}\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_price_table(path)
+    assert info.value.file == str(path)
+    assert "duplicate key 'acme/x'" in str(info.value)

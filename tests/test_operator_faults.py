@@ -226,18 +226,22 @@ def test_a_deep_compose_file_and_a_binary_instruction_draw_findings(tmp_path: Pa
 
 
 def test_a_failing_static_check_shows_in_the_report() -> None:
+    from metaeval.protocols.audit.records import parse_cell
     from metaeval.protocols.audit.render import _task_entries
-    from metaeval.protocols.audit.report import AuditReportData, render_markdown
+    from metaeval.protocols.audit.report import AuditReportData
+    from metaeval.protocols.audit.report_markdown import render_markdown
 
     cell = {
         "task_id": "t",
         "source": "static",
+        "attempt": "a1",
         "status": "ok",
+        "n_findings": 0,
         "n_files": 3,
         "check_errors": {"build": "RecursionError: maximum recursion depth exceeded"},
         "execution": {"skipped": "disabled"},
     }
-    tasks = _task_entries({("t", "static"): cell})
+    tasks = _task_entries({("t", "static"): parse_cell(cell)})
     assert tasks[0].audit_failures == {
         "static check build": "RecursionError: maximum recursion depth exceeded"
     }

@@ -29,11 +29,11 @@ from metaeval.tasks.sources.bfcl import (
     load_bfcl_tasks,
     write_function_task,
 )
-from metaeval.tasks.sources.bfcl_checker import (
+from metaeval.tasks.sources.bfcl_checker import normalize_string
+from metaeval.tasks.sources.bfcl_verifier import (
     CheckResult,
     check_calls,
     check_file,
-    normalize_string,
     render_checker,
     sync_checkers,
 )

@@ -221,3 +221,45 @@ def test_structured_submit_is_returned_as_json(repo, tmp_path):
     ws = Workspace.read_only_clone(repo, tmp_path / "ws")
     result = ToolLoopAgent(model).run(Task(id="t", instruction="q"), ws, Limits())
     assert json.loads(result.submission) == answer
+
+
+def test_a_stalled_model_server_ends_the_run_at_its_time_limit(repo, tmp_path):
+    """The model server on 127.0.0.1 answers the first call and stalls on the second: the run
+    returns at its 3-s limit (not when the stalled call would end, 30 s later) as a timeout,
+    and records the limit and its wall clock."""
+    import sys
+    import threading
+
+    from metaeval.models.registry import get_model
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_stub import OpenAIStub
+
+    release = threading.Event()
+    answers = iter(['{"tool": "list_dir", "args": {"path": "."}}'])
+
+    def reply(messages: list[dict]) -> str:
+        answer = next(answers, None)
+        if answer is None:
+            release.wait(30)  # the stall
+            return '{"tool": "submit", "args": {"answer": "late"}}'
+        return answer
+
+    with OpenAIStub(reply) as stub:
+        model = get_model("openai/stub", base_url=stub.base_url, api_key="sk-test")
+        agent = ToolLoopAgent(model)
+        began = time.monotonic()
+        result = agent.run(
+            Task(id="stall", instruction="List the files, then submit."),
+            Workspace(repo),
+            Limits(max_steps=5, time_limit_s=3),
+        )
+        elapsed = time.monotonic() - began
+        release.set()
+        assert len(stub.chat_requests()) == 2  # the second call is the one that stalled
+    assert result.status == "timeout" and result.stop_reason == "time_limit"
+    assert result.error == "time limit of 3.0s reached (a model call still running was abandoned)"
+    assert result.submission is None and result.steps == 2
+    assert result.time_limit_s == 3
+    assert 3 <= result.wall_clock_s <= elapsed < 3 + 1.0
+    assert result.overrun_s is not None and result.overrun_s < 1.0

@@ -32,7 +32,7 @@ from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.tasks.images import ensure_image
 from metaeval.tasks.limits import MAX_ENV_VARS, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
-from metaeval.tasks.toml_schema import value_problems
+from metaeval.tasks.toml_values import value_problems
 from metaeval.tasks.trial import Solve, run_trial
 from test_hostile_inputs import metaeval_argv
 from test_improve_evaluate import ScriptedClient

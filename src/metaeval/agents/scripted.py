@@ -54,33 +54,7 @@ class ScriptedAgent:
             if time.monotonic() - started > limits.time_limit_s:
                 reason = "time_limit"
                 break
-            call_id = f"call-{steps}"
-            transcript.append(
-                TranscriptEvent(
-                    type="tool_call",
-                    id=call_id,
-                    tool=tool,
-                    kind=TOOL_KINDS.get(tool, "other"),
-                    arguments=args,
-                    arguments_json=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
-                )
-            )
-            try:
-                output = run_tool(
-                    workspace, tool, args, limits.max_tool_output_bytes, 60.0, task.allow_write
-                )
-            except MetaevalError as exc:
-                output = ToolOutput(text=f"error: {exc}\n", raw_bytes=len(str(exc)) + 8)
-            transcript.append(
-                TranscriptEvent(
-                    type="tool_result",
-                    id=f"result-{call_id}",
-                    call_id=call_id,
-                    text=output.text,
-                    span=output.span,
-                    raw_bytes=output.raw_bytes,
-                )
-            )
+            output = _act(workspace, task, limits, tool, args, steps, transcript, started)
             if output.submitted is not None:
                 status, reason, submission = "ok", "submitted", output.submitted
                 break
@@ -96,5 +70,54 @@ class ScriptedAgent:
             effort=compute_effort(transcript),
             steps=steps,
             wall_clock_s=time.monotonic() - started,
+            time_limit_s=limits.time_limit_s,
             transcript=transcript,
         )
+
+
+def _act(
+    workspace: Workspace,
+    task: Task,
+    limits: Limits,
+    tool: str,
+    args: dict[str, Any],
+    step: int,
+    transcript: list[TranscriptEvent],
+    started: float,
+) -> ToolOutput:
+    """Run one scripted action (within what is left of the time limit, at most 60 s) and
+    record its call and result in the transcript."""
+    call_id = f"call-{step}"
+    transcript.append(
+        TranscriptEvent(
+            type="tool_call",
+            id=call_id,
+            tool=tool,
+            kind=TOOL_KINDS.get(tool, "other"),
+            arguments=args,
+            arguments_json=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+        )
+    )
+    remaining = limits.time_limit_s - (time.monotonic() - started)
+    try:
+        output = run_tool(
+            workspace,
+            tool,
+            args,
+            limits.max_tool_output_bytes,
+            min(60.0, max(1.0, remaining)),
+            task.allow_write,
+        )
+    except MetaevalError as exc:
+        output = ToolOutput(text=f"error: {exc}\n", raw_bytes=len(str(exc)) + 8)
+    transcript.append(
+        TranscriptEvent(
+            type="tool_result",
+            id=f"result-{call_id}",
+            call_id=call_id,
+            text=output.text,
+            span=output.span,
+            raw_bytes=output.raw_bytes,
+        )
+    )
+    return output

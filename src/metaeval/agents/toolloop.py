@@ -8,7 +8,9 @@ The run ends on submit, on the step or time limit (status "timeout"), or on a mo
 from __future__ import annotations
 
 import json
+import threading
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.effort import compute_effort
@@ -100,107 +102,127 @@ class ToolLoopAgent:
         ]
 
     def run(self, task: Task, workspace: Workspace, limits: Limits) -> AgentResult:
-        """Run the loop until submit or a limit; never raises for model or tool failures."""
+        """Run the loop until submit or a limit; never raises for model or tool failures.
+
+        A model call still running at the time limit is abandoned (its answer discarded):
+        the run returns at the limit, as a timeout."""
         started = time.monotonic()
-        deadline = started + limits.time_limit_s
         before = list_files(workspace.path)
         native = self.model.supports_native_tools()
         specs = tool_specs(task.allow_write, task.metadata.get("answer_schema"), task.tools)
-        offered = {s.name for s in specs}
         messages = self._initial_messages(task, specs, native)
-        transcript = [
-            TranscriptEvent(type="system", text=messages[0].content, t=0.0),
-            TranscriptEvent(type="user", text=messages[1].content, t=0.0),
-        ]
-        state = _RunState()
+        run = _Run(
+            task=task,
+            workspace=workspace,
+            limits=limits,
+            native=native,
+            specs=specs,
+            messages=messages,
+            transcript=[
+                TranscriptEvent(type="system", text=messages[0].content, t=0.0),
+                TranscriptEvent(type="user", text=messages[1].content, t=0.0),
+            ],
+            started=started,
+        )
         step = 0
-        while True:
+        while run.state.status is None:
             if step >= limits.max_steps:
-                state.finish("timeout", "step_limit", f"step limit of {limits.max_steps} reached")
-                break
-            if time.monotonic() >= deadline:
-                state.finish(
-                    "timeout", "time_limit", f"time limit of {limits.time_limit_s}s reached"
+                run.state.finish(
+                    "timeout", "step_limit", f"step limit of {limits.max_steps} reached"
                 )
-                break
-            step += 1
-            # On the last step a JSON-action model may only submit, so it still hands in an answer.
-            force_submit = not native and step == limits.max_steps
-            step_specs = [s for s in specs if s.name == "submit"] if force_submit else specs
-            if force_submit:
-                messages.append(Message(role="user", content=LAST_STEP_NOTE))
-            request = ModelRequest(
-                model=self.model.name,
-                messages=messages,
-                tools=specs if native else [],
-                json_schema=None if native else action_schema(step_specs),
-                temperature=self.temperature,
-                max_tokens=limits.max_tokens_per_step,
-                seed=task.metadata.get("seed"),
-            )
-            result = self._call_model(request, state)
-            if result is None:
-                break
-            now = time.monotonic() - started
-            calls = self._calls_from(result, step, native, transcript, now)
-            messages.append(
-                Message(role="assistant", content=result.text, tool_calls=calls if native else [])
-            )
-            if not calls:
-                note = "No valid action. Call a tool, or submit your answer."
-                messages.append(Message(role="user", content=note))
-                continue
-            for call in calls:
-                output = self._run_call(call, workspace, task, limits, deadline, offered)
-                signature = (call.name, json.dumps(call.arguments, sort_keys=True))
-                if signature == state.last_action:
-                    output.note += REPEAT_NOTE
-                state.last_action = signature
-                transcript.append(
-                    TranscriptEvent(
-                        type="tool_result",
-                        id=f"result-{call.id}",
-                        call_id=call.id,
-                        text=output.text,
-                        span=output.span,
-                        raw_bytes=output.raw_bytes,
-                        t=time.monotonic() - started,
-                    )
-                )
-                if native:
-                    messages.append(
-                        Message(role="tool", content=output.for_model, tool_call_id=call.id)
-                    )
-                else:
-                    messages.append(
-                        Message(role="user", content=f"Result of {call.name}:\n{output.for_model}")
-                    )
-                if output.submitted is not None:
-                    state.submission = output.submitted
-                    state.finish("ok", "forced_submit" if force_submit else "submitted")
-                    break
-            if state.status is not None:
-                break
-        after = list_files(workspace.path)
+            elif time.monotonic() >= run.deadline:
+                run.state.finish("timeout", "time_limit", time_limit_error(limits))
+            else:
+                step += 1
+                self._step(run, step)
+        state = run.state
         return AgentResult(
             status=state.status or "error",
             stop_reason=state.stop_reason,
             infra_error=state.infra_error,
             error=state.error,
             submission=state.submission,
-            files_produced=sorted(after - before),
+            files_produced=sorted(list_files(workspace.path) - before),
             usage=state.usage,
             cost_usd=state.cost_usd,
-            effort=compute_effort(transcript),
+            effort=compute_effort(run.transcript),
             steps=step,
             wall_clock_s=time.monotonic() - started,
-            transcript=transcript,
+            time_limit_s=limits.time_limit_s,
+            transcript=run.transcript,
             model_calls=state.model_calls,
         )
 
-    def _call_model(self, request: ModelRequest, state: _RunState) -> ModelResult | None:
+    def _step(self, run: _Run, step: int) -> None:
+        """One step: ask the model for an action, run the tool calls it made, and hand the
+        results back; a submit (or a model failure) ends the run through `run.state`."""
+        # On the last step a JSON-action model may only submit, so it still hands in an answer.
+        force_submit = not run.native and step == run.limits.max_steps
+        step_specs = [s for s in run.specs if s.name == "submit"] if force_submit else run.specs
+        if force_submit:
+            run.messages.append(Message(role="user", content=LAST_STEP_NOTE))
+        request = ModelRequest(
+            model=self.model.name,
+            messages=run.messages,
+            tools=run.specs if run.native else [],
+            json_schema=None if run.native else action_schema(step_specs),
+            temperature=self.temperature,
+            max_tokens=run.limits.max_tokens_per_step,
+            seed=run.task.metadata.get("seed"),
+        )
+        result = self._call_model(request, run)
+        if result is None:
+            return
+        now = time.monotonic() - run.started
+        calls = self._calls_from(result, step, run.native, run.transcript, now)
+        tool_calls = calls if run.native else []
+        run.messages.append(Message(role="assistant", content=result.text, tool_calls=tool_calls))
+        if not calls:
+            note = "No valid action. Call a tool, or submit your answer."
+            run.messages.append(Message(role="user", content=note))
+            return
+        for call in calls:
+            output = self._run_call(call, run)
+            self._deliver(run, call, output)
+            if output.submitted is not None:
+                run.state.submission = output.submitted
+                run.state.finish("ok", "forced_submit" if force_submit else "submitted")
+                return
+
+    def _deliver(self, run: _Run, call: ToolCall, output: ToolOutput) -> None:
+        """Record a tool's output in the transcript and give it to the model (noting a
+        repeated action)."""
+        signature = (call.name, json.dumps(call.arguments, sort_keys=True))
+        if signature == run.state.last_action:
+            output.note += REPEAT_NOTE
+        run.state.last_action = signature
+        run.transcript.append(
+            TranscriptEvent(
+                type="tool_result",
+                id=f"result-{call.id}",
+                call_id=call.id,
+                text=output.text,
+                span=output.span,
+                raw_bytes=output.raw_bytes,
+                t=time.monotonic() - run.started,
+            )
+        )
+        if run.native:
+            run.messages.append(
+                Message(role="tool", content=output.for_model, tool_call_id=call.id)
+            )
+        else:
+            run.messages.append(
+                Message(role="user", content=f"Result of {call.name}:\n{output.for_model}")
+            )
+
+    def _call_model(self, request: ModelRequest, run: _Run) -> ModelResult | None:
+        state = run.state
         try:
-            result = self.model.complete(request)
+            result = complete_by(self.model, request, run.deadline)
+        except DeadlinePassed:
+            state.finish("timeout", "time_limit", time_limit_error(run.limits, in_call=True))
+            return None
         except MetaevalError as exc:
             # retries exhausted on a rate limit or a dead server, a provider not usable yet:
             # infrastructure (retried on resume); a rejected request (fatal) fails again
@@ -244,26 +266,19 @@ class ToolLoopAgent:
             )
         return calls
 
-    def _run_call(
-        self,
-        call: ToolCall,
-        ws: Workspace,
-        task: Task,
-        limits: Limits,
-        deadline: float,
-        offered: set[str],
-    ) -> ToolOutput:
-        remaining = max(1.0, deadline - time.monotonic())
+    def _run_call(self, call: ToolCall, run: _Run) -> ToolOutput:
+        remaining = max(1.0, run.deadline - time.monotonic())
+        task = run.task
         try:
-            if task.tools is not None and call.name not in offered:  # outside the menu
+            if task.tools is not None and call.name not in run.offered:  # outside the menu
                 raise MetaevalError(
-                    f"tool not offered: {call.name} (offered: {', '.join(sorted(offered))})"
+                    f"tool not offered: {call.name} (offered: {', '.join(sorted(run.offered))})"
                 )
             return run_tool(
-                ws,
+                run.workspace,
                 call.name,
                 call.arguments,
-                limits.max_tool_output_bytes,
+                run.limits.max_tool_output_bytes,
                 timeout_s=min(remaining, 120.0),
                 allow_write=task.allow_write,
             )
@@ -298,3 +313,61 @@ class _RunState:
         self, status: AgentStatus, reason: str, error: str | None = None, infra: bool = False
     ) -> None:
         self.status, self.stop_reason, self.error, self.infra_error = status, reason, error, infra
+
+
+@dataclass
+class _Run:
+    """One run in progress: its task and limits, the conversation so far, and its state."""
+
+    task: Task
+    workspace: Workspace
+    limits: Limits
+    native: bool
+    specs: list[ToolSpec]
+    messages: list[Message]
+    transcript: list[TranscriptEvent]
+    started: float
+    state: _RunState = field(default_factory=_RunState)
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.limits.time_limit_s
+
+    @property
+    def offered(self) -> set[str]:
+        return {s.name for s in self.specs}
+
+
+class DeadlinePassed(Exception):
+    """A model call was still running at the run's time limit."""
+
+
+def complete_by(model: Model, request: ModelRequest, deadline: float) -> ModelResult:
+    """`model.complete(request)`, waited for until monotonic `deadline` at the latest.
+
+    The call runs in a daemon thread; one still running at the deadline is abandoned (it
+    ends on its own, its answer discarded) and DeadlinePassed is raised. Its exception, if
+    it failed in time, is raised here."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            outcome["result"] = model.complete(request)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="toolloop-model-call", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise DeadlinePassed
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def time_limit_error(limits: Limits, in_call: bool = False) -> str:
+    """The error of a run stopped by its time limit."""
+    text = f"time limit of {limits.time_limit_s}s reached"
+    return text + " (a model call still running was abandoned)" if in_call else text

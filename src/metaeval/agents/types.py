@@ -91,9 +91,17 @@ class AgentResult(BaseModel):
     cost_usd: float | None = None
     effort: Effort = Field(default_factory=Effort)
     steps: int = 0
-    wall_clock_s: float = 0.0
+    wall_clock_s: float = 0.0  # the whole run() call, as its caller waited for it
+    time_limit_s: float | None = None  # the limit the run was given (Limits.time_limit_s)
     transcript: list[TranscriptEvent] = Field(default_factory=list)
     model_calls: list[dict[str, Any]] = Field(default_factory=list)  # per-call usage, raw I/O
+
+    @property
+    def overrun_s(self) -> float | None:
+        """Seconds the run took past its time limit (0 within it; None without a limit)."""
+        if self.time_limit_s is None:
+            return None
+        return max(0.0, self.wall_clock_s - self.time_limit_s)
 
 
 class Agent(Protocol):

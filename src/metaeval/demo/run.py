@@ -15,11 +15,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from metaeval.agents.toolloop import JSON_MODE_HINT, SYSTEM_PROMPT, ToolLoopAgent
 from metaeval.agents.types import Limits, Task
+from metaeval.config_files import parse_yaml, read_text, validate
 from metaeval.engine.executor import Job, JobOutcome, LocalExecutor
 from metaeval.errors import ConfigError
 from metaeval.models.pricing import price_table
@@ -56,21 +56,13 @@ def load_questions(path: Path | None = None) -> list[Question]:
     path = path or bundle_dir() / "questions.yaml"
     if not path.is_file():
         raise ConfigError("question bank not found", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"cannot read question bank: {exc}", file=str(path)) from exc
+    data = parse_yaml(read_text(path), str(path))
     items = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ConfigError("expected a list", file=str(path), field="questions")
     questions: list[Question] = []
     for index, item in enumerate(items):
-        try:
-            question = Question.model_validate(item)
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            field = ".".join(str(p) for p in ("questions", index, *problem["loc"]))
-            raise ConfigError(problem["msg"], file=str(path), field=field) from exc
+        question = validate(Question, item, file=path, prefix=f"questions.{index}")
         if sorted(question.options) != list(LETTERS):
             raise ConfigError(
                 "needs options A-D", file=str(path), field=f"questions.{index}.options"

@@ -19,8 +19,11 @@ Modules (import them directly; this package imports nothing, so any layer may us
 - `executor`: `Job`, `JobOutcome`, `LocalExecutor`, `make_executor` (the backend is chosen by
   name, `select_backend("local" | "ray")`, and imported only then), `available_cores`;
   heartbeat lines for running jobs when output is not a terminal.
+- `workers`, `job_clock`: the local executor's threads, and a job body's own time
+  (`queued()` leaves a wait for a shared slot out of it).
 - `ray_backend`: the Ray backend; ``python -m metaeval.engine.ray_backend`` prints the
-  resources for ``ray start --resources``.
+  resources for ``ray start --resources``. `ray_worker`: what crosses between the driver
+  and a worker (the pickled job, the run it sees, its blobs).
 - `cells`: the cell loop above.
 - `pacing`: `CallPacing` (call slots + CPU gate + cells prepared ahead) for runs of model
   calls; `process_lane_workers`.

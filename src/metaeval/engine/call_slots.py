@@ -12,7 +12,7 @@ A job binds the run's `CallSlots` to its thread (`CallSlots.bound`); `call_slot(
 model call then holds one slot for the call, and is a no-op on threads with no binding.
 Waiting for a slot gives the thread's CPU-gate slot back (see `metaeval.engine.cpu_gate`).
 Slots only bound calls within one process. The wait for a slot is queue time: it is left out
-of the job's `duration_s` (`metaeval.engine.executor.queued`).
+of the job's `duration_s` (`metaeval.engine.job_clock.queued`).
 
 `when_all_busy(callback)` runs a callback once, on a daemon thread, the first time every slot
 is in service: from then until a call returns, the run's own work is only preparing cells
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from metaeval.engine.cpu_gate import waiting
-from metaeval.engine.executor import queued
+from metaeval.engine.job_clock import queued
 
 _state = threading.local()
 

@@ -31,13 +31,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import queue
-import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,7 +49,9 @@ from rich.progress import (
 )
 
 from metaeval.console import SafeConsole
+from metaeval.engine.job_clock import JobClock
 from metaeval.engine.progress import heartbeat_interval, write_line
+from metaeval.engine.workers import WorkerThreads
 
 OutcomeStatus = Literal["done", "failed", "timeout"]
 
@@ -162,8 +161,8 @@ class LocalExecutor(Executor):
         semaphore = asyncio.Semaphore(self.concurrency)
         lanes = {name: asyncio.Semaphore(bound) for name, bound in self.lanes.items()}
         outcomes: list[JobOutcome] = []
-        running: dict[int, tuple[Job, _JobClock]] = {}  # jobs whose body runs
-        workers = _Workers(min(self.concurrency + sum(self.lanes.values()), len(jobs)))
+        running: dict[int, tuple[Job, JobClock]] = {}  # jobs whose body runs
+        workers = WorkerThreads(min(self.concurrency + sum(self.lanes.values()), len(jobs)))
         with (
             workers,
             Progress(
@@ -198,7 +197,7 @@ class LocalExecutor(Executor):
                     beat.cancel()
         return outcomes
 
-    async def _heartbeat(self, running: dict[int, tuple[Job, _JobClock]]) -> None:
+    async def _heartbeat(self, running: dict[int, tuple[Job, JobClock]]) -> None:
         """Every `heartbeat_s`, one line per job whose body has run that long or longer
         (not counting, nor while, it waits in a queue)."""
         while True:
@@ -216,67 +215,23 @@ class LocalExecutor(Executor):
         write_line(self.console, line)
 
 
-class _Workers:
-    """Daemon threads that run job bodies from a queue, reused from job to job.
-
-    Threads are started by a helper thread, so the event loop never waits for a thread to
-    start (under load that wait alone serialised a run). A job that times out keeps its
-    thread busy; `replace_one` starts another so `size` threads stay available.
-    """
-
-    def __init__(self, size: int):
-        self._size = max(1, size)
-        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._started = 0
-
-    def __enter__(self) -> _Workers:
-        threading.Thread(target=self._spawn, args=(self._size,), daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for _ in range(self._started + self._size):
-            self._queue.put(None)  # one stop signal per thread (extra ones are harmless)
-
-    def submit(self, body: Callable[[], None]) -> None:
-        self._queue.put(body)
-
-    def replace_one(self) -> None:
-        threading.Thread(target=self._spawn, args=(1,), daemon=True).start()
-
-    def _spawn(self, count: int) -> None:
-        for _ in range(count):
-            self._started += 1
-            threading.Thread(
-                target=self._work, name=f"job-worker-{self._started}", daemon=True
-            ).start()
-
-    def _work(self) -> None:
-        while True:
-            body = self._queue.get()
-            if body is None:
-                return
-            body()
-
-
 async def _run_job(
-    job: Job, workers: _Workers, running: dict[int, tuple[Job, _JobClock]]
+    job: Job, workers: WorkerThreads, running: dict[int, tuple[Job, JobClock]]
 ) -> JobOutcome:
     """Run one job's body on a worker thread; its duration is the body's own time (from its
     start, less its waits in queues)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
-    clock = _JobClock()
+    clock = JobClock()
 
     def body() -> None:
         clock.start()
         running[id(future)] = (job, clock)
-        _job_state.clock = clock
         try:
             value, error = job.fn(), None
         except BaseException:  # noqa: BLE001 - reported as a failed outcome
             value, error = None, traceback.format_exc()
         finally:
-            _job_state.clock = None
             running.pop(id(future), None)
             clock.stop()
         # RuntimeError: the run already ended (job timed out), so the late result is discarded.
@@ -304,47 +259,6 @@ def settled(job: Job, value: Any, duration_s: float, **extra: Any) -> JobOutcome
     if isinstance(value, JobFailed):
         return JobOutcome(job, "failed", value, value.error, duration_s, dict(extra))
     return JobOutcome(job, "done", value, None, duration_s, dict(extra))
-
-
-_job_state = threading.local()
-
-
-class _JobClock:
-    """A job body's own time: from its start to its end, less its waits in queues."""
-
-    def __init__(self) -> None:
-        self.started = 0.0
-        self.queued = 0.0
-        self.waiting_since: float | None = None
-        self.duration_s = 0.0
-
-    def start(self) -> None:
-        self.started = time.monotonic()
-
-    def stop(self) -> None:
-        self.duration_s = time.monotonic() - self.started - self.queued
-
-    def elapsed(self, now: float) -> float | None:
-        """The body's own time so far; None while it waits in a queue."""
-        if self.waiting_since is not None:
-            return None
-        return now - self.started - self.queued
-
-
-@contextmanager
-def queued() -> Iterator[None]:
-    """Around a wait for a shared slot inside a job's body (e.g. a model call slot): the
-    wait is queue time, left out of the job's `duration_s` and its heartbeat."""
-    clock: _JobClock | None = getattr(_job_state, "clock", None)
-    if clock is None or clock.waiting_since is not None:
-        yield
-        return
-    clock.waiting_since = time.monotonic()
-    try:
-        yield
-    finally:
-        clock.queued += time.monotonic() - clock.waiting_since
-        clock.waiting_since = None
 
 
 def _settle(future: asyncio.Future, value: Any, error: str | None) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from metaeval.config_files import parse_json, read_text
 from metaeval.errors import ConfigError
 from metaeval.models.types import Usage
 
@@ -102,18 +102,18 @@ def _is_glob(key: str) -> bool:
 def load_price_table(path: str | Path) -> PriceTable:
     """Load a price table from a JSON file (same format as the bundled prices.json)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read price table: {exc}", file=str(path)) from exc
-    return _parse(raw, str(path))
+    text = read_text(path)  # a user's file: regular, bounded, UTF-8, read the strict way
+    return _parse(text.encode("utf-8"), str(path))  # the same bytes, for the table's sha256
 
 
 def _parse(raw: bytes, source: str) -> PriceTable:
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc}", file=source) from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=source
+        ) from None
+    data = parse_json(text, source)  # a model priced twice is refused, not silently overridden
     if not isinstance(data, dict):
         raise ConfigError("price table must be a JSON object", file=source)
     return PriceTable(data, hashlib.sha256(raw).hexdigest(), source)

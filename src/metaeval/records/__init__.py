@@ -3,6 +3,7 @@
 from metaeval.records.blobs import BlobStore, omission_marker
 from metaeval.records.envinfo import environment_hash, git_revision, metaeval_git_revision
 from metaeval.records.jsonl import JsonlProblem, JsonlWriter, iter_jsonl, read_jsonl
+from metaeval.records.layers import LayerWriter
 from metaeval.records.manifest import (
     SCHEMA_VERSION,
     build_manifest,
@@ -14,7 +15,7 @@ from metaeval.records.manifest import (
     write_manifest,
 )
 from metaeval.records.redact import REDACTED, is_secret_field, redact, redact_argv, redact_text
-from metaeval.records.run import FINAL_STATUSES, LayerWriter, RunDir, cell_key, is_final
+from metaeval.records.run import FINAL_STATUSES, RunDir, cell_key, is_final
 
 __all__ = [
     "FINAL_STATUSES",

@@ -3,17 +3,20 @@
 A run's first layer is in its manifest; each later one is a line of ``layers.jsonl`` with
 the input and setting hashes it was started with. Reopening a run compares the current
 layer's hashes with the rerun's: a change is refused, naming each difference, unless a new
-layer is named (see `metaeval.records.run.RunDir.open`).
+layer is named (see `metaeval.records.run.RunDir.open`). `LayerWriter` stamps the layer a
+run writes on each of its records.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from metaeval.errors import RecordIntegrityError
+from metaeval.records.commit import GroupCommitter
 from metaeval.records.jsonl import JsonlWriter, iter_jsonl
 from metaeval.records.manifest import (
     MANIFEST_NAME,
@@ -147,3 +150,27 @@ def recorded_setting(run_dir: Path, name: str) -> Any:
             return settings[name]
     config = manifest.get("config")
     return config.get(name) if isinstance(config, dict) else None
+
+
+class LayerWriter(JsonlWriter):
+    """A JsonlWriter that stamps ``layer`` (enforced) and ``created_at`` (if absent)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        layer: str,
+        *,
+        committer: GroupCommitter | None = None,
+    ):
+        super().__init__(path, committer=committer)
+        self.layer = layer
+
+    def _prepare(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        record = dict(obj)
+        if record.setdefault("layer", self.layer) != self.layer:
+            raise ValueError(
+                f"{self.path}: record is for layer {record['layer']!r}, "
+                f"but this run is writing layer {self.layer!r}"
+            )
+        record.setdefault("created_at", utc_now())
+        return record

@@ -1,5 +1,6 @@
-"""A new run directory: made with its parents, and its first manifest written at once or, with
-deferred input hashes, by a background thread (records and documents wait for it)."""
+"""A new run directory: made with its parents (or found empty), and its first manifest written
+at once or, with deferred input hashes, by a background thread (records and documents wait
+for it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.errors import MetaevalError, operator_fault
-from metaeval.records.manifest import read_manifest, write_manifest
+from metaeval.records.manifest import MANIFEST_NAME, read_manifest, write_manifest
 
 
 def make_run_dir(path: Path) -> Path:
@@ -21,6 +22,21 @@ def make_run_dir(path: Path) -> Path:
         created = created.parent
     path.mkdir(parents=True, exist_ok=True)
     return created
+
+
+def check_fresh(path: Path, lock_name: str) -> None:
+    """Refuse a directory without a manifest that holds more than an interrupted `open` may
+    leave: the lock (`lock_name`), a manifest's temporary file, and blobs of a run killed
+    before its deferred manifest was written (no record is ever written before the manifest)."""
+    for entry in path.iterdir():
+        if entry.name == lock_name or (entry.name.startswith(".manifest-") and entry.is_file()):
+            continue
+        if entry.name == "blobs" and entry.is_dir() and not entry.is_symlink():
+            continue
+        raise MetaevalError(
+            f"{path} is not empty and has no {MANIFEST_NAME}; "
+            "it is not a metaeval run directory (use a new or empty directory)"
+        )
 
 
 def write_first_manifest(

@@ -34,48 +34,36 @@ import functools
 import json
 import logging
 import os
-import re
-import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from metaeval import __version__
-from metaeval.errors import ConfigError, MetaevalError
+from metaeval.errors import MetaevalError
 from metaeval.records.blobs import BlobStore
 from metaeval.records.commit import GroupCommitter
 from metaeval.records.durable import atomic_write
-from metaeval.records.envinfo import environment_hash, metaeval_git_revision
+from metaeval.records.envinfo import metaeval_git_revision
 from metaeval.records.jsonl import JsonlWriter, iter_jsonl
-from metaeval.records.layers import (
-    LAYERS_FILE,
-    DeferredHash,
-    compute_deferred,
-    recorded_layers,
-    select_layer,
-)
-from metaeval.records.manifest import (
-    MANIFEST_NAME,
-    build_manifest,
-    hash_inputs,
-    read_manifest,
-    setting_hashes,
-    utc_now,
-    write_manifest,
-)
-from metaeval.records.new_run import PendingManifest, make_run_dir, write_first_manifest
-from metaeval.records.redact import redact, redact_argv, redact_text
+from metaeval.records.layers import LAYERS_FILE, DeferredHash, LayerWriter
+from metaeval.records.manifest import MANIFEST_NAME
+from metaeval.records.new_run import PendingManifest, check_fresh
+from metaeval.records.redact import redact, redact_text
 from metaeval.records.run_lock import acquire_lock, release_lock
+from metaeval.records.run_open import (
+    SESSIONS_FILE,
+    OpenRequest,
+    check_run_name,
+    log_session,
+    recorded_inputs,
+)
 
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = frozenset({"ok", "timeout", "error"})
-SESSIONS_FILE = "sessions.jsonl"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
 _RESERVED = frozenset({"layers", "sessions"})
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def is_final(record: Mapping[str, Any], final_statuses: Iterable[str] = FINAL_STATUSES) -> bool:
@@ -96,50 +84,6 @@ def cell_key(record: Mapping[str, Any], key_fields: Sequence[str]) -> tuple | No
     if any(f not in record for f in key_fields):
         return None
     return tuple(_freeze(record[f]) for f in key_fields)
-
-
-class LayerWriter(JsonlWriter):
-    """A JsonlWriter that stamps ``layer`` (enforced) and ``created_at`` (if absent)."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        layer: str,
-        *,
-        committer: GroupCommitter | None = None,
-    ):
-        super().__init__(path, committer=committer)
-        self.layer = layer
-
-    def _prepare(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        record = dict(obj)
-        if record.setdefault("layer", self.layer) != self.layer:
-            raise ValueError(
-                f"{self.path}: record is for layer {record['layer']!r}, "
-                f"but this run is writing layer {self.layer!r}"
-            )
-        record.setdefault("created_at", utc_now())
-        return record
-
-
-def _check_name(value: str, what: str) -> None:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise ConfigError(
-            f"invalid {what} {value!r}: use 1-64 letters, digits, '_', '.' or '-'", field=what
-        )
-
-
-def _is_fresh(path: Path) -> bool:
-    """True when a directory holds nothing but what an interrupted `open` may leave: the lock,
-    a manifest's temporary file, and blobs of a run killed before its deferred manifest was
-    written (no record is ever written before the manifest)."""
-    for entry in path.iterdir():
-        if entry.name == LOCK_FILE or (entry.name.startswith(".manifest-") and entry.is_file()):
-            continue
-        if entry.name == "blobs" and entry.is_dir() and not entry.is_symlink():
-            continue
-        return False
-    return True
 
 
 class RunDir:
@@ -230,105 +174,47 @@ class RunDir:
         hashes, as ``setting:<name>``, and a change is named with both values. Settings that
         only select cells (which tasks) belong in config, never here.
         """
-        path = Path(path)
-        if new_layer is not None:
-            _check_name(new_layer, "new_layer")
-        settings = dict(settings or {})
-        json.dumps(settings)
-        digests = hash_inputs({**setting_hashes(settings), **hashes})  # a recorded digest wins
-        argv = list(sys.argv if command is None else command)
-        config = dict(config)
-        json.dumps(config)  # reject unserialisable config before touching the disk
-        fresh_manifest = functools.partial(
-            build_manifest,
+        request = OpenRequest.checked(
+            path,
             protocol=protocol,
             config=config,
-            hashes=digests,
+            hashes=hashes,
             seeds=seeds,
-            command=argv,
-            layer=new_layer or "base",
+            new_layer=new_layer,
+            command=command,
+            deferred_hashes=deferred_hashes,
             settings=settings,
-        )  # called with git_revision=...
-        deferred = dict(deferred_hashes or {})
-        created: Path | None = None
-        manifest: dict[str, Any] | None = None
+        )
+        return cls._open_checked(request)
+
+    @classmethod
+    def _open_checked(cls, request: OpenRequest) -> RunDir:
+        """The run a checked request names: resumed, or created with its first manifest."""
+        path = request.path
         # the git revision (3 git processes) is read once, for the manifest and the session
         # log; a new run with deferred hashes reads it in the background with them
-        revision_later = bool(deferred) and not (path / MANIFEST_NAME).exists()
+        revision_later = bool(request.deferred) and not (path / MANIFEST_NAME).exists()
         revision = None if revision_later else metaeval_git_revision()
-        if not path.exists():
-            checked = fresh_manifest(git_revision=revision)  # checks inputs before the disk
-            manifest = None if deferred else checked  # with deferred hashes: written later
-            created = make_run_dir(path)
-        elif not path.is_dir():
-            raise MetaevalError(f"run directory {path} exists and is not a directory")
-
+        created, manifest = request.make_directory(revision)
         lock_fd = acquire_lock(path, LOCK_FILE)
         try:
             if (path / MANIFEST_NAME).exists():
-                manifest = read_manifest(path)
                 if revision_later:  # another process wrote it meanwhile: a resume after all
                     revision = metaeval_git_revision()
-                digests.update(compute_deferred(deferred))  # a resume compares them all
-                layers, layer = select_layer(path, manifest, protocol, digests, new_layer, settings)
+                manifest, layers, layer = request.resume()
             else:
-                if not _is_fresh(path):
-                    raise MetaevalError(
-                        f"{path} is not empty and has no {MANIFEST_NAME}; "
-                        "it is not a metaeval run directory (use a new or empty directory)"
-                    )
-                if deferred:
-                    run = cls(path, None, None, new_layer or "base", lock_fd)
-                    run._write_manifest_later(deferred, digests, fresh_manifest, argv, config)
+                check_fresh(path, LOCK_FILE)
+                if request.deferred:
+                    run = cls(path, None, None, request.first_layer, lock_fd)
+                    run._pending = request.write_later()
                     return run
-                manifest = write_first_manifest(
-                    path, manifest or fresh_manifest(git_revision=revision), created
-                )
-                layers = [dict(entry) for entry in manifest["layers"]]
-                layer = layers[-1]["name"]
+                manifest, layers, layer = request.write_first(revision, manifest, created)
             run = cls(path, manifest, layers, layer, lock_fd)
-            run._log_session(argv, config, revision)
+            log_session(path, layer, request.argv, request.config, revision)
         except BaseException:
             release_lock(lock_fd)
             raise
         return run
-
-    def _write_manifest_later(
-        self,
-        deferred: Mapping[str, DeferredHash],
-        digests: dict[str, str],
-        fresh_manifest: Callable[..., dict[str, Any]],
-        argv: list[str],
-        config: dict[str, Any],
-    ) -> None:
-        """A new run's manifest, written by a background thread once the deferred hashes
-        are computed (records and documents wait for it)."""
-
-        def write_deferred() -> tuple[dict[str, Any], list[dict]]:
-            digests.update(compute_deferred(deferred))
-            revision = metaeval_git_revision()
-            write_manifest(self.path, fresh_manifest(git_revision=revision))
-            written = read_manifest(self.path)
-            self._log_session(argv, config, revision)
-            return written, [dict(entry) for entry in written["layers"]]
-
-        self._pending = PendingManifest(write_deferred)
-
-    def _log_session(self, argv: list[str], config: dict[str, Any], revision: str | None) -> None:
-        with JsonlWriter(self.path / SESSIONS_FILE) as writer:
-            writer.append(
-                {
-                    "event": "open",
-                    "layer": self.layer,
-                    "command": redact_argv(argv),
-                    "config": config,
-                    "pid": os.getpid(),
-                    "metaeval_version": __version__,
-                    "git_revision": revision,
-                    "environment_hash": environment_hash(),
-                    "created_at": utc_now(),
-                }
-            )
 
     # ----------------------------------------------------------------- records
 
@@ -341,7 +227,7 @@ class RunDir:
 
     def records(self, name: str) -> LayerWriter:
         """The writer of ``<name>.jsonl``, stamping the current layer on each record."""
-        _check_name(name, "record file name")
+        check_run_name(name, "record file name")
         if name in _RESERVED:
             raise ValueError(f"{name!r} is reserved for the run directory's own bookkeeping")
         with self._mutex:
@@ -381,7 +267,7 @@ class RunDir:
         Unparseable lines (a torn last line after a kill, corruption) are skipped and
         logged as warnings naming the file and line.
         """
-        _check_name(name, "record file name")
+        check_run_name(name, "record file name")
         self.flush()
         want = layer or self.layer
         out = []
@@ -451,7 +337,7 @@ class RunDir:
         """The writer of ``<name>.jsonl`` for a file whose record format a paper fixes: records
         are redacted but stored as given (no layer or time stamp). Read it with
         ``read(name, all_layers=True)``."""
-        _check_name(name, "record file name")
+        check_run_name(name, "record file name")
         if name in _RESERVED:
             raise ValueError(f"{name!r} is reserved for the run directory's own bookkeeping")
         self._settle_manifest()  # this writer writes in the caller's thread
@@ -472,28 +358,7 @@ class RunDir:
 
         Errors name the directory: no manifest, or a run of another protocol.
         """
-        path = Path(path)
-        if not (path / MANIFEST_NAME).is_file():
-            raise ConfigError(
-                f"not a run directory of the {protocol} protocol (no manifest.json)", file=str(path)
-            )
-        manifest = read_manifest(path)
-        if manifest.get("protocol") != protocol:
-            raise ConfigError(
-                f"run directory holds protocol '{manifest.get('protocol')}', not '{protocol}'",
-                file=str(path),
-            )
-        # the current (latest) layer: a later one may have other inputs or settings
-        layers = recorded_layers(path, manifest)
-        layer = layers[-1] if layers else {}
-        return cls.open(
-            path,
-            protocol=protocol,
-            config=manifest.get("config", {}),
-            hashes=layer.get("hashes", manifest.get("hashes", {})),
-            settings=layer.get("settings"),
-            seeds=manifest.get("seeds", {}),
-        )
+        return cls.open(path, protocol=protocol, **recorded_inputs(Path(path), protocol))
 
     def close(self) -> None:
         """Write what is pending, close all writers and release the directory lock. Idempotent.

@@ -290,18 +290,7 @@ def _pump(
     watcher: _Watcher | None = None,
 ) -> bool:
     """Feed stdin and drain stdout/stderr until done; returns True when the deadline hit."""
-    sel = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
-    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
-    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
-    pending = memoryview(stdin if isinstance(stdin, bytes) else (stdin or "").encode())
-    if proc.stdin is not None:
-        os.set_blocking(proc.stdin.fileno(), False)
-        if pending:
-            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, None)
-        else:
-            proc.stdin.close()
-
+    sel, pending = _selector(proc, stdin, out, err)
     timed_out = False
     stop_at: float | None = None  # set once the main process exited or was killed
     stragglers_killed = False
@@ -341,6 +330,25 @@ def _pump(
                     sel.unregister(key.fd)
     finally:
         sel.close()
+
+
+def _selector(
+    proc: subprocess.Popen, stdin: str | bytes | None, out: _CappedBuffer, err: _CappedBuffer
+) -> tuple[selectors.BaseSelector, memoryview]:
+    """A selector on the child's stdout and stderr (read into `out` and `err`) and, while
+    there is `stdin` to feed, its stdin; returns it with the stdin bytes still to write."""
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
+    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
+    pending = memoryview(stdin if isinstance(stdin, bytes) else (stdin or "").encode())
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        if pending:
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, None)
+        else:
+            proc.stdin.close()
+    return sel, pending
 
 
 def _feed(

@@ -52,8 +52,9 @@ from metaeval.sandbox.python_env import sandbox_path, task_python_prefixes
 from metaeval.sandbox.stdin_env import shell_with_env
 from metaeval.sandbox.storage import tmp_size_mb, tmpfs_reason, tree_watch, with_tmpfs_check
 from metaeval.tasks.limits import DEFAULT_MEMORY_MB, DEFAULT_STORAGE_MB
-from metaeval.tasks.safe_files import copy_tree, remove_tree
-from metaeval.tasks.toml_schema import MAX_MEMORY_MB
+from metaeval.tasks.safe_files import remove_tree
+from metaeval.tasks.toml_values import MAX_MEMORY_MB
+from metaeval.tasks.tree_copy import copy_tree
 
 APP_DIR = "/app"
 TESTS_DIR = "/tests"
@@ -168,29 +169,15 @@ def run_harbor_phase(
         raise ValueError(f"unknown mounts {unknown}; expected 'tests' and/or 'solution'")
     staging = tempfile.mkdtemp(prefix="metaeval-mounts-")
     try:
-        staged: dict[str, Path | None] = {"tests": None, "solution": None}
-        notes: list[str] = []
-        for name in mounts:
-            staged[name], left_out = stage_task_dir(root, name, Path(staging))
-            notes += left_out
-        prefix = build_harbor_root_argv(
-            app_dir=Path(work),
-            logs_dir=Path(logs),
-            tests_dir=staged["tests"],
-            solution_dir=staged["solution"],
-            network=network,
-            tmp_mb=tmp_size_mb(storage_mb),
-        )
-        shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-        explicit = {"PATH": sandbox_path(), "PWD": APP_DIR, "TEST_DIR": TESTS_DIR}
-        explicit.update(env or {})
-        command, stdin = shell_with_env(shell, script, task_env)
+        staged, notes = _stage_mounts(root, mounts, Path(staging))
+        prefix = _root_argv(staged, Path(work), Path(logs), network, storage_mb)
+        command, stdin = _phase_command(script, task_env)
         writable = {Path(work): APP_DIR, Path(logs): VERIFIER_LOGS_DIR}
         result = run_process(
-            [*prefix, *with_tmpfs_check(command)],
+            [*prefix, *command],
             stdin=stdin,
             cwd=Path(work),
-            env=sandbox_env(explicit, home="/tmp"),
+            env=_bwrap_env(env),
             timeout_s=timeout_s,
             memory_mb=clamp_memory_mb(memory_mb),
             sandboxed=True,
@@ -201,6 +188,55 @@ def run_harbor_phase(
         )
     finally:
         remove_tree(staging)
+    return _with_phase_notes(result, notes, storage_mb)
+
+
+def _phase_command(
+    script: str, task_env: Mapping[str, str] | None
+) -> tuple[list[str], bytes | None]:
+    """(argv, stdin) running `script` with bash (sh where there is none), the task's variables
+    exported first through stdin, and the check that /tmp did not fill up."""
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    command, stdin = shell_with_env(shell, script, task_env)
+    return with_tmpfs_check(command), stdin
+
+
+def _bwrap_env(env: Mapping[str, str] | None) -> dict:
+    """bwrap's own environment: the sandbox base, the root's PATH, /app, /tests, then `env`."""
+    explicit = {"PATH": sandbox_path(), "PWD": APP_DIR, "TEST_DIR": TESTS_DIR, **(env or {})}
+    return sandbox_env(explicit, home="/tmp")
+
+
+def _root_argv(
+    staged: dict[str, Path | None], work: Path, logs: Path, network: bool, storage_mb: int
+) -> list[str]:
+    """The bwrap prefix of a phase: /app and /logs/verifier writable, the staged copies bound."""
+    return build_harbor_root_argv(
+        app_dir=work,
+        logs_dir=logs,
+        tests_dir=staged["tests"],
+        solution_dir=staged["solution"],
+        network=network,
+        tmp_mb=tmp_size_mb(storage_mb),
+    )
+
+
+def _stage_mounts(
+    root: Path, mounts: Sequence[str], staging: Path
+) -> tuple[dict[str, Path | None], list[str]]:
+    """Copies of the task directories a phase sees (`tests`, `solution`: None when not
+    mounted or absent), and notes on what the copies left out."""
+    staged: dict[str, Path | None] = {"tests": None, "solution": None}
+    notes: list[str] = []
+    for name in mounts:
+        staged[name], left_out = stage_task_dir(root, name, staging)
+        notes += left_out
+    return staged, notes
+
+
+def _with_phase_notes(result: ExecResult, notes: list[str], storage_mb: int) -> ExecResult:
+    """A phase's result with a full /tmp reported as the limit it exceeded, and what the
+    staged copies left out named in front of its stderr."""
     full = tmpfs_reason(result.returncode, tmp_size_mb(storage_mb))
     if full is not None and result.limit_exceeded is None:
         result = result.model_copy(update={"limit_exceeded": full})
@@ -214,7 +250,7 @@ def stage_task_dir(task_root: Path, name: str, staging: Path) -> tuple[Path | No
     """A copy of the task's `name/` directory (tests, solution) to bind into the sandbox.
 
     The task's own directory is never bound: only its regular files are copied (see
-    `metaeval.tasks.safe_files.copy_tree`), so a symlink leading out of the task, or a FIFO,
+    `metaeval.tasks.tree_copy.copy_tree`), so a symlink leading out of the task, or a FIFO,
     never reaches the sandbox. Returns (None, notes) when there is no such directory.
     """
     source = Path(task_root) / name

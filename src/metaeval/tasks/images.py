@@ -87,14 +87,37 @@ def image_exists(engine: Engine, image: str) -> bool:
 STAND_IN_LABEL = "org.metaeval.stand-in-for"
 
 
-def _short_name(ref: str) -> str:
-    """`docker.io/library/python:3.11-slim` and `python:3.11-slim` name the same image."""
-    for prefix in ("docker.io/library/", "docker.io/", "library/"):
+def _image_name(ref: str, prefixes: tuple[str, ...]) -> str:
+    """`ref` without each of `prefixes` it starts with (in order), `:latest` when it names
+    neither a tag nor a digest."""
+    for prefix in prefixes:
         if ref.startswith(prefix):
             ref = ref[len(prefix) :]
-            break
     last = ref.rsplit("/", 1)[-1]
     return ref if ":" in last or "@" in last else ref + ":latest"
+
+
+def short_image_name(ref: str) -> str:
+    """The name of the image `ref` names, as a stand-in's label spells it:
+    `docker.io/library/python:3.11-slim`, `library/python:3.11-slim` and `python:3.11-slim`
+    are one image, `python:3.11-slim`.
+
+    `localhost/` is kept: it is part of a name a person chose for a local image (the offline
+    `localhost/metaeval-base:bookworm` under its own name is the real thing, not a stand-in),
+    so `FROM localhost/python:3.11-slim` is not matched against a label saying
+    `python:3.11-slim`."""
+    return _image_name(ref, ("docker.io/", "library/"))
+
+
+def local_image_key(ref: str) -> str:
+    """The key under which an image is looked up in an engine's list of local images:
+    `short_image_name` without podman's `localhost/` prefix too (podman lists an image
+    tagged `python:3.11-slim` on this machine as `localhost/python:3.11-slim`, Docker as
+    `python:3.11-slim`). Lenient on purpose: an image is never taken for missing because of
+    how it is spelt. It differs from `short_image_name` only in that prefix: availability
+    asks "is some image of that name here", stand-in matching "is this the image the label
+    names"."""
+    return _image_name(ref, ("docker.io/", "library/", "localhost/"))
 
 
 def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
@@ -119,8 +142,8 @@ def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
             check=False,
         )
         label = done.stdout.strip() if done.returncode == 0 else ""
-        names = {_short_name(n.strip()) for n in label.split(",") if n.strip()}
-        if _short_name(ref) in names:
+        names = {short_image_name(n.strip()) for n in label.split(",") if n.strip()}
+        if short_image_name(ref) in names:
             found.append(ref)
     return found
 

@@ -32,12 +32,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from metaeval.tasks.toml_schema import (
+from metaeval.tasks.toml_schema import network_setting
+from metaeval.tasks.toml_values import (
     MAX_CPUS,
     MAX_MEMORY_MB,
     MAX_STORAGE_MB,
     MAX_TIMEOUT_S,
-    network_setting,
     show_toml_value,
 )
 

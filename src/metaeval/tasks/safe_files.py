@@ -1,4 +1,4 @@
-"""Reading, walking and copying files of an untrusted directory without leaving it.
+"""Reading, walking and removing files of an untrusted directory without leaving it.
 
 A benchmark task or a task pack is input metaeval does not trust. Nothing in it may lead
 metaeval to read, copy, bind or run a file outside it: a symlink whose target leaves the
@@ -12,9 +12,9 @@ a FIFO blocks, reading a device never ends). This module is the one place those 
 - `irregular_entries` lists what a tree holds besides plain files and directories (for trees
   metaeval wrote itself, such as releases and bundles, where any of it means tampering);
 - `sha256_fd` hashes an open file in chunks (constant memory, whatever its size);
-- `copy_tree` copies the regular files of a tree (a symlink to a regular file inside the
-  boundary becomes a copy of that file; nothing else that is not a plain file or directory
-  is copied) and returns a note for everything it left out.
+- `remove_tree` deletes a tree however deep, without following symlinks.
+
+Copying a tree by these rules is `tree_copy.copy_tree`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -294,64 +293,6 @@ def irregular_entries(directory: Path | str, *, recursive: bool = True) -> list[
                 kind, detail = _entry_kind(item, Path(item.path), Path(directory))
                 entries.append(TreeEntry(item.name, Path(item.path), kind, detail))
     return [entry for entry in entries if entry.kind not in ("file", "dir")]
-
-
-def copy_tree(
-    src: Path | str,
-    dst: Path | str,
-    *,
-    boundary: Path | str,
-    skip: Callable[[str], bool] | None = None,
-    label: str = "",
-) -> list[str]:
-    """Copy the files of `src` to a new directory `dst`; returns notes on what was left out.
-
-    Regular files and directories are copied (modes kept); a symlink to a regular file
-    inside `boundary` is copied as that file. Symlinks leading outside `boundary`,
-    symlinked directories, dangling links and special files are left out, each with a note
-    `<label><rel>: <reason>`. `skip(rel)` drops entries (and whole directories) silently.
-    When `src` itself is a symlink leading outside the boundary or not a directory,
-    `dst` is created empty and the note says why.
-    """
-    src, dst = Path(src), Path(dst)
-    notes: list[str] = []
-    dst.mkdir(parents=True, exist_ok=True)
-    kind, detail = classify(src, boundary)
-    if kind == "link_dir":
-        src = Path(os.path.realpath(src))
-    elif kind != "dir":
-        reason = (
-            TreeEntry("", src, kind, detail).describe() if kind != "file" else "not a directory"
-        )
-        notes.append(f"{label.rstrip('/') or src.name}: {reason}")
-        return notes
-    skipped_dirs: list[str] = []
-    for entry in walk_tree(src, boundary=boundary):
-        if any(entry.rel.startswith(d + "/") for d in skipped_dirs):
-            continue
-        if skip is not None and skip(entry.rel):
-            if entry.kind == "dir":
-                skipped_dirs.append(entry.rel)
-            continue
-        target = dst / entry.rel
-        try:
-            if entry.kind == "dir":
-                target.mkdir(exist_ok=True)
-            elif entry.kind in ("file", "link"):
-                _copy_file(entry.path, target, boundary)
-            else:
-                notes.append(f"{label}{entry.rel}: {entry.describe()}")
-        except OSError as exc:
-            notes.append(f"{label}{entry.rel}: not copied ({exc.strerror or exc})")
-    return notes
-
-
-def _copy_file(path: Path, target: Path, boundary: Path | str) -> None:
-    fd = open_regular(path, boundary)
-    with os.fdopen(fd, "rb") as source, open(target, "wb") as sink:
-        shutil.copyfileobj(source, sink, 1 << 20)
-        mode = os.fstat(source.fileno()).st_mode
-    os.chmod(target, stat.S_IMODE(mode) | stat.S_IRUSR | stat.S_IWUSR)
 
 
 def remove_tree(path: Path | str) -> list[str]:

@@ -125,16 +125,18 @@ def findings_json(run: Run, params: dict[str, str]) -> dict[str, Any]:
 def cells_json(run: Run, params: dict[str, str]) -> dict[str, Any]:
     items: list[dict[str, Any]]
     if run.protocol == "audit":
+        from metaeval.protocols.audit.records import FailedCell, ModelCell
+
         cells = audit_pages.load(run).cells
         items = [
             {
                 "task": task,
                 "source": source,
-                "status": rec.get("status"),
-                "infra_error": bool(rec.get("infra_error")),
-                "audit_failure": bool(rec.get("audit_failure")),
-                "n_findings": rec.get("n_findings"),
-                "cost_usd": rec.get("cost_usd"),
+                "status": rec.status,
+                "infra_error": rec.infra_error,
+                "audit_failure": rec.failed_audit,
+                "n_findings": None if isinstance(rec, FailedCell) else rec.n_findings,
+                "cost_usd": rec.cost_usd if isinstance(rec, ModelCell) else None,
             }
             for (task, source), rec in sorted(cells.items())
         ]

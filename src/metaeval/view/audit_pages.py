@@ -10,17 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.audit import review
+from metaeval.protocols.audit import review, review_results
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
-from metaeval.protocols.audit.scoring import ScoreReport
+from metaeval.protocols.audit.records import STATIC_SOURCE, CellRecord, Cells
+from metaeval.protocols.audit.score_report import ScoreReport
 from metaeval.protocols.audit.summary import (
-    STATIC_SOURCE,
     cost_by_source,
     cost_rows,
     final_cells,
     valid_findings,
 )
-from metaeval.records.run import is_final
 from metaeval.tasks.safe_files import is_inside, read_head
 from metaeval.view.runs import Run
 
@@ -39,7 +38,7 @@ class AuditView:
     """The run's final cells and valid findings, read once per page."""
 
     run: Run
-    cells: dict[tuple[str, str], dict[str, Any]]
+    cells: Cells
     findings: list[Finding]
     verdicts: dict[str, review.ReviewRow] = field(default_factory=dict)
     review_error: str = ""  # the sheet could not be read (the message names file, row, column)
@@ -68,11 +67,12 @@ def reviewable(run: Run) -> bool:
     return run.protocol == "audit" and run.kind == "run"
 
 
-def review_summary(view: AuditView) -> review.ReviewSummary | None:
+def review_summary(view: AuditView) -> review_results.ReviewSummary | None:
     """Reviewed precision from the sheet as it is now (None: no sheet, or no verdict)."""
     if not view.verdicts:
         return None
-    return review.summarize(view.findings, view.verdicts, str(review.sheet_path(view.run.path)))
+    path = str(review.sheet_path(view.run.path))
+    return review_results.summarize(view.findings, view.verdicts, path)
 
 
 def planned_cells(config: dict[str, Any]) -> int | None:
@@ -87,7 +87,7 @@ def planned_cells(config: dict[str, Any]) -> int | None:
 
 
 def status(view: AuditView) -> str:
-    done = sum(1 for rec in view.cells.values() if is_final(rec))
+    done = sum(1 for rec in view.cells.values() if rec.is_final)
     planned = planned_cells(view.run.config)
     if view.run.in_use():
         return f"running ({done} of {planned if planned is not None else '?'} cells)"
@@ -122,10 +122,8 @@ def headline(view: AuditView) -> dict[str, Any]:
         "by_source": dict(Counter(f.source for f in reported)),
         "models": sorted({s for _, s in view.cells if s != STATIC_SOURCE}),
         "cost_usd": sum(known) if len(known) == len(costs) else None,
-        "failures": sorted(
-            f"{t} | {s}" for (t, s), r in view.cells.items() if r.get("audit_failure")
-        ),
-        "infra_errors": sum(1 for r in view.cells.values() if r.get("infra_error")),
+        "failures": sorted(f"{t} | {s}" for (t, s), r in view.cells.items() if r.failed_audit),
+        "infra_errors": sum(1 for r in view.cells.values() if r.infra_error),
         "score": report,
         "review": review_summary(view),
         "review_error": view.review_error,
@@ -299,12 +297,16 @@ def execution_logs(run: Run, cell: dict[str, Any] | None) -> list[dict[str, Any]
     return logs
 
 
+def _as_record(cell: CellRecord | None) -> dict[str, Any] | None:
+    return None if cell is None else cell.as_record()
+
+
 def finding_page(view: AuditView, index: int) -> dict[str, Any] | None:
     if not 0 <= index < len(view.findings):
         return None
     finding = view.findings[index]
-    static = view.cells.get((finding.task_id, STATIC_SOURCE))
-    own = view.cells.get((finding.task_id, finding.source))
+    static = _as_record(view.cells.get((finding.task_id, STATIC_SOURCE)))
+    own = _as_record(view.cells.get((finding.task_id, finding.source)))
     fid = review.finding_id(finding)
     return {
         "index": index,

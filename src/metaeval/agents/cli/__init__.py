@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from metaeval.agents.cli.base import CLIAdapter
 from metaeval.agents.cli.claude_code import ClaudeCodeAdapter, parse_claude_stream
-from metaeval.agents.cli.codex import CodexAdapter, parse_codex_stream
-from metaeval.agents.cli.gemini_cli import (
-    GeminiCliAdapter,
-    parse_gemini_json,
-    parse_gemini_stream,
-)
-from metaeval.agents.cli.mini_swe_agent import MiniSweAgentAdapter, parse_mini_trajectory
+from metaeval.agents.cli.codex import CodexAdapter
+from metaeval.agents.cli.codex_stream import parse_codex_stream
+from metaeval.agents.cli.gemini_cli import GeminiCliAdapter
+from metaeval.agents.cli.gemini_stream import parse_gemini_json, parse_gemini_stream
+from metaeval.agents.cli.mini_swe_agent import MiniSweAgentAdapter
+from metaeval.agents.cli.mini_trajectory import parse_mini_trajectory
 from metaeval.agents.cli.stream import ParsedStream
 from metaeval.agents.shell_commands import (
     classify_shell_command,

@@ -15,15 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from metaeval.agents.cli.binaries import install_root, private_home, resolve_binary, tools_dir
-from metaeval.agents.cli.outcome import memory_outcome, settle_with_gateway
+from metaeval.agents.cli.outcome import memory_outcome, settle_with_gateway, stream_outcome
 from metaeval.agents.cli.stream import ParsedStream
 from metaeval.agents.types import (
     AgentResult,
-    AgentStatus,
     Limits,
     Task,
     TranscriptEvent,
@@ -40,22 +40,41 @@ DEFAULT_CLI_MEMORY_MB = 4096
 its resident memory stays far below."""
 
 
+TIME_LIMIT_GRACE_S = 15.0
+"""How long past its time limit a CLI run may return: after the kill, `run_process` waits
+at most KILL_REAP_S for the pipes and again for the process, the memory cgroup is emptied
+within 5 s, and the gateway link's listener stops within a poll; the parse and cleanup that
+follow take well under a second. Measured with the real CLIs against a stalled model: 0.2-0.5 s."""
+
+MIN_RUN_S = 0.5
+"""The least time a CLI is given when setting up its run used up its whole limit (it then
+times out at once, and the result says so)."""
+
+
+@dataclass
+class _Launch:
+    """How one run starts: the argv, its environment and network, the host paths it sees,
+    and its link to the gateway (None when the CLI talks to its provider itself)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    network: bool
+    ro_binds: list[Path]
+    rw_binds: list[Path]
+    link: Any = None
+
+
+def remaining_time(limits: Limits, started: float) -> float:
+    """What is left of the run's time limit, for a run that started at monotonic `started`."""
+    return max(MIN_RUN_S, limits.time_limit_s - (time.monotonic() - started))
+
+
 def _decode(data: Any) -> str:
     if data is None:
         return ""
     if isinstance(data, bytes):
         return data.decode("utf-8", errors="replace")
     return str(data)
-
-
-def _tail(text: str, limit: int = 2000) -> str:
-    """`text`, or its start and end when longer than `limit` (a CLI's complaint is often the
-    first line, before a long usage text)."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    head = limit // 4
-    return text[:head] + " ... " + text[-(limit - head) :]
 
 
 class CLIAdapter:
@@ -239,69 +258,45 @@ class CLIAdapter:
         return None
 
     def run(self, task: Task, workspace: Workspace, limits: Limits) -> AgentResult:
-        """Run the CLI on `task`; never raises: failures come back as status 'error'."""
-        from metaeval.gateway.attach import RELAY_SCRIPT, open_link
-        from metaeval.sandbox.bwrap import use_bwrap
+        """Run the CLI on `task`; never raises: failures come back as status 'error'.
 
+        The time limit counts from this call's start (setting up the home and the gateway
+        link spends from it) and the CLI is killed when it runs out; the call returns within
+        the limit plus the bounded waits after the kill (`TIME_LIMIT_GRACE_S`). The result's
+        `wall_clock_s` is the whole call and `time_limit_s` the limit, so an overrun shows."""
         started = time.monotonic()
+        out = self._run_once(task, workspace, limits, started)
+        waited = time.monotonic() - started
+        return out.model_copy(update={"wall_clock_s": waited, "time_limit_s": limits.time_limit_s})
+
+    def _run_once(
+        self, task: Task, workspace: Workspace, limits: Limits, started: float
+    ) -> AgentResult:
         binary = resolve_binary(self.binary)
         if binary is None:
             return AgentResult(status="error", error=self.not_found_message())
         fresh_home = None if self.home else private_home()
         home = self.home or fresh_home
         assert home is not None
-        link = None
         self._local.home = home
+        launch: _Launch | None = None
         try:
-            root = Path(workspace.path)
             self.prepare(task, workspace)
-            before = list_files(root)
-            argv = self.command(task, workspace, limits)
-            argv[0] = str(binary)
-            ro_binds = [install_root(binary)]
-            rw_binds = [home]
-            gateway = self._gateway()
-            if gateway is not None:
-                tag = f"{self.name}-{os.getpid()}-{id(self):x}-{next(self._runs)}"
-                link = open_link(gateway, tag, sandboxed=use_bwrap())
-                env = self.sandbox_env(home)
-                for name in self.credential_env:
-                    env.pop(name, None)
-                env.update(self.gateway_env(link.base_url, home, link.token))
-                argv = link.wrap([*argv[:1], *self.gateway_args(link.base_url), *argv[1:]])
-                if link.socket_dir is not None:
-                    rw_binds.append(link.socket_dir)
-                    # the relay runs on this Python's base interpreter (stdlib only)
-                    ro_binds += [RELAY_SCRIPT.parent, Path(sys.base_prefix).resolve()]
-                network = False  # the relay is the only way out
-            else:
-                env = self.sandbox_env(home)
-                network = True  # the CLI talks to its provider's API
+            before = list_files(Path(workspace.path))
+            launch = self._launch(task, workspace, limits, binary, home)
             if fresh_home is not None:
-                self.prepare_home(home, task, on_gateway=gateway is not None)
+                self.prepare_home(home, task, on_gateway=launch.link is not None)
             result = workspace.exec(
-                argv,
-                timeout_s=limits.time_limit_s,
+                launch.argv,
+                timeout_s=remaining_time(limits, started),
                 memory_mb=self.memory_mb,
                 memory_cgroup_mb=self.memory_cgroup_mb,
-                network=network,
-                env=env,
-                extra_ro_binds=ro_binds,
-                extra_rw_binds=rw_binds,
+                network=launch.network,
+                env=launch.env,
+                extra_ro_binds=launch.ro_binds,
+                extra_rw_binds=launch.rw_binds,
             )
-            stdout = _decode(getattr(result, "stdout", ""))
-            stderr = _decode(getattr(result, "stderr", ""))
-            timed_out = bool(getattr(result, "timed_out", False))
-            returncode = getattr(result, "returncode", None)
-            parsed = self.parse_output(stdout, task, workspace)
-            after = list_files(root)
-            produced = sorted(after - before - self.own_files(task, workspace))
-            self.cleanup(task, workspace)
-            out = self._result(parsed, produced, timed_out, returncode, stderr, limits, started)
-            out = memory_outcome(out, result, self)
-            if link is not None:
-                out = settle_with_gateway(out, link, self)
-            return out
+            return self._outcome(task, workspace, result, before, limits, launch)
         except Exception as exc:  # never raise out of run()
             with contextlib.suppress(Exception):
                 self.cleanup(task, workspace)
@@ -309,53 +304,65 @@ class CLIAdapter:
                 status="error",
                 infra_error=is_transient(exc),  # a deterministic failure is not retried
                 error=f"{self.name}: {type(exc).__name__}: {exc}",
-                wall_clock_s=time.monotonic() - started,
             )
         finally:
-            if link is not None:
-                link.close()
+            if launch is not None and launch.link is not None:
+                launch.link.close()
             if fresh_home is not None:
                 shutil.rmtree(fresh_home, ignore_errors=True)
 
-    def _result(
-        self,
-        parsed: ParsedStream,
-        produced: list[str],
-        timed_out: bool,
-        returncode: int | None,
-        stderr: str,
-        limits: Limits,
-        started: float,
-    ) -> AgentResult:
-        from metaeval.agents.effort import compute_effort
+    def _launch(
+        self, task: Task, workspace: Workspace, limits: Limits, binary: Path, home: Path
+    ) -> _Launch:
+        """The argv, environment, network and binds of the run: through a fresh link to the
+        gateway (no network but the relay) when there is one, else straight to the provider."""
+        from metaeval.gateway.attach import RELAY_SCRIPT, open_link
+        from metaeval.sandbox.bwrap import use_bwrap
 
-        status: AgentStatus
-        if timed_out:
-            status, error = "timeout", f"{self.name} timed out after {limits.time_limit_s:g}s"
-        elif parsed.reported_success is True:
-            status, error = "ok", None
-        elif parsed.reported_success is False:
-            status = "error"
-            error = parsed.error or f"{self.name} reported failure"
-        else:
-            status = "error"
-            error = parsed.error or (
-                f"{self.name} exited with code {returncode} without reporting a result"
-            )
-            if returncode not in (0, None) and stderr.strip():
-                error += f"; stderr: {_tail(stderr)}"
-        steps = parsed.num_turns
-        if steps is None:
-            steps = sum(1 for e in parsed.transcript if e.type == "tool_call")
-        return AgentResult(
-            status=status,
-            error=error,
-            submission=parsed.final_text,
-            files_produced=produced,
-            usage=parsed.usage,
-            cost_usd=parsed.cost_usd,
-            effort=compute_effort(parsed.transcript),
-            steps=steps,
-            wall_clock_s=time.monotonic() - started,
-            transcript=parsed.transcript,
-        )
+        argv = self.command(task, workspace, limits)
+        argv[0] = str(binary)
+        launch = _Launch(argv, self.sandbox_env(home), True, [install_root(binary)], [home])
+        gateway = self._gateway()
+        if gateway is None:
+            return launch  # the CLI talks to its provider's API
+        for name in self.credential_env:
+            launch.env.pop(name, None)
+        tag = f"{self.name}-{os.getpid()}-{id(self):x}-{next(self._runs)}"
+        link = launch.link = open_link(gateway, tag, sandboxed=use_bwrap())
+        try:
+            launch.env.update(self.gateway_env(link.base_url, home, link.token))
+            launch.argv = link.wrap([*argv[:1], *self.gateway_args(link.base_url), *argv[1:]])
+        except BaseException:
+            link.close()  # the run never started: nothing else will close it
+            raise
+        if link.socket_dir is not None:
+            launch.rw_binds.append(link.socket_dir)
+            # the relay runs on this Python's base interpreter (stdlib only)
+            launch.ro_binds += [RELAY_SCRIPT.parent, Path(sys.base_prefix).resolve()]
+        launch.network = False  # the relay is the only way out
+        return launch
+
+    def _outcome(
+        self,
+        task: Task,
+        workspace: Workspace,
+        result: Any,
+        before: set[str],
+        limits: Limits,
+        launch: _Launch,
+    ) -> AgentResult:
+        """Parse what the CLI printed, list what it wrote, clean up, and settle the result
+        with its memory outcome and the gateway's count."""
+        stdout = _decode(getattr(result, "stdout", ""))
+        stderr = _decode(getattr(result, "stderr", ""))
+        timed_out = bool(getattr(result, "timed_out", False))
+        returncode = getattr(result, "returncode", None)
+        parsed = self.parse_output(stdout, task, workspace)
+        after = list_files(Path(workspace.path))
+        produced = sorted(after - before - self.own_files(task, workspace))
+        self.cleanup(task, workspace)
+        out = stream_outcome(self.name, parsed, produced, timed_out, returncode, stderr, limits)
+        out = memory_outcome(out, result, self)
+        if launch.link is not None:
+            out = settle_with_gateway(out, launch.link, self)
+        return out

@@ -1,15 +1,69 @@
-"""What a finished CLI run's result says beyond its own stream: how its memory was bounded,
-and, on the gateway, the gateway's count of tokens and calls (the CLI's report kept beside)."""
+"""What a finished CLI run's result says: its status from its stream and exit (timeout, ok,
+error), how its memory was bounded, and, on the gateway, the gateway's count of tokens and
+calls (the CLI's report kept beside)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.effort import compute_effort
-from metaeval.agents.types import AgentResult, TranscriptEvent
+from metaeval.agents.types import AgentResult, AgentStatus, Limits, TranscriptEvent
 
 if TYPE_CHECKING:
     from metaeval.agents.cli.base import CLIAdapter
+    from metaeval.agents.cli.stream import ParsedStream
+
+
+def _tail(text: str, limit: int = 2000) -> str:
+    """`text`, or its start and end when longer than `limit` (a CLI's complaint is often the
+    first line, before a long usage text)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    return text[:head] + " ... " + text[-(limit - head) :]
+
+
+def stream_outcome(
+    name: str,
+    parsed: ParsedStream,
+    produced: list[str],
+    timed_out: bool,
+    returncode: int | None,
+    stderr: str,
+    limits: Limits,
+) -> AgentResult:
+    """The result of CLI `name`'s run from its parsed stream: a timeout when the harness
+    killed it at the limit, else what the CLI reported (its exit code and stderr when it
+    reported nothing)."""
+    status: AgentStatus
+    if timed_out:
+        status, error = "timeout", f"{name} timed out after {limits.time_limit_s:g}s"
+    elif parsed.reported_success is True:
+        status, error = "ok", None
+    elif parsed.reported_success is False:
+        status = "error"
+        error = parsed.error or f"{name} reported failure"
+    else:
+        status = "error"
+        error = parsed.error or f"{name} exited with code {returncode} without reporting a result"
+        if returncode not in (0, None) and stderr.strip():
+            error += f"; stderr: {_tail(stderr)}"
+    steps = parsed.num_turns
+    if steps is None:
+        steps = sum(1 for e in parsed.transcript if e.type == "tool_call")
+    return AgentResult(
+        status=status,
+        error=error,
+        submission=parsed.final_text,
+        files_produced=produced,
+        usage=parsed.usage,
+        cost_usd=parsed.cost_usd,
+        effort=compute_effort(parsed.transcript),
+        steps=steps,
+        time_limit_s=limits.time_limit_s,
+        transcript=parsed.transcript,
+    )
 
 
 def memory_outcome(out: AgentResult, result: Any, adapter: CLIAdapter) -> AgentResult:

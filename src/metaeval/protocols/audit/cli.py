@@ -325,7 +325,7 @@ def review_cmd(
 ) -> None:
     """Write the review sheet RUN_DIR/review.csv (verdicts given before are kept): mark each
     finding confirmed, rejected or unsure, with a note; `audit score` reads it."""
-    from metaeval.protocols.audit.review import review_cli
+    from metaeval.protocols.audit.review_results import review_cli
 
     for line in review_cli(run_dir, to_gold):
         out.print(line, markup=False, highlight=False, soft_wrap=True)

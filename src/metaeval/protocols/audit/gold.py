@@ -8,7 +8,9 @@ File format (JSON)::
 
 `category` is a subcategory code from the taxonomy (findings.SUBCATEGORIES). A task listed with
 an empty `issues` list is a known-clean task. Every problem is reported as a ConfigError that
-names the file and the exact field path, e.g. ``tasks.scale-01.issues[1].category``.
+names the file and the exact field path, e.g. ``tasks.scale-01.issues[1].category``; the
+JSON itself is read by `metaeval.config_files.parse_json`, which refuses a repeated key (named in
+the message), NaN and Infinity.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from metaeval.config_files import parse_json
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.findings import SUBCATEGORIES, TAXONOMY
 from metaeval.records import sha256_text
@@ -86,22 +89,6 @@ class Gold(BaseModel):
 # Parsing
 
 
-class _Obj(dict):
-    """A JSON object that remembers keys that occurred more than once."""
-
-    duplicates: list[str]
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Obj:
-    obj = _Obj()
-    obj.duplicates = []
-    for key, value in pairs:
-        if key in obj and key not in obj.duplicates:
-            obj.duplicates.append(key)
-        obj[key] = value
-    return obj
-
-
 def _key_path(parent: str, key: str) -> str:
     if _SIMPLE_KEY.match(key):
         return f"{parent}.{key}" if parent else key
@@ -113,7 +100,6 @@ def _type_name(value: Any) -> str:
         return "null"
     return {
         dict: "object",
-        _Obj: "object",
         list: "array",
         str: "string",
         bool: "boolean",
@@ -132,8 +118,6 @@ class _Parser:
     def obj(self, value: Any, field: str, allowed: set[str] | None = None) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(field or None, f"expected an object, got {_type_name(value)}")
-        for key in getattr(value, "duplicates", []):
-            raise self.fail(_key_path(field, key), "duplicate key")
         if allowed is not None:
             for key in value:
                 if key not in allowed:
@@ -211,14 +195,7 @@ class _Parser:
 
 def parse_gold(text: str, file: str = "<gold>") -> Gold:
     """Parse gold-file text; `file` names the source in error messages."""
-    try:
-        data = json.loads(text, object_pairs_hook=_pairs_hook)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", file=file
-        ) from None
-    except RecursionError:
-        raise ConfigError("invalid JSON: nested too deeply", file=file) from None
+    data = parse_json(text, file)  # duplicate keys, NaN and Infinity are refused
     tasks = _Parser(file).gold(data)
     return Gold(path=file, sha256=sha256_text(text), tasks=tasks)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from metaeval.protocols.audit.scoring import RowScore, ScoreReport, ratio
+from metaeval.protocols.audit.score_report import RowScore, ScoreReport, ratio
 
 POOLED_PREFIX = "pooled"
 

@@ -16,18 +16,31 @@ from metaeval.protocols.audit.judge import (
     Judge,
 )
 from metaeval.protocols.audit.pooled import add_pooled_rows
+from metaeval.protocols.audit.records import (
+    JUDGE_CACHE,
+    REPORT_HTML,
+    REPORT_MD,
+    SCORE_FILE,
+    SCORE_MD,
+    STATIC_SOURCE,
+    CellRecord,
+    Cells,
+    ExecutionSummary,
+    PhaseOutcome,
+    StaticCell,
+)
 from metaeval.protocols.audit.report import (
     AuditReportData,
     CheckOutcome,
     CostRow,
     TaskEntry,
     render_html,
-    render_markdown,
 )
-from metaeval.protocols.audit.review import review_summary
-from metaeval.protocols.audit.scoring import ScoreReport, score
+from metaeval.protocols.audit.report_markdown import render_markdown
+from metaeval.protocols.audit.review_results import review_summary
+from metaeval.protocols.audit.score_report import ScoreReport
+from metaeval.protocols.audit.scoring import score
 from metaeval.protocols.audit.summary import (
-    STATIC_SOURCE,
     AuditRecords,
     cost_by_source,
     cost_rows,
@@ -40,61 +53,61 @@ from metaeval.protocols.audit.tables import paper_tables
 from metaeval.records import RunDir
 from metaeval.records.durable import atomic_write
 
-SCORE_FILE = "score.json"
 ALL_SOURCES = "all sources (any)"
 
 
-def _phase_outcome(data: dict[str, Any] | None) -> CheckOutcome | None:
-    if not data:
+def _phase_outcome(phase: PhaseOutcome | None) -> CheckOutcome | None:
+    if phase is None:
         return None
-    if data.get("ran") is False:
+    if phase.ran is False:
         return "skipped"
-    if data.get("error"):
-        return "error"
-    if "passed" in data:
-        return "pass" if data["passed"] else "fail"
-    reward = data.get("reward")
-    if reward is None:
-        return "fail"
-    return "pass" if reward >= 1 else "fail"
+    if phase.passed is not None:
+        return "pass" if phase.passed else "fail"
+    return "pass" if phase.reward is not None and phase.reward >= 1 else "fail"
 
 
-def _task_entries(cells: dict[tuple[str, str], dict]) -> list[TaskEntry]:
+def _task_entries(cells: Cells) -> list[TaskEntry]:
     entries: dict[str, TaskEntry] = {}
     for (task_id, source), rec in sorted(cells.items()):
         entry = entries.setdefault(task_id, TaskEntry(task_id=task_id))
-        entry.cuts = sorted(set(entry.cuts) | set(rec.get("cuts") or []))
-        if rec.get("infra_error"):
-            entry.audit_failures[source] = f"infrastructure error: {rec.get('error', '')[:300]}"
-        elif rec.get("audit_failure"):
-            entry.audit_failures[source] = rec.get("error") or "malformed output"
-        for check, error in sorted((rec.get("check_errors") or {}).items()):
-            # a static check that failed on this task: its findings are missing, say so
-            entry.audit_failures[f"{source} check {check}"] = str(error)[:300]
-        if rec.get("n_files") is not None:
-            entry.n_files = rec["n_files"]
-        if source == STATIC_SOURCE:
-            execution = rec.get("execution") or {}
-            if execution.get("skipped"):
-                entry.oracle = entry.null_agent = "skipped"
-                entry.execution_notes = "; ".join(
-                    str(n) for n in (execution["skipped"], execution.get("mismatch")) if n
-                )
-            else:
-                entry.oracle = _phase_outcome(execution.get("oracle"))
-                entry.null_agent = _phase_outcome(execution.get("null_agent"))
-                notes = [execution.get("backend") or ""]
-                if execution.get("stand_in"):
-                    stand_in = ", ".join(execution["stand_in"])
-                    notes.append(f"{stand_in} played by a local stand-in image")
-                if execution.get("approximate"):
-                    notes.append("approximating the task's image: findings capped at Low")
-                if execution.get("mismatch"):
-                    notes.append(str(execution["mismatch"]))
-                entry.execution_notes = "; ".join(n for n in notes if n)
-            if rec.get("config_error"):
-                entry.execution_notes += f" task.toml: {rec['config_error']}"
+        entry.cuts = sorted(set(entry.cuts) | set(rec.cut))
+        if rec.infra_error:
+            entry.audit_failures[source] = f"infrastructure error: {(rec.error or '')[:300]}"
+        elif rec.failed_audit:
+            entry.audit_failures[source] = rec.error or "malformed output"
+        if isinstance(rec, StaticCell):
+            _static_entry(entry, rec)
     return list(entries.values())
+
+
+def _static_entry(entry: TaskEntry, rec: StaticCell) -> None:
+    """What the static source's cell tells about the task: checks that failed on it, its
+    size, and the execution checks' outcome."""
+    for check, error in sorted((rec.check_errors or {}).items()):
+        # a static check that failed on this task: its findings are missing, say so
+        entry.audit_failures[f"{rec.source} check {check}"] = str(error)[:300]
+    if rec.n_files is not None:
+        entry.n_files = rec.n_files
+    execution = rec.execution or ExecutionSummary()
+    if execution.skipped:
+        entry.oracle = entry.null_agent = "skipped"
+        entry.execution_notes = "; ".join(
+            str(n) for n in (execution.skipped, execution.mismatch) if n
+        )
+    else:
+        entry.oracle = _phase_outcome(execution.oracle)
+        entry.null_agent = _phase_outcome(execution.null_agent)
+        notes = [execution.backend or ""]
+        if execution.stand_in:
+            stand_in = ", ".join(execution.stand_in)
+            notes.append(f"{stand_in} played by a local stand-in image")
+        if execution.approximate:
+            notes.append("approximating the task's image: findings capped at Low")
+        if execution.mismatch:
+            notes.append(str(execution.mismatch))
+        entry.execution_notes = "; ".join(n for n in notes if n)
+    if rec.config_error:
+        entry.execution_notes += f" task.toml: {rec.config_error}"
 
 
 def report_data(
@@ -129,7 +142,7 @@ def write_reports(
     if score_report is None:
         score_report = load_score(run.path)
     data = report_data(run, score_report, records)
-    paths = [run.path / "report.md", run.path / "report.html"]
+    paths = [run.path / REPORT_MD, run.path / REPORT_HTML]
     atomic_write(paths[0], render_markdown(data).encode("utf-8"))
     atomic_write(paths[1], render_html(data).encode("utf-8"))
     return paths
@@ -182,9 +195,7 @@ def score_groups(
     return groups, suppressed
 
 
-def coverage_warnings(
-    cells: dict[tuple[str, str], dict], gold: Gold, models: list[str]
-) -> list[str]:
+def coverage_warnings(cells: Cells, gold: Gold, models: list[str]) -> list[str]:
     """What the scores cannot have seen: gold tasks the run has no record of, and gold tasks a
     model did not audit (no completed cell). Their issues still count in recall's denominator."""
     run_tasks = {task for task, _ in cells}
@@ -201,9 +212,7 @@ def coverage_warnings(
         unaudited = [
             t
             for t in gold_tasks
-            if t in run_tasks
-            and (cells.get((t, model)) or {}).get("status") != "ok"
-            and gold.issues_for(t)
+            if t in run_tasks and _status(cells.get((t, model))) != "ok" and gold.issues_for(t)
         ]
         if unaudited:
             warnings.append(
@@ -221,7 +230,7 @@ def score_run(
     if judge_model == CATEGORY_JUDGE:
         judge: Any = CategoryJudge()
     else:
-        judge = Judge(get_model(judge_model), run_dir / "judge_cache")
+        judge = Judge(get_model(judge_model), run_dir / JUDGE_CACHE)
     run = _open_existing(run_dir)
     try:
         cells = final_cells(run)
@@ -245,11 +254,15 @@ def score_run(
         payload["tables"] = tables.model_dump(mode="json")
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))
         markdown = report.to_markdown() + "\n" + tables.to_markdown()
-        atomic_write(run.path / "score.md", markdown.encode("utf-8"))
+        atomic_write(run.path / SCORE_MD, markdown.encode("utf-8"))
         write_reports(run, report, records)
         return report
     finally:
         run.close()
+
+
+def _status(cell: CellRecord | None) -> str | None:
+    return None if cell is None else cell.status
 
 
 def _sha(text: str) -> str:

@@ -31,13 +31,14 @@ from metaeval.models.registry import get_model
 from metaeval.protocols.audit.call_options import ModelCallOptions
 from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES, AuditProtocol
-from metaeval.protocols.audit.summary import (
+from metaeval.protocols.audit.records import (
     CELLS,
     FINDINGS,
     STATIC_SOURCE,
-    read_records,
-    summarize_run,
+    FailedCell,
+    finding_record,
 )
+from metaeval.protocols.audit.summary import read_records, summarize_run
 from metaeval.protocols.audit.task_view import InputTier, LoadedTask, load_hints, load_task
 from metaeval.records import RunDir
 from metaeval.tasks.bench_hash import benchmark_hash
@@ -378,26 +379,26 @@ def write_cell(result: CellResult) -> Stages:
     task_id, source = result.cell.key
     if result.kind == "ok":
         cell, findings = result.value
-        return [[(FINDINGS, {**f, "attempt": cell["attempt"]}) for f in findings], [(CELLS, cell)]]
+        return [[(FINDINGS, finding_record(f, cell["attempt"])) for f in findings], [(CELLS, cell)]]
     if result.kind == "final":  # the task's own input makes the code fail: not retried
-        failure = {
-            "task_id": task_id,
-            "source": source,
-            "attempt": uuid.uuid4().hex[:12],
-            "status": "error",
-            "infra_error": False,
-            "audit_failure": True,
-            "error": f"deterministic failure, not retried: {result.error}"[:2000],
-        }
-        return [[(CELLS, failure)]]
-    failure = {
-        "task_id": task_id,
-        "source": source,
-        "status": "error",
-        "infra_error": True,
-        "error": (result.error or "")[-4000:],
-    }
-    return [[(CELLS, failure)]]
+        failure = FailedCell(
+            task_id=task_id,
+            source=source,
+            attempt=uuid.uuid4().hex[:12],
+            status="error",
+            infra_error=False,
+            audit_failure=True,
+            error=f"deterministic failure, not retried: {result.error}"[:2000],
+        )
+        return [[(CELLS, failure.as_record())]]
+    failure = FailedCell(
+        task_id=task_id,
+        source=source,
+        status="error",
+        infra_error=True,
+        error=(result.error or "")[-4000:],
+    )
+    return [[(CELLS, failure.as_record())]]
 
 
 def _warm_up_reports() -> None:

@@ -4,41 +4,54 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metaeval.exit_codes import one_line
 from metaeval.protocols.audit.ensemble import ensemble_views
 from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import Finding
-from metaeval.records.run import is_final
+from metaeval.protocols.audit.records import (
+    CELL_KEY,
+    CELLS,
+    FINDINGS,
+    STATIC_SOURCE,
+    Cells,
+    FindingRecord,
+    ModelCell,
+    StaticCell,
+    read_cells,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from metaeval.records import RunDir
 
-CELLS = "audits"
-FINDINGS = "findings"
-STATIC_SOURCE = "static"
+
+class RecordSource(Protocol):
+    """Where records are read from: a `RunDir`, or the viewer's read-only `RunRecords`."""
+
+    def read(self, name: str) -> list[dict]: ...
+
+    def latest_records(self, name: str, key_fields: Sequence[str]) -> dict[tuple, dict]: ...
 
 
-def final_cells(run: RunDir) -> dict[tuple[str, str], dict[str, Any]]:
+def final_cells(run: RecordSource) -> Cells:
     """Latest record per (task_id, source), whatever its outcome."""
-    return run.latest_records(CELLS, ("task_id", "source"))
+    return read_cells(run.latest_records(CELLS, CELL_KEY))
 
 
-def valid_findings(
-    run: RunDir, cells: dict[tuple[str, str], dict[str, Any]] | None = None
-) -> list[Finding]:
+def valid_findings(run: RecordSource, cells: Cells | None = None) -> list[Finding]:
     """Findings of the attempts that completed their cell; orphans of killed attempts are left out.
 
     `cells` is `final_cells(run)` when the caller already read it."""
     cells = final_cells(run) if cells is None else cells
-    attempts: dict[tuple[str | None, str | None], Any] = {
-        key: rec.get("attempt") for key, rec in cells.items() if is_final(rec)
-    }
+    attempts = {key: rec.attempt for key, rec in cells.items() if rec.is_final}
     findings = []
-    for rec in run.read(FINDINGS):
-        if attempts.get((rec.get("task_id"), rec.get("source"))) == rec.get("attempt"):
-            findings.append(Finding.model_validate(rec))
+    for data in run.read(FINDINGS):
+        rec = FindingRecord.model_validate(data)
+        if attempts.get((rec.task_id, rec.source)) == rec.attempt:
+            findings.append(rec.finding)
     return findings
 
 
@@ -46,7 +59,7 @@ def valid_findings(
 class AuditRecords:
     """The run's records read once, for the summary and the reports of one command."""
 
-    cells: dict[tuple[str, str], dict[str, Any]]  # latest record per (task_id, source)
+    cells: Cells  # latest record per (task_id, source)
     findings: list[Finding]  # valid findings (see `valid_findings`) at or above `min_tier`
     min_tier: str | None = None  # `--min-tier`: weaker evidence is left out of the views
     below_tier: int = 0  # valid findings left out by `min_tier`
@@ -61,25 +74,26 @@ def read_records(run: RunDir, min_tier: str | None = None) -> AuditRecords:
     return AuditRecords(cells, kept, min_tier, len(findings) - len(kept))
 
 
-def model_sources(cells: dict[tuple[str, str], dict]) -> list[str]:
+def model_sources(cells: Cells) -> list[str]:
     """Model sources that took part (static excluded), sorted."""
     return sorted({source for _, source in cells if source != STATIC_SOURCE})
 
 
-def cost_rows(cells: dict[tuple[str, str], dict]) -> list[dict[str, Any]]:
-    """Tokens and dollars per task per model, from the final cell records."""
+def cost_rows(cells: Cells) -> list[dict[str, Any]]:
+    """Tokens and dollars per task per model, from the final cell records (a model cell that
+    raised counts with no tokens and an unknown cost)."""
     rows = []
     for (task_id, source), rec in sorted(cells.items()):
-        if source == STATIC_SOURCE or not is_final(rec):
+        if source == STATIC_SOURCE or not rec.is_final:
             continue
-        usage = rec.get("usage") or {}
+        model = rec if isinstance(rec, ModelCell) else None
         rows.append(
             {
                 "task_id": task_id,
                 "source": source,
-                "input_tokens": usage.get("input_tokens", 0),
-                "output_tokens": usage.get("output_tokens", 0),
-                "cost_usd": rec.get("cost_usd"),
+                "input_tokens": model.input_tokens if model else 0,
+                "output_tokens": model.output_tokens if model else 0,
+                "cost_usd": model.cost_usd if model else None,
             }
         )
     return rows
@@ -95,19 +109,24 @@ def cost_by_source(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     return totals
 
 
-def failed_cells(cells: dict[tuple[str, str], dict]) -> list[dict[str, str]]:
+def failed_cells(cells: Cells) -> list[dict[str, str]]:
     """Cells that did not end ok, with kind (infra_error: retried on a rerun; error: final)
     and a one-line reason, in key order."""
     return [
         {
             "task_id": task,
             "source": source,
-            "kind": "infra_error" if rec.get("infra_error") else "error",
-            "reason": one_line(rec.get("error") or rec.get("status")),
+            "kind": "infra_error" if rec.infra_error else "error",
+            "reason": one_line(rec.error or rec.status),
         }
         for (task, source), rec in sorted(cells.items())
-        if rec.get("infra_error") or rec.get("status") != "ok"
+        if rec.infra_error or rec.status != "ok"
     ]
+
+
+def static_cells(cells: Cells) -> list[StaticCell]:
+    """The static source's cells, in key order."""
+    return [rec for _, rec in sorted(cells.items()) if isinstance(rec, StaticCell)]
 
 
 def summarize_run(
@@ -130,9 +149,9 @@ def summarize_run(
         "tasks_flagged": len({f.task_id for f in reported}),
         "models": models,
         "cells": len(cells),
-        "infra_errors": sum(1 for rec in cells.values() if rec.get("infra_error")),
+        "infra_errors": sum(1 for rec in cells.values() if rec.infra_error),
         "audit_failures": sorted(
-            f"{task}|{source}" for (task, source), rec in cells.items() if rec.get("audit_failure")
+            f"{task}|{source}" for (task, source), rec in cells.items() if rec.failed_audit
         ),
         "failed_cells": failed_cells(cells),
         "findings_total": len(findings),
@@ -156,14 +175,9 @@ def summarize_run(
         "skipped_dirs": [list(s) for s in getattr(audit, "skipped", [])],
         "execution": execution_lines(
             [
-                (not (rec.get("execution") or {}).get("skipped"), _skip_reason(rec))
-                for (_, source), rec in sorted(cells.items())
-                if source == STATIC_SOURCE and rec.get("execution") is not None
+                (not rec.execution.skipped, str(rec.execution.skipped or ""))
+                for rec in static_cells(cells)
+                if rec.execution is not None
             ]
         ),
     }
-
-
-def _skip_reason(rec: dict[str, Any]) -> str:
-    execution = rec.get("execution") or {}
-    return str(execution.get("skipped") or "")

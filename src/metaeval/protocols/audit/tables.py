@@ -11,16 +11,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import SUBCATEGORIES, Finding
-from metaeval.protocols.audit.scoring import fmt_cost
-from metaeval.records.run import is_final
+from metaeval.protocols.audit.records import STATIC_SOURCE, Cells, ModelCell
+from metaeval.protocols.audit.score_report import fmt_cost
 from metaeval.report.markdown import markdown_table
 
-STATIC_SOURCE = "static"
 PROTOCOLS = ("definition", "execution")
 
 
@@ -95,7 +93,7 @@ class PaperTables(BaseModel):
         return columns, rows
 
 
-def paper_tables(findings: list[Finding], cells: dict[tuple[str, str], dict]) -> PaperTables:
+def paper_tables(findings: list[Finding], cells: Cells) -> PaperTables:
     """The tables of one run: `findings` are its valid findings (one per source, unmerged),
     `cells` its latest cell records per (task, source)."""
     reported = [f for f in findings if f.reported]
@@ -117,14 +115,15 @@ def paper_tables(findings: list[Finding], cells: dict[tuple[str, str], dict]) ->
     )
 
 
-def _cost(source: str, cells: dict[tuple[str, str], dict[str, Any]]) -> SourceCost:
-    done = [rec for (_, s), rec in cells.items() if s == source and is_final(rec)]
-    costs = [rec.get("cost_usd") for rec in done]
-    usage = [rec.get("usage") or {} for rec in done]
+def _cost(source: str, cells: Cells) -> SourceCost:
+    done = [rec for (_, s), rec in cells.items() if s == source and rec.is_final]
+    models = [rec for rec in done if isinstance(rec, ModelCell)]
+    # a model cell that raised has no cost: the source's total is unknown then
+    costs = [rec.cost_usd if isinstance(rec, ModelCell) else None for rec in done]
     return SourceCost(
         source=source,
         tasks=len(done),
         cost_usd=None if None in costs else sum(c for c in costs if c is not None),
-        input_tokens=sum(u.get("input_tokens", 0) for u in usage),
-        output_tokens=sum(u.get("output_tokens", 0) for u in usage),
+        input_tokens=sum(rec.input_tokens for rec in models),
+        output_tokens=sum(rec.output_tokens for rec in models),
     )

@@ -1,19 +1,15 @@
 """Croissant 1.0 metadata (JSON-LD) for a build-and-find release, and its validation.
 
 The metadata lists the released rows tables and record files as FileObjects (with SHA-256)
-and describes them as RecordSets: the canonical question rows (every column, its type and its
-meaning from `rows.COLUMNS`), the view rows, the builds table and the build, find and
-view-find records (their scalar fields). Validation uses the `mlcroissant` library (extra
-``release``): it parses the JSON-LD and checks it against the Croissant schema, every
-described file's SHA-256 is checked, and the first records of every record set are read
-through mlcroissant and compared with the files' own rows. It needs no network: every
-contentUrl is a path inside the release.
+and describes them as RecordSets: the canonical question rows (every column the released file
+holds, its type and its meaning from `rows.COLUMNS`), the view rows, the builds table and the
+build, find and view-find records (their scalar fields). `croissant_check` validates it with
+the `mlcroissant` library (extra ``release``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval import __version__
-from metaeval.errors import ConfigError
 from metaeval.tasks.safe_files import open_checked, sha256_fd
-from metaeval.tasks.safe_json import read_json
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -123,7 +117,7 @@ _BUILDS_TABLE = {
 }
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """Hex SHA-256 of a regular file (never through a symlink), read in chunks."""
     fd = open_checked(path, follow_links=False)
     try:
@@ -140,7 +134,7 @@ def _file(root: Path, rel: str, fmt: str, description: str) -> dict[str, Any]:
         "description": description,
         "contentUrl": rel,
         "encodingFormat": fmt,
-        "sha256": _sha256(root / rel),
+        "sha256": file_sha256(root / rel),
     }
 
 
@@ -187,71 +181,10 @@ def _present(root: Path, rel: str, fields: dict[str, tuple[str, str]]) -> dict:
 
 def croissant_metadata(root: Path, manifest: dict[str, Any], license: str) -> dict[str, Any]:
     """The JSON-LD document describing a release directory."""
-    from metaeval.protocols.buildfind.rows import COLUMNS
-    from metaeval.protocols.buildfind.view_evidence import VIEW_SCHEMA
-
-    rows_fields = {c: (_TYPES[t], text) for c, (t, text) in COLUMNS.items()}
-    files = [
-        _file(root, "data/question_rows.csv", "text/csv", "canonical question rows (CSV)"),
-        _file(root, "data/question_rows.parquet", "application/x-parquet", "the same rows"),
-        _file(root, "data/builds.csv", "text/csv", "one row per build run"),
-    ]
-    sets = [
-        _record_set(
-            "question_rows",
-            "One row per (slice, artifact, find run, question): the table every published "
-            "number is computed from.",
-            "data/question_rows.csv",
-            rows_fields,
-        ),
-        _record_set(
-            "builds",
-            "One row per build run (builder tokens for the token-usage table).",
-            "data/builds.csv",
-            {
-                k: (
-                    _TYPES[pl.Int64]
-                    if "tokens" in k or k == "build_trial"
-                    else "sc:Boolean"
-                    if k == "compile_pass"
-                    else "sc:Text",
-                    v,
-                )
-                for k, v in _BUILDS_TABLE.items()
-            },
-        ),
-    ]
-    if (root / "data/view_rows.csv").is_file():
-        files += [
-            _file(root, "data/view_rows.csv", "text/csv", "restricted-view question rows (CSV)"),
-            _file(root, "data/view_rows.parquet", "application/x-parquet", "the same rows"),
-        ]
-        view_fields = {"view": ("sc:Text", "restricted finder view of the run")}
-        view_fields.update(rows_fields)
-        assert list(view_fields) == list(VIEW_SCHEMA)
-        sets.append(
-            _record_set(
-                "view_rows",
-                "Question rows of the restricted-view find runs (a separate evidence layer).",
-                "data/view_rows.csv",
-                view_fields,
-            )
-        )
-    for name, extra, text in (
-        ("builds", _BUILD_FIELDS, "build records, one per build attempt"),
-        ("finds", _FIND_FIELDS, "find records, one per find attempt (formal and controls)"),
-        (
-            "view_finds",
-            {"view": ("sc:Text", "restricted view"), **_FIND_FIELDS},
-            "restricted-view find records",
-        ),
-    ):
-        rel = f"records/{name}.jsonl"
-        if not (root / rel).is_file():
-            continue
-        files.append(_file(root, rel, "application/jsonlines", text))
-        fields = _present(root, rel, {**_RECORD_COMMON, **extra})
-        sets.append(_record_set(f"{name}_records", text, rel, fields))
+    files, sets = _table_sets(root)
+    record_files, record_sets = _record_sets(root)
+    files += record_files
+    sets += record_sets
     config = manifest.get("config", {})
     return {
         "@context": CONTEXT,
@@ -274,6 +207,85 @@ def croissant_metadata(root: Path, manifest: dict[str, Any], license: str) -> di
     }
 
 
+def _rows_fields(path: Path) -> dict[str, tuple[str, str]]:
+    """The canonical columns a released rows file holds (a release of a run made before a
+    column existed lacks it), with their Croissant types and meanings."""
+    from metaeval.protocols.buildfind.rows import COLUMNS, file_columns
+
+    held = set(file_columns(path))
+    return {c: (_TYPES[t], text) for c, (t, text) in COLUMNS.items() if c in held}
+
+
+def _builds_fields() -> dict[str, tuple[str, str]]:
+    def kind(column: str) -> str:
+        if "tokens" in column or column == "build_trial":
+            return _TYPES[pl.Int64]
+        return "sc:Boolean" if column == "compile_pass" else "sc:Text"
+
+    return {k: (kind(k), v) for k, v in _BUILDS_TABLE.items()}
+
+
+def _table_sets(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """FileObjects and RecordSets of the question rows, the builds table and the view rows."""
+    files = [
+        _file(root, "data/question_rows.csv", "text/csv", "canonical question rows (CSV)"),
+        _file(root, "data/question_rows.parquet", "application/x-parquet", "the same rows"),
+        _file(root, "data/builds.csv", "text/csv", "one row per build run"),
+    ]
+    sets = [
+        _record_set(
+            "question_rows",
+            "One row per (slice, artifact, find run, question): the table every published "
+            "number is computed from.",
+            "data/question_rows.csv",
+            _rows_fields(root / "data/question_rows.csv"),
+        ),
+        _record_set(
+            "builds",
+            "One row per build run (builder tokens for the token-usage table).",
+            "data/builds.csv",
+            _builds_fields(),
+        ),
+    ]
+    if (root / "data/view_rows.csv").is_file():
+        files += [
+            _file(root, "data/view_rows.csv", "text/csv", "restricted-view question rows (CSV)"),
+            _file(root, "data/view_rows.parquet", "application/x-parquet", "the same rows"),
+        ]
+        view_fields = {"view": ("sc:Text", "restricted finder view of the run")}
+        view_fields.update(_rows_fields(root / "data/view_rows.csv"))
+        sets.append(
+            _record_set(
+                "view_rows",
+                "Question rows of the restricted-view find runs (a separate evidence layer).",
+                "data/view_rows.csv",
+                view_fields,
+            )
+        )
+    return files, sets
+
+
+def _record_sets(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """FileObjects and RecordSets of the build, find and view-find record files."""
+    files, sets = [], []
+    for name, extra, text in (
+        ("builds", _BUILD_FIELDS, "build records, one per build attempt"),
+        ("finds", _FIND_FIELDS, "find records, one per find attempt (formal and controls)"),
+        (
+            "view_finds",
+            {"view": ("sc:Text", "restricted view"), **_FIND_FIELDS},
+            "restricted-view find records",
+        ),
+    ):
+        rel = f"records/{name}.jsonl"
+        if not (root / rel).is_file():
+            continue
+        files.append(_file(root, rel, "application/jsonlines", text))
+        fields = _present(root, rel, {**_RECORD_COMMON, **extra})
+        sets.append(_record_set(f"{name}_records", text, rel, fields))
+    return files, sets
+
+
 def write_croissant(root: Path, manifest: dict[str, Any], license: str) -> Path:
     """Write croissant.json into the release directory."""
     doc = croissant_metadata(root, manifest, license)
@@ -281,124 +293,3 @@ def write_croissant(root: Path, manifest: dict[str, Any], license: str) -> Path:
     path = root / CROISSANT
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
-
-
-def _plain_file(path: Path) -> bool:
-    """A regular file, not a symlink (the release was checked for links; this one is not
-    followed even if it appeared since)."""
-    return path.is_file() and not path.is_symlink()
-
-
-def validate_croissant(root: Path) -> list[str]:
-    """Problems with croissant.json: mlcroissant errors and warnings, checksums of its files,
-    and record sets whose row count differs from the released file's."""
-    path = root / CROISSANT
-    if not path.is_file():
-        return [f"{CROISSANT}: missing"]
-    try:
-        import mlcroissant as mlc
-    except ImportError:
-        return [
-            f"{CROISSANT}: cannot validate: mlcroissant is not installed "
-            "(pip install 'metaeval[release]')"
-        ]
-    try:
-        doc = read_json(path, root)
-    except ConfigError as exc:
-        return [f"{CROISSANT}: unreadable ({str(exc).removeprefix(f'{path}: ')})"]
-    distribution = doc.get("distribution", [])
-    if not isinstance(distribution, list) or not all(isinstance(e, dict) for e in distribution):
-        return [f"{CROISSANT}: 'distribution' is not a list of objects"]
-    problems = []
-    for entry in distribution:
-        rel = entry.get("contentUrl", "")
-        rel = rel if isinstance(rel, str) else ""
-        target = root / rel
-        if rel.startswith("/") or ".." in rel.split("/") or not _plain_file(target):
-            problems.append(f"{CROISSANT}: file {rel!r} is not in the release")
-        elif entry.get("sha256") != _sha256(target):
-            problems.append(f"{CROISSANT}: sha256 of {rel} differs from the file")
-    if problems:
-        return problems
-    logging.getLogger("absl").setLevel(logging.ERROR)
-    try:
-        dataset = mlc.Dataset(jsonld=str(path))
-    except mlc.ValidationError as exc:
-        return [f"{CROISSANT}: {line}" for line in str(exc).splitlines() if line.strip()]
-    problems += [f"{CROISSANT}: warning: {w}" for w in sorted(dataset.metadata.ctx.issues.warnings)]
-    record_sets = doc.get("recordSet", [])
-    if not isinstance(record_sets, list) or not all(isinstance(r, dict) for r in record_sets):
-        return [*problems, f"{CROISSANT}: 'recordSet' is not a list of objects"]
-    described = {entry.get("contentUrl") for entry in distribution}
-    for record_set in record_sets:
-        problems += _check_sample(root, dataset, record_set, described)
-    return problems
-
-
-def _check_sample(
-    root: Path, dataset: Any, record_set: dict[str, Any], described: set[Any]
-) -> list[str]:
-    """Read the first SAMPLE records of a record set with mlcroissant and compare each text,
-    integer and boolean field with the file's own rows (null cells are left out: mlcroissant
-    reads a missing boolean as true). mlcroissant takes milliseconds per record, so a release
-    of millions of rows is sampled rather than read whole; the rows files themselves are
-    checked in full by verify-release. `described` are the contentUrls of the distribution,
-    checked to be regular files of the release."""
-    name = record_set["@id"]
-    source = record_set["field"][0]["source"]["fileObject"]["@id"]
-    if source not in described:  # only files checked above are read
-        return [f"{CROISSANT}: record set {name} reads {source!r}, not a described file"]
-    expected = _first_rows(root / source, SAMPLE)
-    got = []
-    try:
-        for record in dataset.records(record_set=name):
-            got.append(record)
-            if len(got) == SAMPLE:
-                break
-    except Exception as exc:  # mlcroissant raises many kinds; each is a finding here
-        return [f"{CROISSANT}: record set {name} cannot be read: {exc}"]
-    if len(got) != len(expected):
-        return [f"{CROISSANT}: record set {name} yields {len(got)} records, {source} holds more"]
-    problems = []
-    for field in record_set["field"]:
-        if field["dataType"] not in ("sc:Text", "sc:Integer", "sc:Boolean"):
-            continue
-        column = field["name"]  # each field is named after the column it describes
-        for index, (record, row) in enumerate(zip(got, expected, strict=True)):
-            want = _text(row.get(column))
-            if want is not None and _text(record.get(field["@id"])) != want:
-                problems.append(
-                    f"{CROISSANT}: record set {name} record {index + 1} field {column}: "
-                    f"{record.get(field['@id'])!r} differs from {source}'s {want!r}"
-                )
-                break
-    return problems
-
-
-SAMPLE = 200
-
-
-def _first_rows(path: Path, n: int) -> list[dict[str, Any]]:
-    if path.suffix == ".csv":
-        return pl.read_csv(path, infer_schema_length=0, n_rows=n).to_dicts()
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                rows.append(json.loads(line))
-                if len(rows) == n:
-                    break
-    return rows
-
-
-def _text(value: Any) -> str | None:
-    """A cell as comparable text: bytes decoded, booleans lower-case, NaN, null and the empty
-    string as None (a CSV cell cannot tell an empty string from a missing value, and
-    mlcroissant reads both as null)."""
-    if value is None or value == "" or (isinstance(value, float) and value != value):
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

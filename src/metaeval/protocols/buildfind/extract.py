@@ -38,6 +38,8 @@ def rows_from_finds(
         builder_spec = builders.get(builder, {})
         usage = record.get("usage") or {}
         panel = builder_spec.get("effort") if slice_name == "formal" else finder_spec.get("effort")
+        build = builds.get((task, builder, build_trial), {}) if slice_name == "formal" else {}
+        manifest_fields = run_metadata(build, record)
         for question_id, answer in sorted((record.get("answers") or {}).items()):
             columns["slice"].append(slice_name)
             columns["task"].append(task)
@@ -64,9 +66,26 @@ def rows_from_finds(
             columns["builder_model"].append(builder_spec.get("model") if builder else None)
             columns["finder_agent"].append(finder_spec.get("agent"))
             columns["finder_model"].append(finder_spec.get("model"))
+            for column, value in manifest_fields.items():
+                columns[column].append(value)
     if not columns["slice"]:
         return empty_rows()
     return conform(pl.DataFrame(columns, schema=SCHEMA))
+
+
+def run_metadata(build: dict[str, Any], find: dict[str, Any]) -> dict[str, Any]:
+    """The manifest fields of Appendix D a question row copies from its build record (empty
+    for the controls) and its find record; a field the record lacks is null."""
+    return {
+        "build_seed": build.get("seed"),
+        "find_seed": find.get("seed"),
+        "builder_prompt_hash": build.get("prompt_hash"),
+        "finder_prompt_hash": find.get("prompt_hash"),
+        "spec_hash": find.get("spec_hash"),
+        "environment_hash": find.get("environment_hash"),
+        "metaeval_version": find.get("metaeval_version"),
+        "find_created_at": find.get("created_at"),
+    }
 
 
 def scorable(record: dict[str, Any]) -> bool:

@@ -38,15 +38,14 @@ from typing import Any
 
 import polars as pl
 
-from metaeval import __version__
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.frame_files import csv_escaped
 from metaeval.protocols.buildfind.records import CHECKSUMS, CLAIMS, CROISSANT, RECORD_FILES
 from metaeval.protocols.buildfind.release_scrub import Scrubber
+from metaeval.protocols.buildfind.release_texts import labels_provenance, license_files, readme
 
 _STRIPPED_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 _BLOB_REF = re.compile(rb"sha256:[0-9a-f]{64}")
-_LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING")
 
 
 @dataclass
@@ -183,127 +182,6 @@ def _prompts(writer: _Writer) -> None:
         writer.text(f"prompts/{name}.txt", text)
 
 
-def _labels_provenance(rows: pl.DataFrame) -> str:
-    formal = rows.filter(pl.col("slice") == "formal")
-    pairs = formal.select("task", "builder", "build_trial", "question_id", "label", "label_source")
-    pairs = pairs.unique(["task", "builder", "build_trial", "question_id"], keep="first")
-    counts = pairs.group_by("label_source", "label").len().sort("label_source", "label")
-    lines = [
-        "# Implementation labels and their provenance",
-        "",
-        "Each formal (artifact, question) pair carries a label (`label`) and where it came from",
-        "(`label_source`): `consensus_prelabel` (stable agreement of the run's base finders,",
-        "`prelabels.parquet`), `manual_review` (a person's entry in `review.csv`) or `none`",
-        "(not labelled yet). Finder recovery is scored on `implemented_gold` pairs only.",
-        "",
-        "| label_source | label | pairs |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {s} | {lab} | {n} |" for s, lab, n in counts.iter_rows()]
-    lines += [
-        "",
-        f"{pairs.height} artifact-question pairs in total. `evidence_audit.csv` is the",
-        "stratified sample of correct answers for the post-hoc evidence audit (paper App. I),",
-        "with each answer's cited files, symbols and rationale and the auditor's label.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-APACHE = "https://www.apache.org/licenses/LICENSE-2.0"
-
-
-def _licenses(manifest: dict[str, Any], pack_dir: Path | None, writer: _Writer) -> str:
-    """Write LICENSE and LICENSES.md; returns the licence for the Croissant metadata."""
-    found = None
-    if pack_dir is not None:
-        found = next((pack_dir / n for n in _LICENSE_NAMES if (pack_dir / n).is_file()), None)
-    if found is not None:
-        writer.put("LICENSE", found.read_bytes())
-        pack_license = f"the pack's own licence, copied from its `{found.name}` into `LICENSE`"
-        declared = "the task pack's own licence, in LICENSE"
-    else:
-        writer.text(
-            "LICENSE",
-            "The task pack of this release ships no licence file of its own. The example packs\n"
-            f"distributed with metaeval are under metaeval's licence, Apache-2.0\n({APACHE}).\n",
-        )
-        pack_license = "no licence file in the pack; `LICENSE` states the licence that applies"
-        declared = APACHE
-    config = manifest.get("config", {})
-    agents = sorted(
-        {
-            (a.get("agent"), a.get("model"))
-            for a in config.get("builders", []) + config.get("finders", [])
-        },
-        key=str,
-    )
-    lines = [
-        "# Licences and third-party material",
-        "",
-        f"- **Task pack** (`pack/`, `prompts/`): {pack_license}.",
-        "- **Generated artifacts, records, tables and reports**: produced by the agents and by",
-        "  metaeval's deterministic analysis in this run; released under the same licence as",
-        "  the pack unless the run's owner states otherwise.",
-        f"- **Harness**: metaeval {__version__} (Apache-2.0). Its code is not part of this release;",
-        "  `verify-release` needs metaeval installed with the `release` extra.",
-        "",
-        "## Not redistributed",
-        "",
-        "- **Model weights**: none are included, whatever model served an agent.",
-        "- **Agent CLI code** (Claude Code, Codex, Gemini CLI, mini-swe-agent and others): none is",
-        "  included; their names and versions appear in the records only as identifiers.",
-        "- **Provider APIs** were accessed as services under their own terms; only the requests'",
-        "  and responses' recorded transcripts (secrets redacted) are included.",
-        "- **Python packages** metaeval depends on (polars, matplotlib, mlcroissant, ...).",
-        "- **Build outputs** of the compile probe (`__pycache__`, `*.pyc`, VCS data): left out of",
-        "  `artifacts/`; finders never saw them either.",
-        "",
-        "## Agents and models of this run (identifiers only)",
-        "",
-        "| agent | model |",
-        "|---|---|",
-    ]
-    lines += [f"| {a} | {m or '-'} |" for a, m in agents]
-    writer.text("LICENSES.md", "\n".join(lines) + "\n")
-    return declared
-
-
-def _readme(manifest: dict[str, Any], rows: pl.DataFrame) -> str:
-    config = manifest.get("config", {})
-    return "\n".join(
-        [
-            "# Build-and-find release",
-            "",
-            f"Run of metaeval {__version__}: {len(config.get('builders', []))} builders, "
-            f"{len(config.get('finders', []))} finders, {rows.height} question rows.",
-            "",
-            "Check it: `metaeval buildfind verify-release .` recomputes every table from",
-            "`data/question_rows.parquet` (and `data/view_rows.parquet`, `data/builds.parquet`,",
-            "the evidence-audit labels and the view records), compares it with `tables/`",
-            "(counts exactly, floats to 1e-9), checks `claims.json`, every checksum in",
-            "`SHA256SUMS` and the Croissant metadata in `croissant.json`.",
-            "",
-            "Recompute by hand: `metaeval buildfind analyze --rows data/question_rows.parquet",
-            "--view-rows data/view_rows.parquet -o recomputed` (leave out --view-rows when the",
-            "run had no restricted views).",
-            "",
-            "CSV text cells that begin with `=`, `+`, `-`, `@`, a tab or a carriage return (or",
-            "with `'`) carry one leading `'`, so a spreadsheet shows them instead of running",
-            "them as formulas; the Parquet files hold every value as it is.",
-            "",
-            "`artifacts/` holds the generated repositories as probed, without build outputs",
-            "(`__pycache__`, `*.pyc`, VCS data) and without symbolic links.",
-            "",
-            "Host paths are replaced by `$RUN_DIR`, `$PACK_DIR`, `$HOME`, `$CWD`,",
-            "`$PYTHON_PREFIX` and `$METAEVAL_SRC` (whole absolute paths of two or more",
-            "components; a top-level folder such as /tmp alone is left as written); secrets by",
-            "`[REDACTED]`.",
-            "See LICENSES.md for what is not included.",
-            "",
-        ]
-    )
-
-
 def checksums(root: Path) -> str:
     """sha256sum-format lines for every file under root except SHA256SUMS, sorted by path."""
     lines = []
@@ -353,7 +231,8 @@ def _fill(
     archive: bool,
 ) -> Release:
     from metaeval.protocols.buildfind.claims import claims, with_row_counts
-    from metaeval.protocols.buildfind.croissant import validate_croissant, write_croissant
+    from metaeval.protocols.buildfind.croissant import write_croissant
+    from metaeval.protocols.buildfind.croissant_check import validate_croissant
     from metaeval.protocols.buildfind.release_verify import load_released_tables
 
     writer = _Writer(out, scrubber)
@@ -371,12 +250,14 @@ def _fill(
     if (run_dir / "labels").is_dir():
         writer.tree(run_dir / "labels", "labels")
     rows = frames["data/question_rows.parquet"]
-    writer.text("labels/PROVENANCE.md", _labels_provenance(rows))
+    writer.text("labels/PROVENANCE.md", labels_provenance(rows))
     tables = load_released_tables(out)
     claim_list = with_row_counts(claims(tables), frames)
     writer.text(CLAIMS, json.dumps(claim_list, indent=2, sort_keys=True) + "\n")
-    declared = _licenses(manifest, pack_dir, writer)
-    writer.text("README.md", _readme(manifest, rows))
+    licenses, declared = license_files(manifest, pack_dir)
+    for rel, data in licenses.items():
+        writer.put(rel, data)
+    writer.text("README.md", readme(manifest, rows))
     write_croissant(out, manifest, declared)
     problems = validate_croissant(out)
     if problems:

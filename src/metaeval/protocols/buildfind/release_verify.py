@@ -11,13 +11,16 @@ one line naming the file (and the row and column):
 
 1. every file listed in SHA256SUMS exists with that SHA-256, and no file is unlisted;
 2. the pack's specs and question banks and the prompt templates have the hashes the run's
-   manifest recorded for them;
+   manifest recorded for them (1 and 2, and the tree check, are in `release_integrity`);
 3. every analysis table recomputed from the released rows (``data/question_rows``, and
    ``data/view_rows``, ``data/builds``, the evidence-audit labels and the view records) equals
    the released table, in Parquet and in CSV: same tables, columns, types and row count,
    counts and labels exactly, floats within 1e-9;
-4. the two copies of each rows table (Parquet, CSV) hold the same rows, and the rows follow
-   from the released records (find answers, base-finder prelabels, the review CSV);
+4. the two copies of each rows table (Parquet, CSV) hold the same columns and rows, and the
+   rows follow from the released records (find answers, run metadata, base-finder prelabels,
+   the review CSV). A rows file may lack only whole groups of columns added after it was
+   written (`rows.ADDED_COLUMNS`): it is compared on the columns it has; a file of the current
+   format has every column, and every column is compared;
 5. every claim of ``claims.json`` holds in the released tables and rows, and recomputing the
    claims gives the same map;
 6. the Croissant metadata validates with mlcroissant and describes the released files.
@@ -25,21 +28,21 @@ one line naming the file (and the row and column):
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
-from metaeval.tasks.safe_files import open_regular, read_regular, sha256_fd, walk_tree
-from metaeval.tasks.safe_json import MAX_JSON_BYTES, json_type, parse_json, read_json
+from metaeval.protocols.buildfind.release_integrity import (
+    check_checksums,
+    check_input_hashes,
+    check_json_records,
+    release_files,
+)
+from metaeval.tasks.safe_json import json_type, read_json
 
-MAX_TEXT_BYTES = 64 * 1024 * 1024
-"""SHA256SUMS and the pack's and prompts' text files: larger ones are not read."""
 INPUT_ERRORS = (
     MetaevalError,
     pl.exceptions.PolarsError,
@@ -91,123 +94,6 @@ def _error_text(exc: BaseException) -> str:
     if isinstance(exc, TypeError | AttributeError | IndexError):
         return f"a file has an unexpected shape ({type(exc).__name__}: {exc})"
     return str(exc)
-
-
-# ------------------------------------------------------------------------------- the tree
-
-
-def release_files(root: Path) -> tuple[list[str], list[str]]:
-    """(relative paths of the release's regular files, one problem per entry that is not a
-    regular file or directory). Nothing is opened or followed."""
-    files, problems = [], []
-    for entry in walk_tree(root):
-        if entry.kind == "file":
-            files.append(entry.rel)
-        elif entry.kind != "dir":
-            problems.append(
-                f"{entry.rel}: {entry.describe()}: a release holds only regular files "
-                "and directories"
-            )
-    return files, problems
-
-
-def _read_text(root: Path, rel: str) -> str:
-    """A regular file of the release (no symlink), at most MAX_TEXT_BYTES, as text."""
-    data = read_regular(root / rel, root, max_bytes=MAX_TEXT_BYTES, follow_inside_links=False)
-    # as Path.read_text does: undecodable bytes replaced, universal newlines
-    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def file_sha256(root: Path, rel: str) -> str:
-    """Hex SHA-256 of a regular file of the release (no symlink), read in chunks."""
-    fd = open_regular(root / rel, root, follow_inside_links=False)
-    try:
-        return sha256_fd(fd)
-    finally:
-        os.close(fd)
-
-
-def check_json_records(root: Path, files: list[str]) -> list[str]:
-    """Lines of the released record files (``records/*.jsonl``) nested too deeply to read:
-    the records' reader skips lines that are not JSON objects, but a line nested deeper than
-    the parser can go would stop the verification without naming the file."""
-    problems = []
-    for rel in files:
-        if not (rel.startswith("records/") and rel.endswith(".jsonl") and rel.count("/") == 1):
-            continue
-        fd = open_regular(root / rel, root, follow_inside_links=False)
-        with os.fdopen(fd, "rb") as handle:
-            for number, line in enumerate(iter(lambda: handle.readline(MAX_JSON_BYTES), b""), 1):
-                if line.lstrip()[:1] not in (b"{", b"["):
-                    continue  # not nested at all; the reader judges it
-                try:
-                    parse_json(line, f"{rel}: line {number}", expect=None)
-                except ConfigError as exc:
-                    if "nested deeper" in str(exc):
-                        problems.append(str(exc))
-    return problems
-
-
-# ------------------------------------------------------------------------------- checksums
-
-
-def check_checksums(root: Path, files: list[str] | None = None) -> list[str]:
-    """Problems with SHA256SUMS: missing, unreadable lines, wrong hashes, unlisted files.
-    `files` are the release's regular files (walked here when not given)."""
-    from metaeval.protocols.buildfind.records import CHECKSUMS
-
-    if files is None:
-        files, problems = release_files(root)
-        if problems:
-            return problems
-    present = set(files)
-    if CHECKSUMS not in present:
-        return [f"{CHECKSUMS}: missing"]
-    problems, listed = [], set()
-    for number, line in enumerate(_read_text(root, CHECKSUMS).splitlines(), 1):
-        digest, sep, rel = line.partition("  ")
-        if not sep or len(digest) != 64 or rel.startswith("/") or ".." in rel.split("/"):
-            problems.append(f"{CHECKSUMS}: line {number} is not '<sha256>  <relative path>'")
-            continue
-        listed.add(rel)
-        if rel not in present:
-            problems.append(f"{rel}: listed in {CHECKSUMS} but missing")
-        elif file_sha256(root, rel) != digest:
-            problems.append(f"{rel}: SHA-256 differs from {CHECKSUMS}")
-    for rel in sorted(present - listed - {CHECKSUMS}):
-        problems.append(f"{rel}: not listed in {CHECKSUMS}")
-    return problems
-
-
-# ------------------------------------------------------------------------------- inputs
-
-
-def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Specs, question banks and prompt templates against the hashes of the run's manifest."""
-    layers = manifest.get("layers")
-    last = layers[-1] if isinstance(layers, list) and layers else {}
-    hashes = (last.get("hashes") if isinstance(last, dict) else None) or manifest.get("hashes")
-    hashes = hashes or {}
-    if not isinstance(hashes, dict):
-        return [f"records/manifest.json: field 'hashes' is {json_type(hashes)}, not an object"]
-    problems = []
-    for name, expected in sorted(hashes.items()):
-        kind, _, key = name.partition(":")
-        if kind == "spec":
-            rel = f"pack/{key}/spec.yaml"
-        elif kind == "question_bank":
-            rel = f"pack/{key}/questions.yaml"
-        elif kind == "prompt" and key.startswith("buildfind_"):
-            rel = f"prompts/{key.removeprefix('buildfind_')}.txt"
-        else:
-            continue
-        if not (root / rel).is_file():
-            problems.append(f"{rel}: missing (the manifest records {name})")
-            continue
-        text = _read_text(root, rel)
-        if "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest() != expected:
-            problems.append(f"{rel}: differs from the {name} hash in records/manifest.json")
-    return problems
 
 
 # ------------------------------------------------------------------------------- tables
@@ -291,6 +177,7 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         VIEW_FINDS,
         logical_view,
     )
+    from metaeval.protocols.buildfind.rows import file_columns, without_lacking
     from metaeval.protocols.buildfind.view_evidence import view_rows_from
 
     records = RecordFiles(root / "records")
@@ -304,13 +191,38 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         derived, prelabels, read_review_csv(review) if review.is_file() else None
     )
     label = "data/question_rows.parquet (derived from records/finds.jsonl and labels/review.csv)"
-    problems = compare_frames(label, frames["data/question_rows.parquet"], derived)
+    rows = frames["data/question_rows.parquet"]
+    columns = file_columns(root / "data" / "question_rows.parquet")
+    problems = compare_frames(label, rows, without_lacking(derived, columns))
     if "data/view_rows.parquet" in frames:
         views = view_rows_from(
             config, builds, logical_view(records.read(VIEW_FINDS), VIEW_FIND_KEY), derived
         )
         label = "data/view_rows.parquet (derived from records/view_finds.jsonl)"
-        problems += compare_frames(label, frames["data/view_rows.parquet"], views)
+        columns = file_columns(root / "data" / "view_rows.parquet")
+        problems += compare_frames(
+            label, frames["data/view_rows.parquet"], without_lacking(views, columns)
+        )
+    return problems
+
+
+def check_rows_columns(root: Path) -> list[str]:
+    """Each rows table lacks no column but whole groups a format before them lacked
+    (`rows.missing_generations`; such a file is compared on the columns it has), and its CSV
+    copy holds the columns its Parquet copy holds."""
+    from metaeval.protocols.buildfind.rows import file_columns, missing_generations
+
+    problems = []
+    for stem in ("question_rows", "view_rows"):
+        parquet, csv = root / "data" / f"{stem}.parquet", root / "data" / f"{stem}.csv"
+        _, problem = missing_generations(file_columns(parquet)) if parquet.is_file() else ([], None)
+        if problem:
+            problems.append(f"data/{stem}.parquet: {problem}")
+        if parquet.is_file() and csv.is_file() and file_columns(parquet) != file_columns(csv):
+            problems.append(
+                f"data/{stem}.csv: columns {file_columns(csv)} differ from "
+                f"data/{stem}.parquet's {file_columns(parquet)}"
+            )
     return problems
 
 
@@ -319,6 +231,7 @@ TABLES_ADDED_LATER = frozenset(
         "affinity_matrix",
         "affinity_matrix_family",
         "bootstrap_ci",
+        "effort_accuracy",
         "low_prior_rb_effort",
         "paper_table1",
         "paper_table2",
@@ -343,13 +256,31 @@ def check_tables(root: Path, recomputed: dict[str, pl.DataFrame]) -> list[str]:
         for n in sorted(set(released) - set(recomputed))
     ]
     for name in sorted(set(released) & set(recomputed)):
-        problems += compare_frames(f"tables/{name}.parquet", released[name], recomputed[name])
+        expected = _layout_of(name, released[name], recomputed)
+        problems += compare_frames(f"tables/{name}.parquet", released[name], expected)
         csv_path = root / "tables" / f"{name}.csv"
         if not csv_path.is_file():
             problems.append(f"tables/{name}.csv: missing")
         else:
-            problems += compare_csv(f"tables/{name}.csv", csv_path, recomputed[name])
+            problems += compare_csv(f"tables/{name}.csv", csv_path, expected)
     return problems
+
+
+def _layout_of(
+    name: str, released: pl.DataFrame, recomputed: dict[str, pl.DataFrame]
+) -> pl.DataFrame:
+    """The recomputed table in the layout the release holds: the current one, or an earlier
+    layout (`EARLIER_LAYOUTS`) that the released table matches exactly."""
+    from metaeval.protocols.buildfind.analysis.earlier_layouts import EARLIER_LAYOUTS
+
+    current = recomputed[name]
+    if not compare_frames(name, released, current):
+        return current
+    for _why, layout in EARLIER_LAYOUTS.get(name, []):
+        earlier = layout(recomputed)
+        if not compare_frames(name, released, earlier):
+            return earlier
+    return current
 
 
 # ------------------------------------------------------------------------------- claims
@@ -416,7 +347,7 @@ def check_claims(
 
 def verify_release(root: Path) -> list[str]:
     """Every difference between what the release holds and what it reproduces; [] when sound."""
-    from metaeval.protocols.buildfind.croissant import validate_croissant
+    from metaeval.protocols.buildfind.croissant_check import validate_croissant
     from metaeval.protocols.buildfind.record_files import RecordFiles
 
     root = Path(root)
@@ -441,6 +372,7 @@ def verify_release(root: Path) -> list[str]:
         problems.append(f"cannot recompute the tables: {_error_text(exc)}")
         return problems
     problems += data_problems
+    problems += _checked("data", lambda: check_rows_columns(root))
     problems += _checked("records", lambda: check_rows_from_records(root, frames))
     problems += _checked("tables", lambda: check_tables(root, recomputed))
     problems += _checked("claims.json", lambda: check_claims(root, recomputed, frames))

@@ -25,6 +25,7 @@ from metaeval.protocols.buildfind.report_figures import (
     kendall_figure,
     rb_figure,
 )
+from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_entry
 from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
@@ -256,6 +257,7 @@ def render_html(
             "svg": Markup(kendall_figure(tables.get("kendall_tau"), files)),
         },
     ]
+    figures.append(effort_accuracy_entry(tables, files))
     template = _environment().from_string(load_template_text())
     run_id = meta.get("run_id")
     return template.render(

@@ -55,8 +55,32 @@ COLUMNS: dict[str, tuple[PolarsDataType, str]] = {
     "builder_model": (pl.Utf8, "builder's model as configured; null if none or a control"),
     "finder_agent": (pl.Utf8, "finder's agent id (e.g. claude-code)"),
     "finder_model": (pl.Utf8, "finder's model as configured; null if none"),
+    # the rest of the manifest fields Appendix D lists, copied from the build and find records
+    "build_seed": (pl.Int64, "seed of the build invocation (build record); null for controls"),
+    "find_seed": (pl.Int64, "seed of the find invocation, also its option-shuffle seed"),
+    "builder_prompt_hash": (pl.Utf8, "sha256 of the builder's prompt; null for controls"),
+    "finder_prompt_hash": (pl.Utf8, "sha256 of the finder's prompt"),
+    "spec_hash": (pl.Utf8, "sha256 of the task specification the find run recorded"),
+    "environment_hash": (pl.Utf8, "hash of the software environment of the find run"),
+    "metaeval_version": (pl.Utf8, "metaeval version that ran the find cell"),
+    "find_created_at": (pl.Utf8, "UTC time the find record was written (ISO 8601)"),
 }
-OPTIONAL = ("finder_effort", "builder_agent", "builder_model", "finder_agent", "finder_model")
+ADDED_COLUMNS: tuple[tuple[str, ...], ...] = (
+    ("finder_effort", "builder_agent", "builder_model", "finder_agent", "finder_model"),
+    (
+        "build_seed",
+        "find_seed",
+        "builder_prompt_hash",
+        "finder_prompt_hash",
+        "spec_hash",
+        "environment_hash",
+        "metaeval_version",
+        "find_created_at",
+    ),
+)
+"""Columns added after the first rows format, one group per format change, oldest first.
+A rows file written before a group existed lacks that group and every later one."""
+OPTIONAL = tuple(column for group in ADDED_COLUMNS for column in group)
 """Columns a rows file may lack (older runs): they read as null."""
 SCHEMA: dict[str, PolarsDataType] = {name: dtype for name, (dtype, _) in COLUMNS.items()}
 
@@ -82,6 +106,32 @@ FALSE_WORDS = ("false", "0", "no")
 OPTION_KEYS = ("A", "B", "C", "D")
 
 
+def missing_generations(columns: list[str]) -> tuple[list[str], str | None]:
+    """(optional columns a rows file with `columns` lacks, a problem or None).
+
+    A file metaeval wrote lacks only whole groups of `ADDED_COLUMNS`, the newest ones: it was
+    written before them. Lacking part of a group, or a group while holding a later one, is no
+    format any version wrote (a column was removed), and the problem says which. Reading rows
+    allows any optional column to be absent (a hand-made table may hold some); verifying a
+    release does not.
+    """
+    present = set(columns)
+    missing: list[str] = []
+    for index, group in enumerate(ADDED_COLUMNS):
+        lacking = [c for c in group if c not in present]
+        if not lacking:
+            continue
+        later = [c for g in ADDED_COLUMNS[index + 1 :] for c in g if c in present]
+        if len(lacking) < len(group) or later:
+            held = [c for c in group if c in present] + later
+            return missing, (
+                f"lacks column(s) {', '.join(lacking)} but holds {', '.join(held)}, "
+                "which no rows format wrote without them"
+            )
+        missing += lacking
+    return missing, None
+
+
 def conform(df: pl.DataFrame, source: str = "<rows>", *, line_offset: int = 1) -> pl.DataFrame:
     """Check columns and values, cast to the canonical schema and column order.
 
@@ -89,7 +139,7 @@ def conform(df: pl.DataFrame, source: str = "<rows>", *, line_offset: int = 1) -
     line of the file when `line_offset` is the number of lines before the first data row) and
     the column. Booleans given as text read true/false/1/0/yes/no in any case.
     """
-    df = df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in OPTIONAL if c not in df.columns)
+    df = df.with_columns(pl.lit(None, SCHEMA[c]).alias(c) for c in OPTIONAL if c not in df.columns)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"missing column(s): {', '.join(missing)}", file=source)
@@ -235,6 +285,23 @@ def _parse_csv(data: bytes, where: str) -> pl.DataFrame:
     keep_null = ("answer", *OPTIONAL)
     text_columns = [c for c in df.columns if SCHEMA.get(c) == pl.Utf8 and c not in keep_null]
     return df.with_columns(pl.col(text_columns).fill_null(""))
+
+
+def file_columns(path: Path) -> list[str]:
+    """The column names a rows file (Parquet or CSV) holds, as written; [] if unreadable."""
+    try:
+        if path.suffix == ".parquet":
+            return list(pl.read_parquet_schema(path))
+        return list(pl.read_csv(path, n_rows=0, infer_schema_length=0).columns)
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
+        return []
+
+
+def without_lacking(derived: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """`derived` rows with null in the optional columns a rows file holding `columns` lacks:
+    what that file reads as, so only the columns it has are compared."""
+    lacking, _ = missing_generations(columns)
+    return derived.with_columns(pl.lit(None, SCHEMA[c]).alias(c) for c in lacking)
 
 
 def write_rows(df: pl.DataFrame, out_dir: Path, stem: str = "question_rows") -> list[Path]:

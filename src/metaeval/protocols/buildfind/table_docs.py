@@ -7,6 +7,7 @@ columns holding percentage points say so.
 
 from __future__ import annotations
 
+from metaeval.protocols.buildfind.subset_docs import subset_table_docs
 from metaeval.protocols.buildfind.view_docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
 
 # table -> one-line caption (used by the README and the reports)
@@ -34,8 +35,8 @@ TABLE_TITLES: dict[str, str] = {
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
     "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
     "paper_table2": "Table 2 as the paper prints it, with its Build and Find columns.",
-    "paper_table3": "Table 3 as the paper prints it: effort panels side by side, G_task per task "
-    "with (contributing/total) finder cells.",
+    "paper_table3": "Table 3 as the paper prints it: effort panels side by side, one row per "
+    "builder label (agent and model), G_task per task with (contributing/total) finder cells.",
 }
 
 _PANEL = (
@@ -342,102 +343,10 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
     },
 }
 
-# The low-prior and implementation-signal views (paper Appendix J, L) repeat tables above on a
-# question subset; their columns are documented from the whole-set tables.
-SUBSETS = {
-    "low_prior": "low-prior questions (question-only agreement below 0.90)",
-    "implementation_signal": "implementation-signal questions (formal agreement at least 5 "
-    "points above question-only agreement)",
-}
-
-
-def _subset_docs(subset: str, what: str) -> dict[str, dict[str, str]]:
-    on = f" (on the {what})"
-    agreement = TABLE_DOCS["question_agreement"]
-    return {
-        f"{subset}_subset": {
-            "task": "task id",
-            "question_id": "question id",
-            "question_only_cells": agreement["question_only_cells"],
-            "question_only_agreement": agreement["question_only_agreement"],
-            "formal_agreement": agreement["formal_agreement"],
-            "lift_pp": agreement["lift_pp"],
-        },
-        f"{subset}_accuracy": {
-            "slice": "question_only, spec_only or formal (compile-pass, audited scoring set)",
-            "task": "task id, or 'all' for the row pooled over tasks",
-            "runs": "find runs with at least one scored subset question",
-            "scored_rows": "scored question rows of the subset",
-            "accuracy": "correct scored rows / scored rows" + on,
-            "perfect": "fraction of runs all-correct" + on,
-            "lift_pp": "accuracy minus question-only accuracy of the same task(s), percentage "
-            "points",
-        },
-        f"{subset}_recovery_gate": {
-            "effort_panel": _PANEL,
-            "builder": "builder name",
-            "task": "task id",
-            "recovery": "G_task recomputed" + on + "; null when no finder contributes",
-            "cells": "finders contributing a defined g" + on,
-            "panel_finders": "finders in the effort panel for the task",
-        },
-        f"{subset}_kendall_tau": {
-            name: text + (on if name == "tau" else "")
-            for name, text in TABLE_DOCS["kendall_tau"].items()
-        },
-        f"{subset}_affinity": {
-            name: text + (on if name in ("residual", "score") else "")
-            for name, text in TABLE_DOCS["affinity"].items()
-        },
-        f"{subset}_affinity_family": {
-            name: text + (on if name == "residual" else "")
-            for name, text in TABLE_DOCS["affinity_family"].items()
-        },
-    }
-
-
-for _subset, _what in SUBSETS.items():
-    TABLE_DOCS.update(_subset_docs(_subset, _what))
-    TABLE_TITLES.update(
-        {
-            f"{_subset}_subset": f"The {_what} (paper Appendix J).",
-            f"{_subset}_accuracy": f"Accuracy and lift over question-only on the {_what} "
-            "(paper Table 4).",
-            f"{_subset}_recovery_gate": f"Task-level recovery gate on the {_what} (paper "
-            "Table 16).",
-            f"{_subset}_kendall_tau": f"Kendall tau on the {_what} (paper Figure 7).",
-            f"{_subset}_affinity": f"Affinity residuals on the {_what} (paper Figure 8).",
-            f"{_subset}_affinity_family": f"Family-level affinity on the {_what}.",
-        }
-    )
-TABLE_DOCS["low_prior_rb_effort"] = {
-    name: text
-    + (
-        " (all-correct on the low-prior questions; effort stays whole-run, Appendix L)"
-        if name in ("R_b", "cells")
-        else ""
-    )
-    for name, text in TABLE_DOCS["rb_effort"].items()
-}
-TABLE_DOCS["robustness_pivots"] = {
-    "view": "builder (recovery of each builder's artifacts) or finder (recovery of each finder)",
-    "slice": "all; calibrated_instruments (builder view over the 4 finders with the highest "
-    "artifact-conditioned recovery, finder view over the 4 builders with the highest downstream "
-    "recovery; ties by name); cross_family (builder and finder families differ); low_prior; "
-    "implementation_signal (scoring set restricted to that question subset)",
-    "agent": "the builder or finder of the row",
-    "scored_rows": "scored question rows of formal compile-pass runs (audited scoring set)",
-    "correct_rows": "correct rows among them",
-    "recovery": "correct_rows / scored_rows (a fraction; the figure prints percentages)",
-}
-TABLE_TITLES["robustness_pivots"] = (
-    "Control-conditioned robustness views: exact-match recovery per builder and per finder on "
-    "five slices (paper Figure 3)."
-)
-TABLE_TITLES["low_prior_rb_effort"] = (
-    "Conditional inspection effort R_b with the all-correct gate on the low-prior questions "
-    "(paper Figure 6)."
-)
+# The low-prior and implementation-signal views repeat tables above on a question subset.
+_SUBSET_DOCS, _SUBSET_TITLES = subset_table_docs(TABLE_DOCS)
+TABLE_DOCS.update(_SUBSET_DOCS)
+TABLE_TITLES.update(_SUBSET_TITLES)
 TABLE_TITLES.update(
     {
         "question_agreement": "Per-question agreement in the question-only control and the "
@@ -457,12 +366,19 @@ def table_order(names: list[str] | tuple[str, ...] | set[str]) -> list[str]:
 
 def column_doc(table: str, column: str) -> str | None:
     """The documented meaning of a column, or None."""
-    if table == "paper_table3":  # "<panel> builder", then "<panel> <task>" per task
-        if column == "builder" or column.endswith(" builder"):
-            return "builder of that effort panel (the i-th by name on row i)"
+    if table == "paper_table3":  # builder, then "<panel> builder", "<panel> <task>" per panel
+        if column == "builder":
+            return (
+                "builder label shared across panels: agent and model from the rows (e.g. "
+                "'codex gpt-5.5'), else the config name without its effort suffix; builders "
+                "of one panel that would share a label keep their config names"
+            )
+        if column.endswith(" builder"):
+            return "config name of the panel's builder with that label; '–' if it has none"
         return (
             "G_task of the panel's builder on that task as a percent, with (contributing / "
-            "total) finder cells; '– (0/k)' when no finder cell contributes"
+            "total) finder cells; '– (0/k)' when no finder cell contributes or the panel has "
+            "no builder with that label (k: the panel's finder cells on the task)"
         )
     return TABLE_DOCS.get(table, {}).get(column)
 

@@ -105,7 +105,27 @@ def tables_readme(tables: dict[str, pl.DataFrame], warnings: list[str] | None = 
         if absent:
             lines += ["", f"Documented but not present: {', '.join(f'`{c}`' for c in absent)}."]
         lines.append("")
+    lines += _rows_section()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _rows_section() -> list[str]:
+    """The columns of the question rows every table above is computed from."""
+    from metaeval.protocols.buildfind.rows import ADDED_COLUMNS, schema_markdown
+
+    newest = ", ".join(f"`{c}`" for c in ADDED_COLUMNS[-1])
+    return [
+        "## question_rows (the input of every table)",
+        "",
+        "One row per (slice, artifact, find run, question): `question_rows.parquet` and "
+        "`.csv` in the run directory, `data/` in a release. The run metadata columns are the "
+        "manifest fields of the paper's Appendix D, copied from the build and find records; "
+        f"rows written before a group of them existed (the newest group: {newest}) read "
+        "that group as null.",
+        "",
+        schema_markdown().rstrip(),
+        "",
+    ]
 
 
 def write_tables(

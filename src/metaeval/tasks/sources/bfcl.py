@@ -25,15 +25,13 @@ from typing import Any
 
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.tasks.sources.bfcl_checker import (
-    CHECKER_FILE,
     check_calls_raw,
     checker_main,
     is_omit_marker,
     read_functions,
     read_ground_truth,
-    render_checker,
-    sync_checkers,
 )
+from metaeval.tasks.sources.bfcl_verifier import CHECKER_FILE, render_checker, sync_checkers
 
 INSTALL_HINT = "pip install bfcl-eval"
 CATEGORY_ALIASES = {"simple": "simple_python"}

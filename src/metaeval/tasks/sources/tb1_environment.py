@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from metaeval.config_files import parse_yaml
 from metaeval.errors import ConfigError
 from metaeval.tasks.safe_files import classify, read_regular
 
@@ -209,8 +208,8 @@ def standard_client_service(text: str) -> ClientService | None:
     `TEST_DIR`, literal variables, optionally `network_mode: none`), else None: anything
     else (more services, ports, other builds or mounts, host variables) needs a person."""
     try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError):
+        data = parse_yaml(text, "docker-compose.yaml")
+    except ConfigError:  # not YAML, or a key given twice: not the template (Docker refuses it)
         return None
     if not isinstance(data, dict) or set(data) != {"services"}:
         return None

@@ -26,8 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from metaeval.config_files import parse_yaml
 from metaeval.errors import ConfigError
 from metaeval.tasks.sources.tb1_environment import (
     read_source,
@@ -169,13 +168,7 @@ def _tb1_task_dirs(root: Path) -> list[Path]:
 
 
 def _read_task_yaml(path: Path) -> dict[str, Any]:
-    text = read_source(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
-    except RecursionError as exc:
-        raise ConfigError("invalid YAML: nested too deeply", file=str(path)) from exc
+    data = parse_yaml(read_source(path), str(path))
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", file=str(path))
     return data
@@ -288,10 +281,7 @@ def _solution_script(src: Path, notes: list[str]) -> str | None:
         notes.append("no solution.sh or solution.yaml: solution/solve.sh not written")
         return None
     where = str(yml)
-    try:
-        data = yaml.safe_load(read_source(yml))
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=where) from exc
+    data = parse_yaml(read_source(yml), where)
     if not isinstance(data, list):
         raise ConfigError("expected a list of commands", file=where)
     commands: list[str] = []

@@ -45,6 +45,7 @@ from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cell
 from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.plan import plan_tasks
+from metaeval.protocols.audit.records import AGENT_RUNS, AgentRunRecord, VerifierRun
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
@@ -55,7 +56,7 @@ from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import Room, run_trial
 
 PROTOCOL = "audit-agent"
-RECORDS = "agent_runs"
+RECORDS = AGENT_RUNS
 WORK_DIR = ".work"
 DEFAULT_TIME_LIMIT_S = 600.0
 DEFAULT_MAX_STEPS = 30
@@ -195,25 +196,25 @@ class AgentRuns:
         if result.kind == "ok":
             cell, files = result.value
         elif result.kind == "final":  # the harness fails the same way every time
-            cell = {
-                "task_id": task_id,
-                "agent": self.settings.agent,
-                "attempt": uuid.uuid4().hex[:12],
-                "status": "error",
-                "classification": "error",
-                "infra_error": False,
-                "error": f"deterministic failure, not retried: {result.error}"[:2000],
-            }
+            cell = AgentRunRecord(
+                task_id=task_id,
+                agent=self.settings.agent,
+                attempt=uuid.uuid4().hex[:12],
+                status="error",
+                classification="error",
+                infra_error=False,
+                error=f"deterministic failure, not retried: {result.error}"[:2000],
+            ).as_record()
             files = documents(cell, "", "", f"not run: {cell['error']}\n")
         else:  # infrastructure: retried on resume, no folder
-            failure = {
-                "task_id": task_id,
-                "agent": self.settings.agent,
-                "status": "error",
-                "classification": "infra_error",
-                "infra_error": True,
-                "error": (result.error or "")[-4000:],
-            }
+            failure = AgentRunRecord(
+                task_id=task_id,
+                agent=self.settings.agent,
+                status="error",
+                classification="infra_error",
+                infra_error=True,
+                error=(result.error or "")[-4000:],
+            ).as_record()
             return [[(RECORDS, failure)]]
         write_documents(run, cell["task_id"], files)
         return [[(RECORDS, cell)]]
@@ -230,13 +231,9 @@ class AgentRuns:
         }
         skip = _not_runnable(task)
         if skip is not None:
-            record = {
-                **base,
-                "status": "error",
-                "classification": "not_run",
-                "infra_error": False,
-                "error": skip,
-            }
+            record = AgentRunRecord(
+                **base, status="error", classification="not_run", infra_error=False, error=skip
+            ).as_record()
             return record, documents(record, "", "", f"not run: {skip}\n")
         scratch = run.path / WORK_DIR / f"{base['attempt']}"
         try:
@@ -280,37 +277,35 @@ class AgentRuns:
         reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
         work = scratch / "app"
         diff = tree_diff(start, work)
-        record = {
+        record = AgentRunRecord(
             **base,
-            "status": result.status,
-            "classification": classify(result),
-            "stop_reason": result.stop_reason,
-            "infra_error": result.infra_error,
-            "error": result.error,
-            "reward": reward,
-            "reward_source": reward_source,
-            "reward_error": reward_error,
-            "passed": reward is not None and reward >= 1,
-            "tests": {
-                "returncode": test.returncode,
-                "timed_out": test.timed_out,
-                "duration_s": test.duration_s,
-            },
-            "time_limit_s": limits.time_limit_s,
-            "usage": result.usage.model_dump(),
-            "cli_usage": result.cli_usage.model_dump() if result.cli_usage else None,
-            "cost_usd": result.cost_usd,
-            "steps": result.steps,
-            "wall_clock_s": round(result.wall_clock_s, 3),
-            "files_produced": result.files_produced,
-            "effort": result.effort.model_dump(),
-            "model_calls": len(result.model_calls),
-            "diff_blob": run.blobs.put(diff),
-            "transcript_blob": run.blobs.put(
+            status=result.status,
+            classification=classify(result),
+            stop_reason=result.stop_reason,
+            infra_error=result.infra_error,
+            error=result.error,
+            reward=reward,
+            reward_source=reward_source,
+            reward_error=reward_error,
+            passed=reward is not None and reward >= 1,
+            tests=VerifierRun(
+                returncode=test.returncode, timed_out=test.timed_out, duration_s=test.duration_s
+            ),
+            time_limit_s=limits.time_limit_s,
+            usage=result.usage.model_dump(),
+            cli_usage=result.cli_usage.model_dump() if result.cli_usage else None,
+            cost_usd=result.cost_usd,
+            steps=result.steps,
+            wall_clock_s=round(result.wall_clock_s, 3),
+            files_produced=result.files_produced,
+            effort=result.effort.model_dump(),
+            model_calls=len(result.model_calls),
+            diff_blob=run.blobs.put(diff),
+            transcript_blob=run.blobs.put(
                 json.dumps([e.model_dump(mode="json") for e in result.transcript])
             ),
-            "tests_log_blob": run.blobs.put(log),
-        }
+            tests_log_blob=run.blobs.put(log),
+        ).as_record()
         summary = transcript_summary(result.transcript, result.submission)
         return record, documents(record, diff, summary, log)
 

@@ -17,6 +17,7 @@ from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.llm_protocol import audit_task
 from metaeval.protocols.audit.output_schema import DEFAULT_ANSWER, AnswerOptions
 from metaeval.protocols.audit.prompts import AuditProtocol
+from metaeval.protocols.audit.records import ModelCell
 from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.records.blobs import BlobStore
 
@@ -44,25 +45,25 @@ def model_cell(
         answer=answer,
     )
     findings = [verify_evidence(f, task) for f in audit.findings]
-    cell = {
+    cell = ModelCell(
         **base,
-        "status": "ok" if audit.status == "ok" else "error",
-        "audit_failure": audit.status != "ok",
-        "infra_error": False,
-        "error": audit.error,
-        "protocol": audit.protocol,
-        "attempts": audit.attempts,
-        "usage": audit.usage.model_dump(),
-        "cost_usd": audit.cost_usd,
-        "prompt_tokens": audit.prompt_tokens,
-        "n_findings": len(findings),
-        "dropped": audit.dropped,
-        "notes": getattr(audit, "notes", []),
-        "cuts": task.cuts,
+        status="ok" if audit.status == "ok" else "error",
+        audit_failure=audit.status != "ok",
+        infra_error=False,
+        error=audit.error,
+        protocol=audit.protocol,
+        attempts=audit.attempts,
+        usage=audit.usage.model_dump(),
+        cost_usd=audit.cost_usd,
+        prompt_tokens=audit.prompt_tokens,
+        n_findings=len(findings),
+        dropped=audit.dropped,
+        notes=getattr(audit, "notes", []),
+        cuts=task.cuts,
         # durable before the cell record is (the run's writer syncs them first)
-        "raw_outputs_blob": blobs.put("\n\n-----\n\n".join(audit.raw_outputs), defer_sync=True),
-        "model_calls_blob": blobs.put(_jsonl(audit.model_calls), defer_sync=True),
-    }
+        raw_outputs_blob=blobs.put("\n\n-----\n\n".join(audit.raw_outputs), defer_sync=True),
+        model_calls_blob=blobs.put(_jsonl(audit.model_calls), defer_sync=True),
+    ).as_record()
     return cell, [f.model_dump(mode="json") for f in findings]
 
 

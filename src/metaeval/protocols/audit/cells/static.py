@@ -18,6 +18,7 @@ from metaeval.protocols.audit.dedupe import merge_check_findings
 from metaeval.protocols.audit.evidence import verify_evidence
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.findings import Finding, apply_tier_rule
+from metaeval.protocols.audit.records import ExecutionSummary, PhaseOutcome, StaticCell
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.audit.task_view import Hints, LoadedTask, load_task
 from metaeval.records.blobs import BlobStore
@@ -39,7 +40,7 @@ def static_cell(
     """The cell record and findings of the static source for one loaded task."""
     static = run_static_checks_report(task)
     findings: list[Finding] = list(static.findings)
-    execution: dict[str, Any] = {"skipped": "disabled"}
+    execution = ExecutionSummary(skipped="disabled")
     extra: dict[str, str] = {}
     if execution_checks:
         result = run_execution_checks(
@@ -51,20 +52,20 @@ def static_cell(
     # The one place static and execution findings pass before they are recorded: the
     # evidence-tier rule (an `assumed` finding is at most Low, confidence <= 0.3).
     verified = [verify_evidence(apply_tier_rule(f), task, extra_files=extra) for f in findings]
-    cell = {
+    cell = StaticCell(
         **base,
-        "status": "ok",
-        "infra_error": False,
-        "n_findings": len(verified),
-        "n_files": len(task.files),
-        "execution": execution,
-        "config_error": task.config_error,
-        "skipped_files": task.skipped_files,
-        "cuts": task.cuts,
-    }
+        status="ok",
+        infra_error=False,
+        n_findings=len(verified),
+        n_files=len(task.files),
+        execution=execution,
+        config_error=task.config_error,
+        skipped_files=task.skipped_files,
+        cuts=task.cuts,
+    )
     if static.errors:  # a check that failed on this task's input (deterministic)
-        cell["check_errors"] = static.errors
-    return cell, [f.model_dump(mode="json") for f in verified]
+        cell.check_errors = static.errors
+    return cell.as_record(), [f.model_dump(mode="json") for f in verified]
 
 
 def execution_logs(result: Any) -> dict[str, str]:
@@ -80,31 +81,32 @@ def execution_logs(result: Any) -> dict[str, str]:
     return logs
 
 
-def execution_summary(result: Any, blobs: BlobStore) -> dict[str, Any]:
+def execution_summary(result: Any, blobs: BlobStore) -> ExecutionSummary:
     """The oracle and null-agent outcomes for the cell record; full logs go to blobs."""
-    summary: dict[str, Any] = {
-        "skipped": result.skipped,
-        "backend": result.backend,
-        "approximate": result.approximate,
-        "stand_in": list(getattr(result, "stand_in", [])),
-        "mismatch": result.mismatch,
-        "build_log_blob": blobs.put(result.build_log) if result.build_log else None,
-    }
+    summary = ExecutionSummary(
+        skipped=result.skipped,
+        backend=result.backend,
+        approximate=result.approximate,
+        stand_in=list(getattr(result, "stand_in", [])),
+        mismatch=result.mismatch,
+        build_log_blob=blobs.put(result.build_log) if result.build_log else None,
+    )
     for name in ("oracle", "null_agent"):
         phase = getattr(result, name, None)
         if phase is None:
             continue
-        summary[name] = {
-            "ran": phase.ran,
-            "note": phase.note,
-            "reward": phase.reward,
-            "reward_source": phase.reward_source,
-            "reward_error": phase.reward_error,
-            "passed": phase.passed,
-            "timed_out": phase.timed_out,
+        outcome = PhaseOutcome(
+            ran=phase.ran,
+            note=phase.note,
+            reward=phase.reward,
+            reward_source=phase.reward_source,
+            reward_error=phase.reward_error,
+            passed=phase.passed,
+            timed_out=phase.timed_out,
             **({"env_notes": list(phase.notes)} if getattr(phase, "notes", None) else {}),
-            "log_blob": blobs.put(phase.log) if phase.log else None,
-        }
+            log_blob=blobs.put(phase.log) if phase.log else None,
+        )
+        setattr(summary, name, outcome)
     return summary
 
 

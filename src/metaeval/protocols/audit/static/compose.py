@@ -32,147 +32,177 @@ def check_compose(ctx: TaskContext, marked: set[str]) -> list[Finding]:
         try:
             data = yaml.safe_load(f.text)
         except (yaml.YAMLError, RecursionError) as exc:
-            if path in marked:
-                continue
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else 1
-            why = (
-                "it nests too deeply to be parsed"
-                if isinstance(exc, RecursionError)
-                else str(exc).splitlines()[0]
-            )
-            findings.append(
-                make_finding(
-                    ctx,
-                    subcategory="ENV-DEP",
-                    severity="Critical",
-                    finding_type="Bug",
-                    title=f"{path} is not valid YAML",
-                    description=(
-                        f"{path} does not parse ({why}), so the environment cannot be started."
-                    ),
-                    recommendation=f"Fix the YAML syntax of {path}.",
-                    confidence=0.85,
-                    evidence=[evidence_line(ctx, path, line)],
-                )
-            )
+            if path not in marked:
+                findings.append(_invalid_yaml_finding(ctx, path, exc))
             continue
         if not isinstance(data, dict):
             continue
         missing = _compose_missing(data, listing)
         if missing:
+            findings.append(_missing_refs_finding(ctx, path, missing))
+        findings += _local_image_findings(ctx, path, data)
+    return findings
+
+
+def _invalid_yaml_finding(ctx: TaskContext, path: str, exc: Exception) -> Finding:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else 1
+    why = (
+        "it nests too deeply to be parsed"
+        if isinstance(exc, RecursionError)
+        else str(exc).splitlines()[0]
+    )
+    return make_finding(
+        ctx,
+        subcategory="ENV-DEP",
+        severity="Critical",
+        finding_type="Bug",
+        title=f"{path} is not valid YAML",
+        description=(f"{path} does not parse ({why}), so the environment cannot be started."),
+        recommendation=f"Fix the YAML syntax of {path}.",
+        confidence=0.85,
+        evidence=[evidence_line(ctx, path, line)],
+    )
+
+
+def _missing_refs_finding(ctx: TaskContext, path: str, missing: list[str]) -> Finding:
+    lines = ctx.lines(path)
+    evidence = []
+    for ref in missing:
+        number = next((i for i, text in enumerate(lines, 1) if ref.split("/")[-1] in text), None)
+        if number:
+            evidence.append(evidence_line(ctx, path, number))
+    return make_finding(
+        ctx,
+        subcategory="ENV-PATH",
+        severity="Critical",
+        finding_type="Bug",
+        title=f"{path} references files that do not exist",
+        description=(
+            f"{path} uses {', '.join(f'`{m}`' for m in missing[:6])}, relative to "
+            "environment/, but the task does not ship them, so the services cannot "
+            "be built or started."
+        ),
+        recommendation="Ship the referenced files in environment/ or fix the paths.",
+        confidence=0.85,
+        evidence=evidence or [Evidence(file=path)],
+    )
+
+
+def _local_image_findings(ctx: TaskContext, path: str, data: dict) -> list[Finding]:
+    """Services that run an image only its author's machine has, with nothing to build it."""
+    findings: list[Finding] = []
+    for service in (data.get("services") or {}).values():
+        image = service.get("image") if isinstance(service, dict) else None
+        if isinstance(image, str) and local_only_image(image)[0] and not service.get("build"):
             lines = ctx.lines(path)
-            evidence = []
-            for ref in missing:
-                number = next(
-                    (i for i, text in enumerate(lines, 1) if ref.split("/")[-1] in text), None
-                )
-                if number:
-                    evidence.append(evidence_line(ctx, path, number))
+            number = next((i for i, t in enumerate(lines, 1) if image in t), None)
             findings.append(
                 make_finding(
                     ctx,
-                    subcategory="ENV-PATH",
-                    severity="Critical",
+                    subcategory="ENV-DEP",
+                    severity="High",
                     finding_type="Bug",
-                    title=f"{path} references files that do not exist",
+                    title=f"Image `{image}` exists only on its author's machine",
                     description=(
-                        f"{path} uses {', '.join(f'`{m}`' for m in missing[:6])}, relative to "
-                        "environment/, but the task does not ship them, so the services cannot "
-                        "be built or started."
+                        f"{path} runs the image `{image}`, which no registry serves and no "
+                        "`build:` entry builds, so the environment cannot start elsewhere."
                     ),
-                    recommendation="Ship the referenced files in environment/ or fix the paths.",
-                    confidence=0.85,
-                    evidence=evidence or [Evidence(file=path)],
+                    recommendation="Build it from environment/ or name a public image.",
+                    confidence=local_only_image(image)[1],
+                    evidence=[evidence_line(ctx, path, number)]
+                    if number
+                    else [Evidence(file=path)],
                 )
             )
-        for service in (data.get("services") or {}).values():
-            image = service.get("image") if isinstance(service, dict) else None
-            if isinstance(image, str) and local_only_image(image)[0] and not service.get("build"):
-                lines = ctx.lines(path)
-                number = next((i for i, t in enumerate(lines, 1) if image in t), None)
-                findings.append(
-                    make_finding(
-                        ctx,
-                        subcategory="ENV-DEP",
-                        severity="High",
-                        finding_type="Bug",
-                        title=f"Image `{image}` exists only on its author's machine",
-                        description=(
-                            f"{path} runs the image `{image}`, which no registry serves and no "
-                            "`build:` entry builds, so the environment cannot start elsewhere."
-                        ),
-                        recommendation="Build it from environment/ or name a public image.",
-                        confidence=local_only_image(image)[1],
-                        evidence=[evidence_line(ctx, path, number)]
-                        if number
-                        else [Evidence(file=path)],
-                    )
-                )
     return findings
+
+
+def _exists(ref: str, listing: list[str]) -> bool:
+    """Whether a relative reference names a file or directory of environment/."""
+    clean = posixpath.normpath(ref)
+    if clean in (".", ""):
+        return True
+    if clean.startswith(".."):
+        return False
+    return any(n == clean or n.startswith(clean + "/") for n in listing)
+
+
+def _relative(ref: object) -> str | None:
+    """The reference when it is a plain relative path (no variable, URL or home path)."""
+    if not isinstance(ref, str) or "$" in ref or ref.startswith(("/", "~")) or "://" in ref:
+        return None
+    return ref
 
 
 def _compose_missing(data: dict, listing: list[str]) -> list[str]:
     """Relative file references of a compose file that are not in environment/."""
-    refs: list[str] = []
-
-    def exists(ref: str) -> bool:
-        clean = posixpath.normpath(ref)
-        if clean in (".", ""):
-            return True
-        if clean.startswith(".."):
-            return False
-        return any(n == clean or n.startswith(clean + "/") for n in listing)
-
-    def relative(ref: object) -> str | None:
-        if not isinstance(ref, str) or "$" in ref or ref.startswith(("/", "~")) or "://" in ref:
-            return None
-        return ref
-
     services = data.get("services") or {}
     if not isinstance(services, dict):
         return []
+    refs: list[str] = []
     for service in services.values():
         if not isinstance(service, dict):
             continue
-        build = service.get("build")
-        context = "."
-        dockerfile = "Dockerfile"
-        if isinstance(build, str):
-            context = build
-        elif isinstance(build, dict):
-            context = build.get("context", ".")
-            dockerfile = build.get("dockerfile", "Dockerfile")
-        if build is not None and (ctx_ref := relative(context)) is not None:
-            if not exists(ctx_ref):
-                refs.append(ctx_ref)
-            elif (df := relative(dockerfile)) is not None:
-                joined = posixpath.join(ctx_ref, df)
-                if not exists(joined):
-                    refs.append(joined)
-        env_files = service.get("env_file")
-        for ref in [env_files] if isinstance(env_files, str) else env_files or []:
-            if isinstance(ref, dict):
-                if ref.get("required") is False:
-                    continue
-                ref = ref.get("path")
-            if (rel := relative(ref)) is not None and not exists(rel):
-                refs.append(rel)
-        for volume in service.get("volumes") or []:
-            source = None
-            if isinstance(volume, str) and ":" in volume:
-                source = volume.split(":", 1)[0]
-                if not source.startswith("."):
-                    continue  # a named volume
-            elif isinstance(volume, dict) and volume.get("type") == "bind":
-                source = volume.get("source")
-            if (rel := relative(source)) is not None and not exists(rel):
-                refs.append(rel)
+        refs += _build_refs(service, listing)
+        refs += _env_file_refs(service, listing)
+        refs += _volume_refs(service, listing)
     for section in ("configs", "secrets"):
         entries = data.get(section) or {}
         if isinstance(entries, dict):
             for entry in entries.values():
-                rel = relative(entry.get("file")) if isinstance(entry, dict) else None
-                if rel is not None and not exists(rel):
+                rel = _relative(entry.get("file")) if isinstance(entry, dict) else None
+                if rel is not None and not _exists(rel, listing):
                     refs.append(rel)
     return list(dict.fromkeys(refs))
+
+
+def _build_refs(service: dict, listing: list[str]) -> list[str]:
+    """A missing `build` context, or else a missing Dockerfile in it."""
+    build = service.get("build")
+    context = "."
+    dockerfile = "Dockerfile"
+    if isinstance(build, str):
+        context = build
+    elif isinstance(build, dict):
+        context = build.get("context", ".")
+        dockerfile = build.get("dockerfile", "Dockerfile")
+    if build is None or (ctx_ref := _relative(context)) is None:
+        return []
+    if not _exists(ctx_ref, listing):
+        return [ctx_ref]
+    if (df := _relative(dockerfile)) is not None:
+        joined = posixpath.join(ctx_ref, df)
+        if not _exists(joined, listing):
+            return [joined]
+    return []
+
+
+def _env_file_refs(service: dict, listing: list[str]) -> list[str]:
+    """Missing `env_file` entries (those marked `required: false` may be absent)."""
+    refs: list[str] = []
+    env_files = service.get("env_file")
+    for ref in [env_files] if isinstance(env_files, str) else env_files or []:
+        if isinstance(ref, dict):
+            if ref.get("required") is False:
+                continue
+            ref = ref.get("path")
+        if (rel := _relative(ref)) is not None and not _exists(rel, listing):
+            refs.append(rel)
+    return refs
+
+
+def _volume_refs(service: dict, listing: list[str]) -> list[str]:
+    """Missing sources of relative bind mounts (`./data:/data`); named volumes are not files."""
+    refs: list[str] = []
+    for volume in service.get("volumes") or []:
+        source = None
+        if isinstance(volume, str) and ":" in volume:
+            source = volume.split(":", 1)[0]
+            if not source.startswith("."):
+                continue  # a named volume
+        elif isinstance(volume, dict) and volume.get("type") == "bind":
+            source = volume.get("source")
+        if (rel := _relative(source)) is not None and not _exists(rel, listing):
+            refs.append(rel)
+    return refs

@@ -15,7 +15,7 @@ the one whose fix it needs):
   and the task runs with the default. Medium when a dropped key is a runtime setting Harbor
   knows in another table (misplaced: `agent.allow_internet`, a top-level `timeout_sec`) or a
   near-miss spelling of one (`memory_gb`), confidence 0.8; Low otherwise, 0.6.
-- **Invalid values** (`toml_schema.value_problems`: a known key whose value has the wrong type
+- **Invalid values** (`toml_values.value_problems`: a known key whose value has the wrong type
   or lies outside its range, e.g. `timeout_sec = "sixty"`, `nan` or `-5`, `memory_mb = "2G"`,
   `cpus = [1, 2]`, `allow_internet = "yes"`) -> one ENV-RESOURCE finding per key, High, Bug,
   0.9, naming the key and the value and citing its line: the runtime limit the author meant
@@ -44,11 +44,13 @@ from __future__ import annotations
 import difflib
 import re
 
-from metaeval.protocols.audit.findings import Evidence, Finding, FindingType, Severity
+from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding, plural
+from metaeval.protocols.audit.static.missing_files import missing_file_findings
 from metaeval.protocols.audit.static.task_context import TaskContext
 from metaeval.protocols.audit.static.toml_lines import toml_key_lines, toml_line_for
-from metaeval.tasks.toml_schema import ENVIRONMENT_KEYS, value_problems
+from metaeval.tasks.toml_schema import ENVIRONMENT_KEYS
+from metaeval.tasks.toml_values import value_problems
 
 LISTED_KEYS = 20
 """At most this many dropped keys are named in the finding's text (the count says the rest)."""
@@ -187,103 +189,6 @@ def _unknown_keys(ctx: TaskContext) -> list[Finding]:
     ]
 
 
-def _missing_files(ctx: TaskContext) -> list[Finding]:
-    findings: list[Finding] = []
-    for missing in ctx.task.missing_files:
-        path = missing.strip().split(" ", 1)[0].rstrip("/") or missing
-        if path.startswith(("agent_results/", "agent/")):
-            continue  # missing agent results (execution tier) are not a benchmark defect
-        evidence = [Evidence(file=path)]
-        # subcategory, severity, finding type, confidence, title, description, recommendation
-        spec: tuple[str, Severity, FindingType, float, str, str, str]
-        if path == "instruction.md":
-            spec = (
-                "INST-INFEASIBLE",
-                "Critical",
-                "Bug",
-                0.9,
-                "The task has no instruction.md",
-                "Agents receive no task description, so no agent can know what to do: the task "
-                "is infeasible as written and its results measure nothing.",
-                "Add instruction.md with the full task specification.",
-            )
-        elif path in ("tests/test.sh", "tests"):
-            spec = (
-                "EVAL-MISMATCH",
-                "Critical",
-                "Bug",
-                0.9,
-                "The task has no tests/test.sh",
-                "Harbor runs tests/test.sh to compute the reward; without it nothing evaluates "
-                "the agent, so every agent gets the same (missing) reward whatever it did.",
-                "Add tests/test.sh that checks the required outputs and writes "
-                "/logs/verifier/reward.txt.",
-            )
-        elif path.startswith("solution"):
-            spec = (
-                "GT-NO-ORACLE",
-                "Low",
-                "Warning",
-                0.5,
-                f"The task has no reference solution ({path})",
-                "Without a reference solution the task was never shown to be solvable in its "
-                "environment, so infeasible or contradictory requirements go unnoticed.",
-                "Add solution/solve.sh that solves the task and check that the tests pass on it.",
-            )
-        elif path.startswith("environment"):
-            if ctx.docker_image:
-                continue
-            spec = (
-                "ENV-DEP",
-                "High",
-                "Bug",
-                0.8,
-                f"The task has no environment ({path})",
-                "Neither environment/Dockerfile nor `[environment] docker_image` defines the "
-                "image, so the packages and files the task needs are undefined and the task "
-                "cannot be built as shipped.",
-                "Add environment/Dockerfile installing the task's dependencies (or set "
-                "`[environment] docker_image`).",
-            )
-        elif path == "task.toml":
-            spec = (
-                "ENV-RESOURCE",
-                "Medium",
-                "Warning",
-                0.7,
-                "The task has no task.toml",
-                "Without task.toml the runtime limits (timeouts, resources, network) fall back "
-                "to Harbor's defaults, which the task was not designed for.",
-                "Add task.toml with the task's timeouts and resources.",
-            )
-        else:
-            spec = (
-                "ENV-PATH",
-                "Medium",
-                "Warning",
-                0.6,
-                f"Required file {path} is missing",
-                f"The task layout requires `{path}`, but it is not in the task directory, so "
-                "the runtime cannot find it.",
-                f"Add `{path}` to the task.",
-            )
-        subcategory, severity, kind, confidence, title, description, recommendation = spec
-        findings.append(
-            make_finding(
-                ctx,
-                subcategory=subcategory,
-                severity=severity,
-                finding_type=kind,
-                title=title,
-                description=description,
-                recommendation=recommendation,
-                confidence=confidence,
-                evidence=evidence,
-            )
-        )
-    return findings
-
-
 def _bad_values(ctx: TaskContext) -> list[Finding]:
     """One ENV-RESOURCE finding per task.toml value of the wrong type or out of range."""
     problems = value_problems(ctx.task.config)
@@ -375,7 +280,7 @@ def check_task_config(ctx: TaskContext) -> list[Finding]:
         _config_error(ctx)
         + _unknown_keys(ctx)
         + _bad_values(ctx)
-        + _missing_files(ctx)
+        + missing_file_findings(ctx)
         + _empty_instruction(ctx)
         + _unreadable_instruction(ctx)
     )

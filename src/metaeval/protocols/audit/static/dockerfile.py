@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from metaeval.protocols.audit.static.installs import InstallCommand, find_installs_in
-from metaeval.protocols.audit.static.shell import ShellCommand, expand_vars, parse_script
+from metaeval.protocols.audit.static.shell import parse_script
+from metaeval.protocols.audit.static.shell_script import ShellCommand, expand_vars
 
 _OPAQUE_INSTALL = re.compile(
     r"\b(?:poetry install|uv sync|pipenv (?:install|sync)|pdm (?:install|sync)|"
@@ -135,59 +136,72 @@ def parse_dockerfile(path: str, text: str) -> DockerInfo:
         values = [expand_vars(v, info.env_vars) for v in command.value]
         if keyword in ("COPY", "ADD", "WORKDIR", "VOLUME") and not command.json:
             values = [_unquote(v) for v in values]  # Docker's word processing drops quotes
-        if keyword == "FROM":
-            info.stage_count += 1
-            image = values[0] if values else ""
-            if image.lower() not in {s.lower() for s in info.stages} and image != "scratch":
-                info.base_images.append(image)
-                info.from_lines.append((command.start_line, image))
-            if len(values) >= 3 and values[1].lower() == "as":
-                info.stages.append(values[2])
-            workdir = "/"
-            info.workdir = None
-        elif keyword in ("ENV", "ARG"):
-            if keyword == "ENV":
-                for key, value in zip(values[0::2], values[1::2], strict=False):
-                    info.env_vars[key] = value
-            else:
-                for value in values:
-                    key, sep, default = value.partition("=")
-                    info.env_vars.setdefault(key, default if sep else "")
-        elif keyword == "WORKDIR" and values:
-            target = values[0]
-            workdir = posixpath.normpath(
-                target if target.startswith("/") else posixpath.join(workdir, target)
-            )
-            info.provided.add(workdir)
-            info.workdir = workdir
-        elif keyword in ("COPY", "ADD") and values:
-            heredoc = bool(command.heredocs) if hasattr(command, "heredocs") else False
-            sources, destination = values[:-1], values[-1]
-            if heredoc:
-                sources = []
-            stage = _flag(command.flags, "from")
-            copy = CopyInstruction(
-                command.start_line,
-                command.end_line,
-                keyword,
-                sources,
-                destination,
-                stage,
-                heredoc,
-            )
-            info.copies.append(copy)
-            info.steps.append(CopyStep(copy, workdir))
-            if stage is None:
-                info.copy_sources += sources
-            dest = (
-                destination if destination.startswith("/") else posixpath.join(workdir, destination)
-            )
-            info.provided.add(posixpath.normpath(dest))
-        elif keyword == "VOLUME":
-            info.provided |= {v for v in values if v.startswith("/")}
-        elif keyword == "RUN":
-            _run(info, command, values, workdir, find_installs_in)
+        workdir = _apply(info, command, keyword, values, workdir)
     return info
+
+
+def _apply(info: DockerInfo, command, keyword: str, values: list[str], workdir: str) -> str:
+    """Record one instruction in `info`; the working directory after it."""
+    if keyword == "FROM":
+        _from(info, command, values)
+        return "/"
+    if keyword == "ENV":
+        for key, value in zip(values[0::2], values[1::2], strict=False):
+            info.env_vars[key] = value
+    elif keyword == "ARG":
+        for value in values:
+            key, sep, default = value.partition("=")
+            info.env_vars.setdefault(key, default if sep else "")
+    elif keyword == "WORKDIR" and values:
+        target = values[0]
+        workdir = posixpath.normpath(
+            target if target.startswith("/") else posixpath.join(workdir, target)
+        )
+        info.provided.add(workdir)
+        info.workdir = workdir
+    elif keyword in ("COPY", "ADD") and values:
+        _copy(info, command, keyword, values, workdir)
+    elif keyword == "VOLUME":
+        info.provided |= {v for v in values if v.startswith("/")}
+    elif keyword == "RUN":
+        _run(info, command, values, workdir, find_installs_in)
+    return workdir
+
+
+def _from(info: DockerInfo, command, values: list[str]) -> None:
+    """A new stage: its base image (unless an earlier stage or scratch) and its name."""
+    info.stage_count += 1
+    image = values[0] if values else ""
+    if image.lower() not in {s.lower() for s in info.stages} and image != "scratch":
+        info.base_images.append(image)
+        info.from_lines.append((command.start_line, image))
+    if len(values) >= 3 and values[1].lower() == "as":
+        info.stages.append(values[2])
+    info.workdir = None
+
+
+def _copy(info: DockerInfo, command, keyword: str, values: list[str], workdir: str) -> None:
+    """A COPY/ADD: the instruction, its build-context sources, and the path it provides."""
+    heredoc = bool(command.heredocs) if hasattr(command, "heredocs") else False
+    sources, destination = values[:-1], values[-1]
+    if heredoc:
+        sources = []
+    stage = _flag(command.flags, "from")
+    copy = CopyInstruction(
+        command.start_line,
+        command.end_line,
+        keyword,
+        sources,
+        destination,
+        stage,
+        heredoc,
+    )
+    info.copies.append(copy)
+    info.steps.append(CopyStep(copy, workdir))
+    if stage is None:
+        info.copy_sources += sources
+    dest = destination if destination.startswith("/") else posixpath.join(workdir, destination)
+    info.provided.add(posixpath.normpath(dest))
 
 
 def _run(info: DockerInfo, command, values: list[str], workdir: str, find_installs_in) -> None:

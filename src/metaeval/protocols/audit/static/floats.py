@@ -32,6 +32,7 @@ from metaeval.protocols.audit.static.finding_builder import (
     make_finding,
     plural,
 )
+from metaeval.protocols.audit.static.python_source import PySource
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 _INF_STRINGS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan"}
@@ -154,69 +155,84 @@ def _passed_literal(left: ast.AST, right: ast.AST) -> float | None:
     return None
 
 
+class _GivenValues:
+    """The task's given values (`_given_values`), read the first time a comparison asks."""
+
+    def __init__(self, ctx: TaskContext) -> None:
+        self.ctx = ctx
+        self.values: set[float] | None = None
+
+    def __contains__(self, value: float) -> bool:
+        if self.values is None:
+            self.values = _given_values(self.ctx)
+        return value in self.values
+
+
 def check_float_equality(ctx: TaskContext) -> list[Finding]:
-    findings: list[Finding] = []
-    given: set[float] | None = None
+    given = _GivenValues(ctx)
     per_file: dict[str, list[tuple[int, str, float]]] = {}
     for source in ctx.python_sources:
         if source.role != "tests":
             continue
-        hits = per_file.setdefault(source.file, [])
-        for node in source.nodes:
-            pairs: list[tuple[ast.AST, ast.AST]] = []
-            if isinstance(node, ast.Compare):
-                operands = [node.left, *node.comparators]
-                for index, op in enumerate(node.ops):
-                    if isinstance(op, (ast.Eq, ast.NotEq)):
-                        pairs.append((operands[index], operands[index + 1]))
-            elif (
-                isinstance(node, ast.Call)
-                and _call_name(node) in _EQUALITY_METHODS
-                and len(node.args) >= 2
-            ):
-                pairs.append((node.args[0], node.args[1]))
-            for left, right in pairs:
-                verdict = _pair_reason(left, right)
-                if verdict is None:
-                    continue
-                literal = _passed_literal(left, right)
-                if literal is not None:
-                    if given is None:
-                        given = _given_values(ctx)
-                    if literal in given:
-                        continue  # the expected value is a constant the task hands over
-                anchor = right if _kind(right) else left
-                line = source.file_line(anchor)
-                hits.append((line, verdict[0], verdict[1]))
-    for path, hits in per_file.items():
-        if not hits:
-            continue
-        hits.sort()
-        evidence = dedupe_evidence((evidence_line(ctx, path, line) for line, _, _ in hits), 10)
-        lines_text = ", ".join(str(line) for line in dict.fromkeys(line for line, _, _ in hits))
-        reasons = "; ".join(dict.fromkeys(reason for _, reason, _ in hits))
-        count = len(dict.fromkeys(line for line, _, _ in hits))
-        findings.append(
-            make_finding(
-                ctx,
-                subcategory="EVAL-TOLERANCE",
-                severity="Medium",
-                finding_type="Warning",
-                title=f"Exact float equality in {path} ({plural(count, 'comparison')})",
-                description=(
-                    f"{path} compares floating-point values with `==`/`!=` on line(s) "
-                    f"{lines_text} ({reasons}). Floating-point results depend on the order of "
-                    "operations and the library used, so a correct agent whose value differs "
-                    "in the last digits fails the check while the reference happens to match."
-                ),
-                recommendation=(
-                    "Compare with a tolerance suited to the quantity: `pytest.approx(expected, "
-                    "rel=1e-6)`, `math.isclose(actual, expected, rel_tol=1e-6)` or "
-                    "`abs(actual - expected) <= tol`, and state the tolerance in the instruction "
-                    "if it is tight."
-                ),
-                confidence=max(c for _, _, c in hits),
-                evidence=evidence,
-            )
-        )
-    return findings
+        per_file.setdefault(source.file, []).extend(_exact_comparisons(source, given))
+    return [_float_finding(ctx, path, hits) for path, hits in per_file.items() if hits]
+
+
+def _compared_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """The operand pairs an AST node compares for equality (`==`, `!=`, `assertEqual`)."""
+    pairs: list[tuple[ast.AST, ast.AST]] = []
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        for index, op in enumerate(node.ops):
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                pairs.append((operands[index], operands[index + 1]))
+    elif (
+        isinstance(node, ast.Call) and _call_name(node) in _EQUALITY_METHODS and len(node.args) >= 2
+    ):
+        pairs.append((node.args[0], node.args[1]))
+    return pairs
+
+
+def _exact_comparisons(source: PySource, given: _GivenValues) -> list[tuple[int, str, float]]:
+    """(line, reason, confidence) of each exact float comparison in one test source."""
+    hits: list[tuple[int, str, float]] = []
+    for node in source.nodes:
+        for left, right in _compared_pairs(node):
+            verdict = _pair_reason(left, right)
+            if verdict is None:
+                continue
+            literal = _passed_literal(left, right)
+            if literal is not None and literal in given:
+                continue  # the expected value is a constant the task hands over
+            anchor = right if _kind(right) else left
+            hits.append((source.file_line(anchor), verdict[0], verdict[1]))
+    return hits
+
+
+def _float_finding(ctx: TaskContext, path: str, hits: list[tuple[int, str, float]]) -> Finding:
+    hits.sort()
+    evidence = dedupe_evidence((evidence_line(ctx, path, line) for line, _, _ in hits), 10)
+    lines_text = ", ".join(str(line) for line in dict.fromkeys(line for line, _, _ in hits))
+    reasons = "; ".join(dict.fromkeys(reason for _, reason, _ in hits))
+    count = len(dict.fromkeys(line for line, _, _ in hits))
+    return make_finding(
+        ctx,
+        subcategory="EVAL-TOLERANCE",
+        severity="Medium",
+        finding_type="Warning",
+        title=f"Exact float equality in {path} ({plural(count, 'comparison')})",
+        description=(
+            f"{path} compares floating-point values with `==`/`!=` on line(s) "
+            f"{lines_text} ({reasons}). Floating-point results depend on the order of "
+            "operations and the library used, so a correct agent whose value differs "
+            "in the last digits fails the check while the reference happens to match."
+        ),
+        recommendation=(
+            "Compare with a tolerance suited to the quantity: `pytest.approx(expected, "
+            "rel=1e-6)`, `math.isclose(actual, expected, rel_tol=1e-6)` or "
+            "`abs(actual - expected) <= tol`, and state the tolerance in the instruction "
+            "if it is tight."
+        ),
+        confidence=max(c for _, _, c in hits),
+        evidence=evidence,
+    )

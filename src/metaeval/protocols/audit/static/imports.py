@@ -33,10 +33,8 @@ or when test.sh installs a local package whose name this check cannot see.
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 
 from metaeval.protocols.audit.findings import Finding
@@ -45,7 +43,11 @@ from metaeval.protocols.audit.static.finding_builder import (
     evidence_line,
     make_finding,
 )
-from metaeval.protocols.audit.static.installs import requirement_name
+from metaeval.protocols.audit.static.import_sites import (
+    ImportSite,
+    import_sites,
+    pep723_dependencies,
+)
 from metaeval.protocols.audit.static.packages import ALWAYS_IMPORTABLE, import_names
 from metaeval.protocols.audit.static.paths import UNKNOWN_IMAGE_CONFIDENCE
 from metaeval.protocols.audit.static.python_source import PySource
@@ -83,116 +85,6 @@ _EXTENSION = re.compile(
     r"\b(?:Extension|Pybind11Extension|CppExtension|CUDAExtension|RustExtension)\(\s*"
     r"(?:name\s*=\s*)?[\"']([\w.]+)[\"']|\bcythonize\(\s*\[?\s*[\"']([\w./]+?)\.pyx"
 )
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-
-
-@dataclass
-class ImportSite:
-    file: str
-    line: int
-    role: str
-    module: str  # as written, e.g. "sklearn.linear_model"
-
-
-def _guards_import(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    for name in names:
-        if isinstance(name, ast.Name) and name.id in _IMPORT_ERRORS:
-            return True
-        if isinstance(name, ast.Attribute) and name.attr in _IMPORT_ERRORS:
-            return True
-    return False
-
-
-def _imports(source: PySource) -> list[ImportSite]:
-    """Unguarded absolute imports of a module, in source order."""
-    sites: list[ImportSite] = []
-
-    def visit(statements: list[ast.stmt], guarded: bool) -> None:
-        for stmt in statements:
-            if isinstance(stmt, ast.Import):
-                if not guarded:
-                    for alias in stmt.names:
-                        sites.append(
-                            ImportSite(source.file, source.file_line(stmt), source.role, alias.name)
-                        )
-            elif isinstance(stmt, ast.ImportFrom):
-                if not guarded and stmt.level == 0 and stmt.module:
-                    sites.append(
-                        ImportSite(source.file, source.file_line(stmt), source.role, stmt.module)
-                    )
-            elif isinstance(stmt, (ast.Try, ast.TryStar)):
-                protected = guarded or any(_guards_import(h) for h in stmt.handlers)
-                visit(stmt.body, protected)
-                for handler in stmt.handlers:  # `except ImportError: import y`: a fallback
-                    visit(handler.body, guarded or _guards_import(handler))
-                visit(stmt.orelse, guarded)
-                visit(stmt.finalbody, guarded)
-            elif isinstance(stmt, ast.If):
-                test = (
-                    ast.unparse(stmt.test)
-                    if isinstance(stmt.test, (ast.Name, ast.Attribute))
-                    else ""
-                )
-                visit(stmt.body, guarded or test.endswith("TYPE_CHECKING"))
-                visit(stmt.orelse, guarded)
-            elif isinstance(stmt, ast.Match):
-                for case in stmt.cases:
-                    visit(case.body, guarded)
-            elif hasattr(stmt, "body"):  # def, class, for, while, with
-                visit(stmt.body, guarded)
-                visit(getattr(stmt, "orelse", []), guarded)
-            elif not guarded and dynamic:
-                _dynamic(stmt)
-
-    def _dynamic(stmt: ast.stmt) -> None:
-        """`importlib.import_module("x")` / `__import__("x")` with a literal name."""
-        for node in ast.walk(stmt):
-            if (
-                isinstance(node, ast.Call)
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
-            ):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in ("import_module", "__import__"):
-                    sites.append(
-                        ImportSite(
-                            source.file, source.file_line(node), source.role, node.args[0].value
-                        )
-                    )
-
-    dynamic = "import_module" in source.text or "__import__" in source.text
-    visit(source.tree.body, False)
-    return sites
-
-
-_PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
-
-
-def pep723_dependencies(text: str) -> list[str]:
-    """Distribution names of a script's inline metadata block (PEP 723, `# /// script`)."""
-    if "# /// script" not in text:
-        return []
-    for match in _PEP723.finditer(text if text.endswith("\n") else text + "\n"):
-        if match.group("type") != "script":
-            continue
-        body = "".join(
-            line[2:] if line.startswith("# ") else line[1:]
-            for line in match.group("content").splitlines(keepends=True)
-        )
-        try:
-            data = tomllib.loads(body)
-        except tomllib.TOMLDecodeError:
-            return []
-        deps = data.get("dependencies")
-        if not isinstance(deps, list):
-            return []
-        return [n for d in deps if isinstance(d, str) and (n := requirement_name(d))]
-    return []
 
 
 _RUNS = re.compile(
@@ -265,6 +157,16 @@ def local_modules(ctx: TaskContext) -> set[str]:
     return names
 
 
+@dataclass
+class _Runtime:
+    """What the task runs on, as far as this check can see it."""
+
+    text: str  # the sentence the finding gives as the reason
+    confidence: float
+    sure: bool  # everything the runtime installs is visible here
+    unseen: str | None  # what could not be looked into, if anything
+
+
 def check_imports(ctx: TaskContext) -> list[Finding]:
     run = _run_test_files(ctx)
     sources = [
@@ -274,9 +176,24 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
     ]
     if not sources:
         return []
+    by_role = {"tests": ctx.role_imports("tests"), "solution": ctx.role_imports("solution")}
+    missing = _missing_imports(ctx, sources, by_role)
+    if not missing:
+        return []
+    tests_local_install = any(i.local for _, _, i in ctx.script_installs("tests"))
+    runtime = _runtime(ctx)
+    return [
+        _import_finding(ctx, module, sites, runtime, by_role["solution"], tests_local_install)
+        for module, sites in missing.items()
+    ]
+
+
+def _missing_imports(
+    ctx: TaskContext, sources: list[PySource], by_role: dict[str, set[str]]
+) -> dict[str, list[ImportSite]]:
+    """Third-party modules nothing installs for the phase that imports them, with their sites."""
     local = local_modules(ctx)
     env = ctx.environment_imports
-    by_role = {"tests": ctx.role_imports("tests"), "solution": ctx.role_imports("solution")}
     env = env | {n.replace("_", "") for n in env}
     role = {k: v | {n.replace("_", "") for n in v} for k, v in by_role.items()}
     missing: dict[str, list[ImportSite]] = {}
@@ -284,7 +201,7 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
         inline = set()  # PEP 723: `# /// script` dependencies, installed by `uv run`
         for dist in pep723_dependencies(source.text):
             inline |= import_names(dist)
-        for site in _imports(source):
+        for site in import_sites(source):
             top = site.module.split(".", 1)[0]
             low = top.lower()
             if top in STDLIB or low in local or low in ALWAYS_IMPORTABLE:
@@ -296,100 +213,121 @@ def check_imports(ctx: TaskContext) -> list[Finding]:
             if any(low in names or squashed in names for names in (env, *phases, inline)):
                 continue
             missing.setdefault(top, []).append(site)
-    if not missing:
-        return []
+    return missing
 
-    tests_local_install = any(i.local for _, _, i in ctx.script_installs("tests"))
-    unseen_image: str | None = None  # what this check could not look into, if anything
+
+def _runtime(ctx: TaskContext) -> _Runtime:
+    """The task's runtime: how sure a missing import is, and what could not be looked into."""
     if not ctx.has_environment:
-        runtime = "The task defines no environment (no Dockerfile, requirements or docker_image), so it runs on the plain host Python"
-        base_confidence, sure = 0.7, True
-    elif not ctx.docker.present and ctx.docker_image:
-        runtime = f"The task runs in the prebuilt image `{ctx.docker_image}`"
-        unseen_image = f"the image `{ctx.docker_image}` could not be inspected"
-        base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
-    elif ctx.environment_is_opaque:
-        runtime = (
+        text = "The task defines no environment (no Dockerfile, requirements or docker_image), so it runs on the plain host Python"
+        return _Runtime(text, 0.7, True, None)
+    if not ctx.docker.present and ctx.docker_image:
+        text = f"The task runs in the prebuilt image `{ctx.docker_image}`"
+        unseen = f"the image `{ctx.docker_image}` could not be inspected"
+        return _Runtime(text, UNKNOWN_IMAGE_CONFIDENCE, False, unseen)
+    if ctx.environment_is_opaque:
+        text = (
             "The Dockerfile installs a project or requirements file whose package list is not "
             "visible here (a local install, `uv sync`, an unloaded requirements file)"
         )
-        unseen_image = "the package list of what the Dockerfile installs could not be read"
-        base_confidence, sure = 0.45, False
-    elif ctx.unknown_base_image:
-        runtime = f"The Dockerfile builds on `{ctx.unknown_base_image}`"
-        unseen_image = f"the base image `{ctx.unknown_base_image}` could not be inspected"
-        base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
-    elif ctx.unresolved_environment_dists:
+        unseen = "the package list of what the Dockerfile installs could not be read"
+        return _Runtime(text, 0.45, False, unseen)
+    if ctx.unknown_base_image:
+        text = f"The Dockerfile builds on `{ctx.unknown_base_image}`"
+        unseen = f"the base image `{ctx.unknown_base_image}` could not be inspected"
+        return _Runtime(text, UNKNOWN_IMAGE_CONFIDENCE, False, unseen)
+    if ctx.unresolved_environment_dists:
         shown = ", ".join(f"`{d}`" for d in ctx.unresolved_environment_dists[:3])
-        runtime = f"The environment installs {shown}, whose dependencies are not known here"
-        unseen_image = f"the dependencies of {shown} could not be read; one may provide it"
-        base_confidence, sure = UNKNOWN_IMAGE_CONFIDENCE, False
-    else:
-        runtime = "Neither the environment (Dockerfile, requirements) nor the phase's own scripts install it"
-        base_confidence, sure = 0.7, True
+        text = f"The environment installs {shown}, whose dependencies are not known here"
+        unseen = f"the dependencies of {shown} could not be read; one may provide it"
+        return _Runtime(text, UNKNOWN_IMAGE_CONFIDENCE, False, unseen)
+    text = (
+        "Neither the environment (Dockerfile, requirements) nor the phase's own scripts install it"
+    )
+    return _Runtime(text, 0.7, True, None)
 
-    findings: list[Finding] = []
-    for module, sites in missing.items():
-        in_tests = any(s.role == "tests" for s in sites)
-        only_solution_installs = in_tests and module.lower() in by_role["solution"]
-        confidence = base_confidence
-        unseen = f"{unseen_image}; `{module}` may come with it" if unseen_image else None
-        if in_tests and tests_local_install:
-            confidence = min(confidence, 0.45)
-            unseen = unseen or (
-                "tests/ installs a local package whose contents could not be read; "
-                f"it may provide `{module}`"
-            )
-        if only_solution_installs and sure:
-            confidence = 0.75
-        files = list(dict.fromkeys(s.file for s in sites))
-        where = ", ".join(files)
-        if only_solution_installs:
-            reason = (
-                "Only the reference solution installs it (solution/ scripts), so the tests "
-                "pass with the oracle but fail for an agent that did not happen to install the "
-                "same package"
-            )
-        else:
-            reason = runtime + "."
-        if in_tests:
-            impact = (
-                "The test module fails at import time, so every agent, correct or not, gets "
-                "a failing (or missing) reward."
-            )
-        else:
-            impact = (
-                "The reference solution cannot run as shipped, so the task was never shown "
-                "to be solvable in its environment, and agents that choose the same library "
-                "hit the same wall."
-            )
-        findings.append(
-            make_finding(
-                ctx,
-                subcategory="ENV-DEP",
-                severity=(
-                    "Low"
-                    if confidence <= UNKNOWN_IMAGE_CONFIDENCE
-                    else ("Critical" if in_tests else "Medium")
-                ),
-                finding_type="Bug" if confidence >= 0.55 else "Warning",
-                title=(
-                    f"{'Tests import' if in_tests else 'Solution imports'} `{module}`, which the "
-                    "environment does not install"
-                ),
-                description=(
-                    f"{where} {'imports' if len(files) == 1 else 'import'} `{module}`, a "
-                    f"third-party module. {reason} {impact}"
-                ),
-                recommendation=(
-                    f"Install the package that provides `{module}` in the environment "
-                    "(environment/requirements.txt or a `pip install` in environment/Dockerfile)"
-                    + (", or in tests/test.sh before the tests run" if in_tests else "")
-                    + "; pin its version."
-                ),
-                confidence=confidence,
-                evidence=dedupe_evidence(evidence_line(ctx, s.file, s.line) for s in sites),
-                unseen=unseen,
-            )
+
+def _import_confidence(
+    module: str, in_tests: bool, only_solution_installs: bool, runtime: _Runtime, local: bool
+) -> tuple[float, str | None]:
+    """Confidence of one missing import, and what may provide it unseen (`local`: tests/
+    installs a local package)."""
+    confidence = runtime.confidence
+    unseen = f"{runtime.unseen}; `{module}` may come with it" if runtime.unseen else None
+    if in_tests and local:
+        confidence = min(confidence, 0.45)
+        unseen = unseen or (
+            "tests/ installs a local package whose contents could not be read; "
+            f"it may provide `{module}`"
         )
-    return findings
+    if only_solution_installs and runtime.sure:
+        confidence = 0.75
+    return confidence, unseen
+
+
+def _why_it_fails(runtime: _Runtime, in_tests: bool, only_solution_installs: bool) -> str:
+    """Why the import fails, and what that does to the task."""
+    if only_solution_installs:
+        reason = (
+            "Only the reference solution installs it (solution/ scripts), so the tests "
+            "pass with the oracle but fail for an agent that did not happen to install the "
+            "same package"
+        )
+    else:
+        reason = runtime.text + "."
+    if in_tests:
+        impact = (
+            "The test module fails at import time, so every agent, correct or not, gets "
+            "a failing (or missing) reward."
+        )
+    else:
+        impact = (
+            "The reference solution cannot run as shipped, so the task was never shown "
+            "to be solvable in its environment, and agents that choose the same library "
+            "hit the same wall."
+        )
+    return f"{reason} {impact}"
+
+
+def _import_finding(
+    ctx: TaskContext,
+    module: str,
+    sites: list[ImportSite],
+    runtime: _Runtime,
+    solution_imports: set[str],
+    tests_local_install: bool,
+) -> Finding:
+    in_tests = any(s.role == "tests" for s in sites)
+    only_solution_installs = in_tests and module.lower() in solution_imports
+    confidence, unseen = _import_confidence(
+        module, in_tests, only_solution_installs, runtime, tests_local_install
+    )
+    files = list(dict.fromkeys(s.file for s in sites))
+    where = ", ".join(files)
+    return make_finding(
+        ctx,
+        subcategory="ENV-DEP",
+        severity=(
+            "Low"
+            if confidence <= UNKNOWN_IMAGE_CONFIDENCE
+            else ("Critical" if in_tests else "Medium")
+        ),
+        finding_type="Bug" if confidence >= 0.55 else "Warning",
+        title=(
+            f"{'Tests import' if in_tests else 'Solution imports'} `{module}`, which the "
+            "environment does not install"
+        ),
+        description=(
+            f"{where} {'imports' if len(files) == 1 else 'import'} `{module}`, a "
+            f"third-party module. {_why_it_fails(runtime, in_tests, only_solution_installs)}"
+        ),
+        recommendation=(
+            f"Install the package that provides `{module}` in the environment "
+            "(environment/requirements.txt or a `pip install` in environment/Dockerfile)"
+            + (", or in tests/test.sh before the tests run" if in_tests else "")
+            + "; pin its version."
+        ),
+        confidence=confidence,
+        evidence=dedupe_evidence(evidence_line(ctx, s.file, s.line) for s in sites),
+        unseen=unseen,
+    )

@@ -176,80 +176,106 @@ def find_installs_in(commands: list[list[str]]) -> list[InstallCommand]:
     """Python package installs among simple commands given as resolved words."""
     found: list[InstallCommand] = []
     for words in commands:
-        words = strip_wrappers(words)
-        if not words:
-            continue
-        head = words[0].rsplit("/", 1)[-1]
-        rest = words[1:]
-        if head.startswith("python") and rest[:2] == ["-m", "pip"]:
-            head, rest = "pip", rest[2:]
-        if head == "uv" and rest[:1] == ["pip"]:
-            head, rest = "pip", rest[1:]
-        if re.fullmatch(r"pip[\d.]*", head) and rest[:1] == ["install"]:
-            packages, reqs, local, offline = _pip_args(rest[1:])
-            found.append(InstallCommand("pip", packages, reqs, local, offline))
-        elif head in ("uv", "poetry", "pdm", "rye", "hatch") and rest[:1] == ["add"]:
-            packages, reqs, local, offline = _pip_args(rest[1:])
-            found.append(InstallCommand("uv", packages, reqs, local, offline))
-        elif head in ("uvx", "uv", "pipx"):
-            withs: list[str] = []
-            offline = "--offline" in rest
-            for index, word in enumerate(rest):
-                if word in ("--with", "-w", "--with-requirements") and index + 1 < len(rest):
-                    value = rest[index + 1]
-                    if word == "--with-requirements":
-                        continue
-                    withs += [n for part in value.split(",") if (n := requirement_name(part))]
-                elif word.startswith("--with="):
-                    withs += [n for part in word[7:].split(",") if (n := requirement_name(part))]
-            if head == "uvx" or rest[:2] == ["tool", "run"]:
-                tool_words = rest if head == "uvx" else rest[2:]
-                # The tool itself is the first word that is not an option or an option value.
-                skip = False
-                for word in tool_words:
-                    if skip:
-                        skip = False
-                        continue
-                    if word in ("--with", "-w", "--python", "-p", "--from", "--index-url"):
-                        skip = True
-                        continue
-                    if word.startswith("-"):
-                        continue
-                    name = requirement_name(word.split("@", 1)[0])
-                    if name:
-                        withs.append(name)
-                    break
-            if head == "pipx" and rest[:1] == ["install"]:
-                withs += [n for w in rest[1:] if (n := requirement_name(w))]
-            if withs or head == "uvx":
-                found.append(InstallCommand("uv", withs, [], False, offline))
-        elif head in ("conda", "mamba", "micromamba") and rest[:1] == ["install"]:
-            packages = []
-            skip = False
-            for word in rest[1:]:
-                if skip:
-                    skip = False
-                    continue
-                if word in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
-                    skip = True
-                    continue
-                if not word.startswith("-"):
-                    name = requirement_name(word.split("=", 1)[0])
-                    if name:
-                        packages.append(name)
-            found.append(InstallCommand("conda", packages, [], False, False))
-        elif head in ("apt-get", "apt", "apk", "yum", "dnf") and (
-            "install" in rest[:3] or "add" in rest[:1]
-        ):
-            packages = []
-            for word in rest:
-                match = re.match(r"^(?:python3?|py3)-([A-Za-z0-9._-]+?)(?:=.*)?$", word)
-                if match:
-                    packages.append(match.group(1))
-                elif re.fullmatch(r"[a-z][a-z0-9-]*[a-z]\d", word.split("=", 1)[0]):
-                    packages.append(word.split("=", 1)[0][:-1])  # Debian's mailman3: `mailman`
-            found.append(InstallCommand("apt", packages, [], False, False))
+        install = _install_of(strip_wrappers(words))
+        if install is not None:
+            found.append(install)
     return found
+
+
+def _install_of(words: list[str]) -> InstallCommand | None:
+    """The install one simple command makes, if it is one (pip, uv, conda, apt, ...)."""
+    if not words:
+        return None
+    head = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    if head.startswith("python") and rest[:2] == ["-m", "pip"]:
+        head, rest = "pip", rest[2:]
+    if head == "uv" and rest[:1] == ["pip"]:
+        head, rest = "pip", rest[1:]
+    if re.fullmatch(r"pip[\d.]*", head) and rest[:1] == ["install"]:
+        packages, reqs, local, offline = _pip_args(rest[1:])
+        return InstallCommand("pip", packages, reqs, local, offline)
+    if head in ("uv", "poetry", "pdm", "rye", "hatch") and rest[:1] == ["add"]:
+        packages, reqs, local, offline = _pip_args(rest[1:])
+        return InstallCommand("uv", packages, reqs, local, offline)
+    if head in ("uvx", "uv", "pipx"):
+        return _tool_install(head, rest)
+    if head in ("conda", "mamba", "micromamba") and rest[:1] == ["install"]:
+        return InstallCommand("conda", _conda_packages(rest[1:]), [], False, False)
+    if head in ("apt-get", "apt", "apk", "yum", "dnf") and (
+        "install" in rest[:3] or "add" in rest[:1]
+    ):
+        return InstallCommand("apt", _system_python_packages(rest), [], False, False)
+    return None
+
+
+def _tool_install(head: str, rest: list[str]) -> InstallCommand | None:
+    """What `uvx TOOL`, `uv tool run`, `uv run --with X` or `pipx install X` brings in."""
+    withs: list[str] = []
+    offline = "--offline" in rest
+    for index, word in enumerate(rest):
+        if word in ("--with", "-w", "--with-requirements") and index + 1 < len(rest):
+            value = rest[index + 1]
+            if word == "--with-requirements":
+                continue
+            withs += [n for part in value.split(",") if (n := requirement_name(part))]
+        elif word.startswith("--with="):
+            withs += [n for part in word[7:].split(",") if (n := requirement_name(part))]
+    if head == "uvx" or rest[:2] == ["tool", "run"]:
+        tool = _tool_name(rest if head == "uvx" else rest[2:])
+        if tool:
+            withs.append(tool)
+    if head == "pipx" and rest[:1] == ["install"]:
+        withs += [n for w in rest[1:] if (n := requirement_name(w))]
+    if withs or head == "uvx":
+        return InstallCommand("uv", withs, [], False, offline)
+    return None
+
+
+def _tool_name(tool_words: list[str]) -> str | None:
+    """The tool itself: the first word that is not an option or an option value."""
+    skip = False
+    for word in tool_words:
+        if skip:
+            skip = False
+            continue
+        if word in ("--with", "-w", "--python", "-p", "--from", "--index-url"):
+            skip = True
+            continue
+        if word.startswith("-"):
+            continue
+        return requirement_name(word.split("@", 1)[0])
+    return None
+
+
+def _conda_packages(words: list[str]) -> list[str]:
+    """Package names of a `conda install` (channel, env name and prefix options skipped)."""
+    packages = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
+            skip = True
+            continue
+        if not word.startswith("-"):
+            name = requirement_name(word.split("=", 1)[0])
+            if name:
+                packages.append(name)
+    return packages
+
+
+def _system_python_packages(words: list[str]) -> list[str]:
+    """Python packages a system package manager installs (`python3-numpy` is numpy)."""
+    packages = []
+    for word in words:
+        match = re.match(r"^(?:python3?|py3)-([A-Za-z0-9._-]+?)(?:=.*)?$", word)
+        if match:
+            packages.append(match.group(1))
+        elif re.fullmatch(r"[a-z][a-z0-9-]*[a-z]\d", word.split("=", 1)[0]):
+            packages.append(word.split("=", 1)[0][:-1])  # Debian's mailman3: `mailman`
+    return packages
 
 
 def requirements_closure(text: str, by_name: dict[str, str]) -> list[str]:

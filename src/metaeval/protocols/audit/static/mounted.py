@@ -24,7 +24,7 @@ from pathlib import Path
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.static.command_words import strip_wrappers
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
-from metaeval.protocols.audit.static.shell import ShellScript, SimpleCommand
+from metaeval.protocols.audit.static.shell_script import ShellScript, SimpleCommand
 from metaeval.protocols.audit.static.task_context import TaskContext, skipped_path
 from metaeval.tasks.safe_files import walk_tree
 

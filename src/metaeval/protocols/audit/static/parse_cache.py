@@ -15,7 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from metaeval.protocols.audit.static.dockerfile import DockerInfo, parse_dockerfile
-from metaeval.protocols.audit.static.shell import ShellScript, parse_script
+from metaeval.protocols.audit.static.shell import parse_script
+from metaeval.protocols.audit.static.shell_script import ShellScript
 
 CACHED_PARSES = 512  # per kind and process; a parse is a few KiB of small objects
 MAX_CACHED_TEXT = 64 * 1024  # larger files are parsed each time (rare, and costly to key)

@@ -27,7 +27,8 @@ import re
 
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
-from metaeval.protocols.audit.static.shell import ShellScript, parse_shell
+from metaeval.protocols.audit.static.shell import parse_shell
+from metaeval.protocols.audit.static.shell_script import ShellScript
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 TEST_SH = "tests/test.sh"
@@ -49,84 +50,93 @@ def check_reward_written(ctx: TaskContext) -> list[Finding]:
     if test_sh is None:  # a missing test.sh is reported by the task.toml/missing-files check
         return []
     script = ctx.shell_scripts.get(TEST_SH) or parse_shell(TEST_SH, ctx.lines(TEST_SH))
+    wrong = _reward_targets(script)
+    if wrong is None:
+        return []
+    helpers, uncertain = _helpers(ctx, script)
+    for path in helpers:
+        if _helper_writes_reward(ctx, path):
+            return []
+    if wrong:
+        line, token = wrong[0]
+        return [_wrong_place_finding(ctx, line, token)]
+    return [_never_written_finding(ctx, script, test_sh.truncated or uncertain)]
 
-    wrong: list[tuple[int, str]] = []  # (line, resolved path) written outside /logs/verifier
+
+def _reward_targets(script: ShellScript) -> list[tuple[int, str]] | None:
+    """(line, resolved path) of each reward file test.sh writes outside /logs/verifier; None
+    when it writes the reward where Harbor reads it (or in a way this check cannot follow:
+    rewardkit, a variable, a relative path, a heredoc)."""
+    wrong: list[tuple[int, str]] = []
     for command in script.commands:
         if "rewardkit" in command.text:
-            return []
+            return None
         if not _REWARD.search(command.text):
             continue
         expanded = script.expand(command.text)
         for match in _REWARD_TOKEN.finditer(expanded):
             token = match.group(0).replace('"', "").replace("'", "")
             if REWARD_DIR + "/" in token or "$" in token or not token.startswith("/"):
-                return []
+                return None
             wrong.append((command.line, token))
     for heredoc in script.heredocs:
         body = "\n".join(heredoc.body)
         if _REWARD.search(body) and (REWARD_DIR in body or heredoc.kind == "python"):
-            return []
+            return None
+    return wrong
 
-    helpers, uncertain = _helpers(ctx, script)
-    for path in helpers:
-        if _helper_writes_reward(ctx, path):
-            return []
 
-    test_lines = ctx.lines(TEST_SH)
-    if wrong:
-        line, token = wrong[0]
-        return [
-            make_finding(
-                ctx,
-                subcategory="EVAL-MISMATCH",
-                severity="High",
-                finding_type="Bug",
-                title=f"test.sh writes the reward to {token}, not to {REWARD_DIR}/",
-                description=(
-                    f"tests/test.sh writes its reward to `{token}`, but Harbor reads the reward "
-                    f"only from `{REWARD_DIR}/reward.txt` or `{REWARD_DIR}/reward.json`. The "
-                    "score the verifier computes is lost, so every trial gets the same missing "
-                    "reward and correct and incorrect agents are judged alike."
-                ),
-                recommendation=(
-                    f"Write the reward to `{REWARD_DIR}/reward.txt` (e.g. `echo 1 > "
-                    f"{REWARD_DIR}/reward.txt` on success, `echo 0` otherwise)."
-                ),
-                confidence=0.85,
-                evidence=[evidence_line(ctx, TEST_SH, line)],
+def _wrong_place_finding(ctx: TaskContext, line: int, token: str) -> Finding:
+    return make_finding(
+        ctx,
+        subcategory="EVAL-MISMATCH",
+        severity="High",
+        finding_type="Bug",
+        title=f"test.sh writes the reward to {token}, not to {REWARD_DIR}/",
+        description=(
+            f"tests/test.sh writes its reward to `{token}`, but Harbor reads the reward "
+            f"only from `{REWARD_DIR}/reward.txt` or `{REWARD_DIR}/reward.json`. The "
+            "score the verifier computes is lost, so every trial gets the same missing "
+            "reward and correct and incorrect agents are judged alike."
+        ),
+        recommendation=(
+            f"Write the reward to `{REWARD_DIR}/reward.txt` (e.g. `echo 1 > "
+            f"{REWARD_DIR}/reward.txt` on success, `echo 0` otherwise)."
+        ),
+        confidence=0.85,
+        evidence=[evidence_line(ctx, TEST_SH, line)],
+    )
+
+
+def _never_written_finding(ctx: TaskContext, script: ShellScript, truncated: bool) -> Finding:
+    """test.sh writes no reward; `truncated`: part of the verifier was not seen."""
+    cite = _runner_line(script, ctx.lines(TEST_SH))
+    return make_finding(
+        ctx,
+        subcategory="EVAL-MISMATCH",
+        severity="High",
+        finding_type="Bug" if not truncated else "Warning",
+        title="test.sh never writes /logs/verifier/reward.txt or reward.json",
+        description=(
+            "tests/test.sh runs the checks but neither it nor any helper it calls writes "
+            f"`{REWARD_DIR}/reward.txt` or `{REWARD_DIR}/reward.json`, the only places "
+            "Harbor reads a score from. The outcome of the tests never reaches the "
+            "harness, so a correct agent and an empty attempt get the same (missing) "
+            "reward."
+            + (
+                " Part of the verifier was not available to this check (truncated or "
+                "unloaded helper), so the reward may be written there."
+                if truncated
+                else ""
             )
-        ]
-
-    cite = _runner_line(script, test_lines)
-    truncated = test_sh.truncated or uncertain
-    return [
-        make_finding(
-            ctx,
-            subcategory="EVAL-MISMATCH",
-            severity="High",
-            finding_type="Bug" if not truncated else "Warning",
-            title="test.sh never writes /logs/verifier/reward.txt or reward.json",
-            description=(
-                "tests/test.sh runs the checks but neither it nor any helper it calls writes "
-                f"`{REWARD_DIR}/reward.txt` or `{REWARD_DIR}/reward.json`, the only places "
-                "Harbor reads a score from. The outcome of the tests never reaches the "
-                "harness, so a correct agent and an empty attempt get the same (missing) "
-                "reward."
-                + (
-                    " Part of the verifier was not available to this check (truncated or "
-                    "unloaded helper), so the reward may be written there."
-                    if truncated
-                    else ""
-                )
-            ),
-            recommendation=(
-                "After the test run, write the result: e.g. `if [ $? -eq 0 ]; then echo 1 > "
-                f"{REWARD_DIR}/reward.txt; else echo 0 > {REWARD_DIR}/reward.txt; fi`."
-            ),
-            confidence=0.9 if not truncated else 0.45,
-            evidence=[evidence_line(ctx, TEST_SH, cite)] if cite else [Evidence(file=TEST_SH)],
-        )
-    ]
+        ),
+        recommendation=(
+            "After the test run, write the result: e.g. `if [ $? -eq 0 ]; then echo 1 > "
+            f"{REWARD_DIR}/reward.txt; else echo 0 > {REWARD_DIR}/reward.txt; fi`."
+        ),
+        confidence=0.9 if not truncated else 0.45,
+        evidence=[evidence_line(ctx, TEST_SH, cite)] if cite else [Evidence(file=TEST_SH)],
+    )
 
 
 def _helpers(ctx: TaskContext, script: ShellScript) -> tuple[list[str], bool]:

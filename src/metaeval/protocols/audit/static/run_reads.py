@@ -16,7 +16,7 @@ from metaeval.protocols.audit.static.command_words import strip_wrappers
 from metaeval.protocols.audit.static.dockerfile import CopyInstruction, CopyStep
 from metaeval.protocols.audit.static.finding_builder import evidence_line, make_finding
 from metaeval.protocols.audit.static.mounted import file_reads, under_created
-from metaeval.protocols.audit.static.shell import SimpleCommand
+from metaeval.protocols.audit.static.shell_script import SimpleCommand
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 # Commands that create nothing beyond what their arguments name: after one of anything else

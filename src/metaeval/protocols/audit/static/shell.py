@@ -23,15 +23,21 @@ not read are skipped.
 
 from __future__ import annotations
 
-import posixpath
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tree_sitter import Language, Node, Parser
 
+from metaeval.protocols.audit.static.shell_script import (
+    Heredoc,
+    ShellCommand,
+    ShellScript,
+    SimpleCommand,
+    runtime_path,
+)
+from metaeval.protocols.audit.static.shell_words import WordResolver
+
 _PY_CMD = re.compile(r"^python[\d.]*$")
-_SPECIAL_SOURCES = ("$0", "${BASH_SOURCE[0]}", "${BASH_SOURCE}", "$BASH_SOURCE")
 
 
 @lru_cache(maxsize=1)
@@ -41,248 +47,12 @@ def _parser() -> Parser:
     return Parser(Language(tree_sitter_bash.language()))
 
 
-@dataclass
-class SimpleCommand:
-    """One simple command: resolved words (redirections removed) and where it runs."""
+class _Walker(WordResolver):
+    """Walks a script's statements into `ShellCommand`s, heredocs and variables."""
 
-    words: list[str]
-    line: int
-    cwd: str | None
-    redirects: list[tuple[str, str]] = field(default_factory=list)  # (operator, target)
-
-    @property
-    def name(self) -> str:
-        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
-
-
-@dataclass
-class ShellCommand:
-    """One statement of a script: its text, lines, and the simple commands inside."""
-
-    file: str
-    line: int  # first line, 1-based
-    end: int  # last line
-    text: str
-    simple: list[SimpleCommand] = field(default_factory=list)
-
-    @property
-    def words(self) -> list[list[str]]:
-        return [c.words for c in self.simple if c.words]
-
-    @property
-    def resolved(self) -> str:
-        """The statement as the shell will see it: resolved words and redirect targets."""
-        parts: list[str] = []
-        for command in self.simple:
-            parts += command.words
-            parts += [target for _, target in command.redirects]
-        return " ".join(parts)
-
-
-@dataclass
-class Heredoc:
-    file: str
-    command_line: int  # the line that opens the heredoc
-    first_body_line: int  # 1-based line of the first body line
-    body: list[str]
-    kind: str  # "python", "shell" or "data"
-    target: str = ""  # the file the heredoc is written to (`cat > X <<EOF`), if any
-
-
-@dataclass
-class ShellScript:
-    file: str
-    commands: list[ShellCommand] = field(default_factory=list)
-    heredocs: list[Heredoc] = field(default_factory=list)
-    variables: dict[str, str] = field(default_factory=dict)
-
-    def expand(self, text: str) -> str:
-        """Expand `$VAR`, `${VAR}` and `${VAR:-default}` with the script's own assignments."""
-        return expand_vars(text, self.variables)
-
-
-_VAR_REF = re.compile(r"\$\{([A-Za-z_]\w*|\d)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
-
-
-def expand_vars(text: str, variables: dict[str, str], rounds: int = 3) -> str:
-    """Expand variable references in free text (used for Dockerfile lines and old callers)."""
-    if "$" not in text:
-        return text
-
-    def repl(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(3)
-        if name in variables:
-            return variables[name]
-        if match.group(2) is not None:
-            return match.group(2)
-        return match.group(0)
-
-    for _ in range(rounds):
-        new = _VAR_REF.sub(repl, text)
-        if new == text:
-            break
-        text = new
-    return text
-
-
-def runtime_path(task_path: str) -> str:
-    """Where a task file is at run time: tests/x -> /tests/x, solution/x -> /solution/x."""
-    head = task_path.split("/", 1)[0]
-    if head in ("tests", "solution"):
-        return "/" + task_path
-    return "/app/" + task_path.rsplit("/", 1)[-1]
-
-
-class _Walker:
     def __init__(self, script: ShellScript, source: bytes, script_path: str, cwd: str | None):
-        self.script = script
-        self.source = source
-        self.script_path = script_path
-        self.cwd = cwd
+        super().__init__(script, source, script_path, cwd)
         self.current: ShellCommand | None = None
-
-    # -- text ---------------------------------------------------------------------------------
-
-    def text(self, node: Node) -> str:
-        return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-    def word(self, node: Node) -> str:
-        """The value of a word node as far as it can be known."""
-        kind = node.type
-        if kind in ("word", "number", "string_content", "command_name"):
-            if kind == "command_name":
-                return "".join(self.word(c) for c in node.named_children) or self.text(node)
-            text = self.text(node)
-            return re.sub(r"\\(.)", r"\1", text) if kind == "word" else text
-        if kind == "raw_string":
-            return self.text(node)[1:-1]
-        if kind == "ansi_c_string":
-            return self.text(node)[2:-1]
-        if kind in ("string", "translated_string"):
-            parts = []
-            inner = self.text(node)
-            if not node.named_children:
-                return inner[1:-1]
-            # keep literal text between children (tree-sitter leaves some of it unnamed)
-            pos = node.start_byte + 1
-            for child in node.named_children:
-                if child.start_byte > pos:
-                    parts.append(self.source[pos : child.start_byte].decode("utf-8", "replace"))
-                parts.append(self.word(child))
-                pos = child.end_byte
-            if node.end_byte - 1 > pos:
-                parts.append(self.source[pos : node.end_byte - 1].decode("utf-8", "replace"))
-            return "".join(parts)
-        if kind == "concatenation":
-            return "".join(self.word(c) for c in node.children)
-        if kind == "simple_expansion":
-            return self.simple_expansion(node)
-        if kind == "expansion":
-            return self.expansion(node)
-        if kind == "command_substitution":
-            return self.substitution(node)
-        return self.text(node)
-
-    def simple_expansion(self, node: Node) -> str:
-        raw = self.text(node)
-        if raw in _SPECIAL_SOURCES:
-            return self.script_path
-        name = raw[1:]
-        return self.script.variables.get(name, raw)
-
-    def expansion(self, node: Node) -> str:
-        raw = self.text(node)
-        if raw in _SPECIAL_SOURCES:
-            return self.script_path
-        match = re.match(r"^\$\{([A-Za-z_]\w*|\d+|[@*#?])(?:(:?[-=+?])(.*))?\}$", raw, re.S)
-        if not match:
-            return raw
-        name, op, _ = match.groups()
-        known = self.script.variables.get(name)
-        if op is None:
-            return known if known is not None else raw
-        default_nodes = [
-            c
-            for c in node.named_children
-            if c.type not in ("variable_name", "special_variable_name", "subscript")
-        ]
-        default = "".join(self.word(c) for c in default_nodes) if default_nodes else ""
-        if not default_nodes and match.group(3):
-            default = match.group(3)
-        if op in (":-", "-", ":=", "="):
-            if known is not None and (known or op in ("-", "=")):
-                return known
-            if op in (":=", "="):
-                self.script.variables[name] = default
-            return default
-        if op in (":+", "+"):
-            return default if known else ("" if known is not None else raw)
-        return known if known is not None else raw
-
-    def substitution(self, node: Node) -> str:
-        raw = self.text(node)
-        words = self.inner_words(list(node.named_children))
-        if words is None:
-            return raw
-        # `cd X && pwd`, `cd X; pwd -P`
-        cwd = self.cwd
-        result: str | None = None
-        for argv in words:
-            if not argv:
-                continue
-            head = argv[0]
-            if head == "cd" and len(argv) >= 2:
-                cwd = self.join(cwd, argv[-1])
-            elif head == "pwd":
-                result = cwd
-            elif head == "dirname" and len(argv) >= 2:
-                target = argv[-1]
-                result = posixpath.dirname(target.rstrip("/")) or "." if "$" not in target else None
-            elif head in ("realpath", "readlink") and len(argv) >= 2:
-                result = self.join(cwd, argv[-1])
-            elif head == "basename" and len(argv) >= 2:
-                result = posixpath.basename(argv[1].rstrip("/"))
-            else:
-                return raw
-        if result is None or "$" in result:
-            return raw
-        return result
-
-    def inner_words(self, nodes: list[Node]) -> list[list[str]] | None:
-        """Words of the simple commands in a `$(...)`, or None when it has other shapes."""
-        out: list[list[str]] = []
-        for node in nodes:
-            if node.type == "command":
-                out.append(self.argv(node))
-            elif node.type == "list":
-                inner = self.inner_words(node.named_children)
-                if inner is None:
-                    return None
-                out += inner
-            else:
-                return None
-        return out
-
-    def join(self, cwd: str | None, target: str) -> str | None:
-        if "$" in target:
-            return None
-        if target.startswith("/"):
-            return posixpath.normpath(target)
-        if cwd is None:
-            return None
-        return posixpath.normpath(posixpath.join(cwd, target))
-
-    def argv(self, node: Node) -> list[str]:
-        words: list[str] = []
-        for child in node.named_children:
-            if child.type == "variable_assignment":
-                continue
-            if child.type.endswith("redirect"):
-                continue
-            words.append(self.word(child))
-        return words
-
-    # -- statements ---------------------------------------------------------------------------
 
     def statements(self, node: Node) -> None:
         for child in node.named_children:

@@ -40,7 +40,7 @@ from metaeval.protocols.audit.static.packages import (
 )
 from metaeval.protocols.audit.static.parse_cache import shared_dockerfile, shared_script
 from metaeval.protocols.audit.static.python_source import PySource, parse_python
-from metaeval.protocols.audit.static.shell import ShellScript, runtime_path
+from metaeval.protocols.audit.static.shell_script import ShellScript, runtime_path
 from metaeval.protocols.audit.task_view import LoadedTask, TaskFile
 from metaeval.tasks.safe_files import read_regular
 from metaeval.tasks.task_dirs import MAX_CONFIG_BYTES

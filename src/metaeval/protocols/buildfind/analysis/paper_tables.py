@@ -96,42 +96,102 @@ def paper_table2(
     return pl.DataFrame(out, schema=dict.fromkeys(columns, pl.Utf8))
 
 
-def paper_table3(gate: pl.DataFrame | None) -> pl.DataFrame:
-    """Table 3: one block of columns per effort panel ("<panel> builder", then one column per
-    task holding "97.8% (6/6)"; "– (0/6)" without contributing cells), panels side by side,
-    the i-th builder of each panel (by name) on row i."""
+def builder_labels(rows: pl.DataFrame | pl.LazyFrame | None) -> dict[str, str]:
+    """Builder name -> the label Table 3 lines builders up by across effort panels.
+
+    The label is the builder's agent and model from the rows (``codex gpt-5.5``; the agent
+    alone when no model is configured), so the paper's "GPT-5.5" high and low builders share
+    a row. Rows without `builder_agent` (written before the column) fall back to the config
+    name with its effort suffix removed (``gpt55-high`` -> ``gpt55``). Two builders of one
+    effort that would share a label keep their config names instead, so no cell is hidden.
+    """
+    if rows is None:
+        return {}
+    columns = ["builder", "effort_panel", "builder_agent", "builder_model"]
+    lf = rows.lazy()
+    have = lf.collect_schema().names()
+    formal = lf.filter(pl.col("slice").cast(pl.String) == "formal").with_columns(
+        pl.lit(None, pl.String).alias(c) for c in columns if c not in have
+    )
+    seen = (
+        formal.select(pl.col(c).cast(pl.String) for c in columns)
+        .unique("builder", keep="first")
+        .sort("builder")
+        .collect()
+    )
+    labels, effort = {}, {}
+    for builder, builder_effort, agent, model in seen.iter_rows():
+        if agent:
+            labels[builder] = f"{agent} {model}" if model else str(agent)
+        else:
+            labels[builder] = _without_effort(builder, builder_effort)
+        effort[builder] = builder_effort
+    clashes = {(labels[b], effort[b]) for b in labels if _same(labels, effort, b) > 1}
+    return {b: b if (label, effort[b]) in clashes else label for b, label in labels.items()}
+
+
+def _same(labels: dict[str, str], effort: dict[str, str], builder: str) -> int:
+    """How many builders of `builder`'s effort carry its label."""
+    key = (labels[builder], effort[builder])
+    return sum(1 for b in labels if (labels[b], effort[b]) == key)
+
+
+def _without_effort(name: str, builder_effort: str | None) -> str:
+    """`name` without a trailing ``-<effort>``, ``_<effort>`` or ``.<effort>``."""
+    if builder_effort:
+        for sep in ("-", "_", "."):
+            if name.endswith(sep + builder_effort) and len(name) > len(builder_effort) + 1:
+                return name[: -len(builder_effort) - 1]
+    return name
+
+
+def paper_table3(gate: pl.DataFrame | None, labels: dict[str, str] | None = None) -> pl.DataFrame:
+    """Table 3: one row per builder label (`builder_labels`; the builder's name when `labels`
+    lacks it), then per effort panel the panel's builder of that label ("<panel> builder", the
+    config name; "–" when the panel has none) and one column per task holding "97.8% (6/6)".
+    A cell without contributing finders, or a builder missing from a panel, prints
+    "– (0/k)" with k the panel's finder cells on that task."""
     if gate is None or gate.height == 0:
         return pl.DataFrame(schema={"builder": pl.Utf8})
+    labels = labels or {}
     tasks = sorted(gate.get_column("task").unique().to_list())
-    blocks: list[pl.DataFrame] = []
-    for panel in sorted(gate.get_column("effort_panel").unique().to_list()):
+    panels = sorted(gate.get_column("effort_panel").unique().to_list())
+    by_label: dict[tuple[str, str], str] = {}
+    for panel, builder in gate.select("effort_panel", "builder").unique().rows():
+        by_label[(panel, labels.get(builder, builder))] = builder
+    row_labels = sorted({label for _, label in by_label})
+    data: dict[str, list[str]] = {"builder": row_labels}
+    for panel in panels:
         part = gate.filter(pl.col("effort_panel") == panel)
-        builders = sorted(part.get_column("builder").unique().to_list())
         cells = {(r["builder"], r["task"]): r for r in part.iter_rows(named=True)}
-        data: dict[str, list[str]] = {f"{panel} builder": builders}
+        totals = _panel_totals(part)
+        names = [by_label.get((panel, label)) for label in row_labels]
+        data[f"{panel} builder"] = [name or DASH for name in names]
         for task in tasks:
-            data[f"{panel} {task}"] = [_gate_cell(cells.get((b, task))) for b in builders]
-        blocks.append(pl.DataFrame(data, schema=dict.fromkeys(data, pl.Utf8)))
-    height = max(b.height for b in blocks)
-    padded = [
-        pl.concat([b, pl.DataFrame({c: [""] * (height - b.height) for c in b.columns})])
-        if b.height < height
-        else b
-        for b in blocks
-    ]
-    return pl.concat(padded, how="horizontal")
+            data[f"{panel} {task}"] = [
+                _gate_cell(cells.get((name, task)), totals.get(task, 0)) for name in names
+            ]
+    return pl.DataFrame(data, schema=dict.fromkeys(data, pl.Utf8))
 
 
-def _gate_cell(row: dict[str, Any] | None) -> str:
+def _panel_totals(part: pl.DataFrame) -> dict[str, int]:
+    """Task -> the panel's finder cells per builder (the k of "(n/k)")."""
+    totals = part.group_by("task").agg(pl.col("total_cells").max())
+    return {task: int(total or 0) for task, total in totals.rows()}
+
+
+def _gate_cell(row: dict[str, Any] | None, total: int) -> str:
     if row is None:
-        return DASH
+        return f"{DASH} (0/{total})"
     return f"{percent(row['G_task'])} ({row['contributing_cells']}/{row['total_cells']})"
 
 
-def paper_tables(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """paper_table1..3 from the analysis tables."""
+def paper_tables(
+    tables: dict[str, pl.DataFrame], labels: dict[str, str] | None = None
+) -> dict[str, pl.DataFrame]:
+    """paper_table1..3 from the analysis tables (`labels`: `builder_labels` of the rows)."""
     return {
         "paper_table1": paper_table1(tables.get("calibration")),
         "paper_table2": paper_table2(tables.get("repeatability"), tables.get("calibration")),
-        "paper_table3": paper_table3(tables.get("recovery_gate")),
+        "paper_table3": paper_table3(tables.get("recovery_gate"), labels),
     }

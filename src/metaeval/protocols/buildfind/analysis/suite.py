@@ -16,6 +16,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     family_from,
 )
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
+from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy_from
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
@@ -23,7 +24,7 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
-from metaeval.protocols.buildfind.analysis.paper_tables import paper_tables
+from metaeval.protocols.buildfind.analysis.paper_tables import builder_labels, paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
 from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.robustness import robustness_from
@@ -46,10 +47,11 @@ def run_analysis(
     extras work on the categorical codes and return String-keyed tables either way).
     `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
+    labels = builder_labels(rows)  # from the builders' own efforts, before panels form
     rows = paneled.collect()
     tables = dict(analyze(rows))
     tables["effort_panels"] = panel_table
-    tables.update(paper_tables(tables))
+    tables.update(paper_tables(tables, labels))
     tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
@@ -103,14 +105,14 @@ def analyze_extras(
     `affinity_matrix_family`, `question_agreement`,
     `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
     `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
-    one, but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
+    one (and `effort_accuracy`), but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
 
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
-    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample and
-    robustness_pivots.
+    finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample,
+    robustness_pivots and effort_accuracy.
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
@@ -131,4 +133,5 @@ def analyze_extras(
     tables.update(subset_views_from(prep))
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
     tables["robustness_pivots"] = robustness_from(prep)
+    tables["effort_accuracy"] = effort_accuracy_from(prep)
     return tables

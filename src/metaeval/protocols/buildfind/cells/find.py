@@ -52,7 +52,11 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
     result, view_info = _run_finder(ctx, run, key, build, agent, spec, task, attempt)
     answers, problem = parse_answers(result.submission, orders, pack_task)
     first: dict[str, Any] | None = None
-    if answers_status(problem) == "unparsable" and ctx.config.retry_unparsable:
+    if (
+        answers_status(problem) == "unparsable"
+        and ctx.config.retry_unparsable
+        and result.status != "timeout"
+    ):  # a timed-out run is final: no second time limit
         first = {
             "answers_problem": problem,
             "find_answers_blob": run.blobs.put(result.submission or ""),

@@ -18,12 +18,8 @@ from metaeval.protocols.improve.boundary import (
     load_boundary,
     narrow,
 )
-from metaeval.protocols.improve.patch_check import (
-    REASON_CODES,
-    PatchVerdict,
-    check_patch,
-    check_patch_cli,
-)
+from metaeval.protocols.improve.patch_check import check_patch, check_patch_cli
+from metaeval.protocols.improve.patch_verdict import REASON_CODES, PatchVerdict
 from metaeval.protocols.improve.profiles import SystemProfile
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

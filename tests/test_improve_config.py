@@ -12,14 +12,11 @@ from typing import Any
 import pytest
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.base_commit import resolve_base_commit
 from metaeval.protocols.improve.config import ExperimentManifest, HeldOut
 from metaeval.protocols.improve.contract import RESOLVED_SCHEMA
-from metaeval.protocols.improve.resolve import (
-    load_sut_config,
-    load_system_profile,
-    resolve_base_commit,
-    resolve_manifest,
-)
+from metaeval.protocols.improve.manifest_files import load_sut_config, load_system_profile
+from metaeval.protocols.improve.resolve import resolve_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "improve"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from metaeval.protocols.improve.evaluate import TaskOutcome, evaluate_task, opaque_task_id
+from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
     ActResponse,
@@ -29,6 +29,7 @@ from metaeval.protocols.improve.pact.protocol import (
 )
 from metaeval.protocols.improve.suite_eval import SuiteResult, evaluate_suite, run_suite
 from metaeval.protocols.improve.suites import SuiteConfig
+from metaeval.protocols.improve.task_outcome import TaskOutcome, opaque_task_id
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 

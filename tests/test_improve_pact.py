@@ -40,7 +40,7 @@ from metaeval.protocols.improve.pact import (
     load_policy,
     parse_action,
 )
-from metaeval.protocols.improve.pact.policies import render_observation
+from metaeval.protocols.improve.pact.action_text import render_observation
 from metaeval.protocols.improve.profiles import SystemProfile
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -390,6 +390,31 @@ def test_action_schema_shape() -> None:
     assert schema["type"] == "object" and schema["required"] == ["action"]
     kinds = [s["properties"]["type"]["enum"] for s in schema["properties"]["action"]["anyOf"]]
     assert kinds == [["command"], ["write_file"], ["submit"]]
+
+
+def test_action_schema_is_the_models_model_facing_fields() -> None:
+    # The schema is generated from the action models parse_action validates with; what a
+    # provider receives stays the wire form it always was (written out here by hand).
+    schema = action_json_schema()
+    branches = schema["properties"]["action"]["anyOf"]
+    for branch, model in zip(branches, (CommandAction, WriteFileAction, SubmitAction), strict=True):
+        kind = model.model_fields["type"].default
+        assert branch["properties"]["type"] == {"type": "string", "enum": [kind]}
+        asked = [
+            n for n, f in model.model_fields.items() if f.is_required() or f.default is not None
+        ]
+        assert branch["required"] == asked and list(branch["properties"]) == asked
+        assert branch["additionalProperties"] is False
+        # every reply the schema allows parses into this model
+        reply = {name: kind if name == "type" else "x" for name in branch["required"]}
+        assert type(parse_action(json.dumps({"action": reply}))) is model
+    assert [b["required"] for b in branches] == [
+        ["type", "command"],
+        ["type", "path", "content"],
+        ["type", "answer"],
+    ]
+    assert "timeout_s" not in branches[0]["properties"]  # a harness-side option, not asked for
+    assert schema["required"] == ["action"] and schema["additionalProperties"] is False
 
 
 def test_render_observation() -> None:

@@ -114,3 +114,36 @@ def test_improve_report_reads_the_ledger_through_its_model(tmp_path: Path) -> No
     assert error.value.field == "candidate_id"
     assert error.value.file == str(bundle / LEDGER)
     assert (bundle / "report.md").read_bytes() == report
+
+
+def test_trial_views_read_the_selection_and_evaluation_through_their_models(
+    tmp_path: Path,
+) -> None:
+    """The report's trial views read the decision through `SelectionDecision`: the fixture's
+    trial 1 shows its gate in words and its parent's scores; a decision file without its
+    `parent` is named in the evidence (field and file) instead of being half-read."""
+    from metaeval.protocols.improve.report import trial_views
+
+    bundle = tmp_path / "improve-demo"
+    shutil.copytree(BUNDLE, bundle)
+    baseline = NodeEval.model_validate_json((bundle / BASELINE_EVAL).read_bytes())
+    lines = (bundle / LEDGER).read_text().splitlines()
+    first = json.loads(lines[0])
+    view = trial_views(bundle, [first], baseline)[0]
+    # the fixture's gate: optimize 0.2 over the parent's 0.0, held-out 0.0 vs 0.0 passes
+    assert view["reason"] == (
+        "promoted: optimize 0.200 is above the parent's 0.000; held-out gate "
+        "'must not regress' passed (candidate 0.000, parent 0.000)"
+    )
+    assert [row["parent"] for row in view["suites"]] == ["0.000", "0.000"]
+    assert not any("not read" in line for line in view["evidence"])
+    # typed entries and raw ledger lines give the same view
+    assert trial_views(bundle, [LedgerEntry.model_validate(first)], baseline) == [view]
+
+    selection = trial_path(bundle, 1) / SELECTION
+    data = json.loads(selection.read_text())
+    del data["parent"]
+    selection.write_text(json.dumps(data))
+    broken = trial_views(bundle, [first], baseline)[0]
+    assert "trials/001/selection_decision.json not read: field 'parent'" in broken["evidence"][0]
+    assert [row["parent"] for row in broken["suites"]] == ["n/a", "n/a"]

@@ -290,12 +290,17 @@ def test_best_is_the_promoted_lineage_never_a_rejected_candidate():
     def entry(n, decision, opt, held, cost=0.5):
         return {
             "trial": n,
+            "parent_id": "baseline",
             "candidate_id": f"trial-{n:03d}",
             "decision": decision,
             "failure_class": None,
             "optimize_score": opt,
             "held_out_score": held,
-            "meta_agent": {"cost_usd": cost, "usage": {"input_tokens": 10, "output_tokens": 2}},
+            "meta_agent": {
+                "status": "ok",
+                "cost_usd": cost,
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            },
         }
 
     ledger = [

@@ -15,7 +15,7 @@ import yaml
 from metaeval.protocols.audit.gold import load_gold
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.improve.boundary import load_boundary
-from metaeval.protocols.improve.resolve import load_sut_config, load_system_profile
+from metaeval.protocols.improve.manifest_files import load_sut_config, load_system_profile
 from metaeval.protocols.improve.suites import load_suite_config, load_suite_manifest
 from metaeval.schemas import SCHEMAS, schema
 

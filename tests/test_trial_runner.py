@@ -22,8 +22,9 @@ from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_view import load_task
-from metaeval.protocols.improve.evaluate import TaskOutcome, evaluate_task
+from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
+from metaeval.protocols.improve.task_outcome import TaskOutcome
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.container import find_engine
 from metaeval.sandbox.policy import network_isolation

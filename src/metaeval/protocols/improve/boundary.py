@@ -198,18 +198,34 @@ def narrow(
     new root). Every widening raises one ConfigError naming the (first) widened field; `source`
     names the policy file in the error.
     """
-    if isinstance(override, MutationBoundary):
-        candidate = override
-    else:
-        merged = base.model_dump()
-        if "mutable_root" in override and "allowed_paths" not in override:
-            merged["allowed_paths"] = ["."]
-        merged.update(dict(override))
-        try:
-            candidate = MutationBoundary.model_validate(merged)
-        except ValidationError as exc:
-            raise validation_error(exc, file=source) from None
+    candidate = _merged(base, override, source)
+    problems = _widenings(base, candidate)
+    if problems:
+        detail = "; ".join(f"{f}: {m}" for f, m in problems)
+        raise ConfigError(
+            f"the mutation policy widens the boundary: {detail}", file=source, field=problems[0][0]
+        )
+    return candidate
 
+
+def _merged(
+    base: MutationBoundary, override: MutationBoundary | Mapping[str, Any], source: str | None
+) -> MutationBoundary:
+    """The policy's boundary: `override` itself, or `base` with the fields it sets."""
+    if isinstance(override, MutationBoundary):
+        return override
+    merged = base.model_dump()
+    if "mutable_root" in override and "allowed_paths" not in override:
+        merged["allowed_paths"] = ["."]
+    merged.update(dict(override))
+    try:
+        return MutationBoundary.model_validate(merged)
+    except ValidationError as exc:
+        raise validation_error(exc, file=source) from None
+
+
+def _widenings(base: MutationBoundary, candidate: MutationBoundary) -> list[tuple[str, str]]:
+    """Every way `candidate` allows more than `base`, as (field, what is wrong)."""
     problems: list[tuple[str, str]] = []
     base_root, new_root = base.root_parts, candidate.root_parts
     if new_root[: len(base_root)] != base_root:
@@ -243,12 +259,7 @@ def narrow(
                 "(it can only decrease)",
             )
         )
-    if problems:
-        detail = "; ".join(f"{f}: {m}" for f, m in problems)
-        raise ConfigError(
-            f"the mutation policy widens the boundary: {detail}", file=source, field=problems[0][0]
-        )
-    return candidate
+    return problems
 
 
 __all__ = ["BENCHMARK_DIR", "MutationBoundary", "boundary_from_profile", "load_boundary", "narrow"]

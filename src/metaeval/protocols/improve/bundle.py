@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
-from metaeval.protocols.improve.records import FEEDBACK, trial_path
+from metaeval.protocols.improve.records import (
+    FEEDBACK,
+    LedgerEntry,
+    Number,
+    ledger_entries,
+    trial_path,
+)
 from metaeval.records import RunDir, redact
 from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.plan import Plan
     from metaeval.protocols.improve.records import NodeEval
 
 
@@ -121,7 +128,9 @@ class BundleFiles:
         self.run.write_document(self._rel(path), text)
 
 
-def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
+def benchmark_summary(
+    plan: Plan, baseline: NodeEval, ledger: Sequence[LedgerEntry | Mapping[str, Any]]
+) -> dict[str, Any]:
     """Section 3.5: baseline, final promoted candidate, gains, promotions, valid and invalid
     trials, cost.
 
@@ -131,22 +140,14 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
     is the promoted candidate with the highest held-out score, the later one on a tie (closer
     to the final candidate). `best_so_far` is the optimize score of the active parent after
     each trial. Gains are the final candidate's scores minus the baseline's."""
-    valid = [e for e in ledger if e.get("failure_class") is None]
-    promoted = [e for e in ledger if e.get("decision") == "promoted"]
+    entries = ledger_entries(ledger)
+    valid = [e for e in entries if e.failure_class is None]
+    promoted = [e for e in entries if e.decision == "promoted"]
     final = promoted[-1] if promoted else None
-    held = [e for e in promoted if e.get("held_out_score") is not None]
-    best_held = max(reversed(held), key=lambda e: e["held_out_score"], default=None)
-    task_failures = 0
-    for entry in valid:
-        task_failures += int(entry.get("task_failures") or 0)
-    series: list[float | None] = []
-    current = baseline.optimize_score
-    for entry in ledger:
-        if entry.get("decision") == "promoted":
-            current = entry["optimize_score"]
-        series.append(current)
-    final_opt = baseline.optimize_score if final is None else final["optimize_score"]
-    final_held = baseline.held_out_score if final is None else final.get("held_out_score")
+    held = [e for e in promoted if e.held_out_score is not None]
+    best_held = max(reversed(held), key=lambda e: e.held_out_score or 0, default=None)
+    final_opt = baseline.optimize_score if final is None else final.optimize_score
+    final_held = baseline.held_out_score if final is None else final.held_out_score
     return {
         "baseline": {
             "id": plan.baseline_id,
@@ -154,7 +155,7 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
             "held_out_score": baseline.held_out_score,
         },
         "final": {
-            "id": plan.baseline_id if final is None else final["candidate_id"],
+            "id": plan.baseline_id if final is None else final.candidate_id,
             "optimize_score": final_opt,
             "held_out_score": final_held,
             "gain_optimize": _gain(final_opt, baseline.optimize_score),
@@ -162,35 +163,50 @@ def benchmark_summary(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> dic
         },
         "best_optimize": None
         if final is None
-        else {"id": final["candidate_id"], "score": final["optimize_score"]},
+        else {"id": final.candidate_id, "score": final.optimize_score},
         "best_held_out": None
         if best_held is None
-        else {"id": best_held["candidate_id"], "score": best_held["held_out_score"]},
-        "best_so_far": series,
-        "trials_consumed": len(ledger),
+        else {"id": best_held.candidate_id, "score": best_held.held_out_score},
+        "best_so_far": _best_so_far(baseline, entries),
+        "trials_consumed": len(entries),
         "trial_budget": plan.trial_budget,
         "promotions": len(promoted),
         "valid_candidates": len(valid),
-        "invalid_or_broken_trials": len(ledger) - len(valid),
-        "failure_classes": dict(
-            Counter(e["failure_class"] for e in ledger if e.get("failure_class"))
-        ),
-        "meta_agent_cost_usd": _total(e.get("meta_agent", {}).get("cost_usd") for e in ledger),
-        "meta_agent_tokens": {
-            key: sum(
-                int((e.get("meta_agent", {}).get("usage") or {}).get(key) or 0) for e in ledger
-            )
-            for key in ("input_tokens", "output_tokens")
-        },
-        **_target_totals(baseline, ledger),
+        "invalid_or_broken_trials": len(entries) - len(valid),
+        "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
+        **_meta_agent_totals(entries),
+        **_target_totals(baseline, entries),
     }
 
 
-def _target_totals(baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
+def _best_so_far(baseline: NodeEval, entries: list[LedgerEntry]) -> list[Number | None]:
+    """The optimize score of the active parent after each trial."""
+    series: list[Number | None] = []
+    current = baseline.optimize_score
+    for entry in entries:
+        if entry.decision == "promoted":
+            current = entry.optimize_score
+        series.append(current)
+    return series
+
+
+def _meta_agent_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
+    """The meta-agent's cost (None when any trial's is unknown) and tokens over all trials."""
+    runs = [e.meta_agent for e in entries]
+    return {
+        "meta_agent_cost_usd": _total(run.cost_usd if run else None for run in runs),
+        "meta_agent_tokens": {
+            key: sum(int((run.usage if run else {}).get(key) or 0) for run in runs)
+            for key in ("input_tokens", "output_tokens")
+        },
+    }
+
+
+def _target_totals(baseline: NodeEval, entries: list[LedgerEntry]) -> dict[str, Any]:
     """The target's tokens and cost over the baseline's and every candidate's evaluation
     (ledger entries written before these were recorded count as unknown cost)."""
-    usages = [getattr(baseline, "target_usage", None)]
-    usages += [e.get("target") for e in ledger if e.get("candidate_commit")]
+    usages = [baseline.target_usage]
+    usages += [e.target for e in entries if e.candidate_commit]
     known = [u for u in usages if u]
     return {
         "target_cost_usd": _total((u or {}).get("cost_usd") for u in usages),
@@ -247,7 +263,10 @@ def summary_text(summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def lineage(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> list[dict[str, Any]]:
+def lineage(
+    plan: Plan, baseline: NodeEval, ledger: Sequence[LedgerEntry | Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The baseline and every trial's candidate as lineage nodes (id, parent, scores)."""
     nodes = [
         {
             "id": plan.baseline_id,
@@ -259,22 +278,22 @@ def lineage(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> list[dict[str
             "failure_class": None,
         }
     ]
-    for entry in ledger:
+    for entry in ledger_entries(ledger):
         nodes.append(
             {
-                "id": entry["candidate_id"],
-                "parent": entry["parent_id"],
-                "commit": entry.get("candidate_commit"),
-                "optimize_score": entry.get("optimize_score"),
-                "held_out_score": entry.get("held_out_score"),
-                "decision": entry.get("decision"),
-                "failure_class": entry.get("failure_class"),
+                "id": entry.candidate_id,
+                "parent": entry.parent_id,
+                "commit": entry.candidate_commit,
+                "optimize_score": entry.optimize_score,
+                "held_out_score": entry.held_out_score,
+                "decision": entry.decision,
+                "failure_class": entry.failure_class,
             }
         )
     return nodes
 
 
-def execution_trace(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> str:
+def execution_trace(plan: Plan, baseline: NodeEval, ledger: Sequence[LedgerEntry]) -> str:
     """A stitched narrative of the run, read first."""
     lines = [
         f"recursive run {plan.run_id}: baseline {plan.baseline_id} @ {plan.baseline_commit[:12]}",
@@ -282,48 +301,55 @@ def execution_trace(plan: Plan, baseline: NodeEval, ledger: list[dict]) -> str:
         f"{_score(baseline.held_out_score)}",
     ]
     for entry in ledger:
-        line = f"trial {entry['trial']:03d}: parent {entry['parent_id']} -> {entry['candidate_id']}: {entry['decision']}"
-        if entry.get("failure_class"):
-            line += f" [{entry['failure_class']}]"
-        if entry.get("optimize_score") is not None:
-            line += f"; optimize {_score(entry['optimize_score'])}"
-        if entry.get("held_out_score") is not None:
-            line += f", held-out {_score(entry['held_out_score'])}"
+        line = (
+            f"trial {entry.trial:03d}: parent {entry.parent_id} -> {entry.candidate_id}: "
+            f"{entry.decision}"
+        )
+        if entry.failure_class:
+            line += f" [{entry.failure_class}]"
+        if entry.optimize_score is not None:
+            line += f"; optimize {_score(entry.optimize_score)}"
+        if entry.held_out_score is not None:
+            line += f", held-out {_score(entry.held_out_score)}"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
 
 def write_summary_files(
-    plan: Plan, baseline: NodeEval, ledger: list[dict], files: BundleFiles
+    plan: Plan,
+    baseline: NodeEval,
+    ledger: Sequence[LedgerEntry | Mapping[str, Any]],
+    files: BundleFiles,
 ) -> dict[str, Any]:
     """lineage_summary, promotion_history, final_feedback_packet, execution_trace, reports."""
-    summary = benchmark_summary(plan, baseline, ledger)
-    nodes = lineage(plan, baseline, ledger)
+    entries = ledger_entries(ledger)
+    summary = benchmark_summary(plan, baseline, entries)
+    nodes = lineage(plan, baseline, entries)
     files.json("lineage_summary.json", {"summary": summary, "nodes": nodes})
     files.json(
         "promotion_history.json",
         [
             {
-                "trial": e["trial"],
-                "from": e["parent_id"],
-                "to": e["candidate_id"],
-                "optimize_score": e["optimize_score"],
-                "held_out_score": e.get("held_out_score"),
+                "trial": e.trial,
+                "from": e.parent_id,
+                "to": e.candidate_id,
+                "optimize_score": e.optimize_score,
+                "held_out_score": e.held_out_score,
             }
-            for e in ledger
-            if e.get("decision") == "promoted"
+            for e in entries
+            if e.decision == "promoted"
         ],
     )
     final = {}
-    if ledger:
-        packet = trial_path(plan.bundle, ledger[-1]["trial"]) / FEEDBACK
+    if entries:
+        packet = trial_path(plan.bundle, entries[-1].trial) / FEEDBACK
         if packet.exists():
             final = json.loads(packet.read_text())
     files.json("final_feedback_packet.json", final)
-    files.text("execution_trace.txt", execution_trace(plan, baseline, ledger))
+    files.text("execution_trace.txt", execution_trace(plan, baseline, entries))
     from metaeval.protocols.improve import report
 
-    trials = report.trial_views(plan.bundle, ledger, baseline)
+    trials = report.trial_views(plan.bundle, entries, baseline)
     files.text("report.md", report.render_markdown(plan.run_id, summary, nodes, trials))
     files.text("report.html", report.render_html(plan.run_id, summary, nodes, trials))
     return summary

@@ -11,6 +11,7 @@ overlap; the picture is tall enough for the lowest node's labels.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 COLOURS = {
     "baseline": "#4c78a8",
@@ -105,46 +106,94 @@ def lineage_svg(nodes: list[dict]) -> str:
     return "".join(parts)
 
 
+@dataclass(frozen=True)
+class _ScoreFrame:
+    """The score chart's geometry: margins, one column per node, a 0..1 vertical axis."""
+
+    nodes: int
+    left: int = 70
+    right: int = 30
+    top: int = 40
+    bottom: int = 70
+    step: int = 120
+    plot_h: int = 300
+
+    @property
+    def width(self) -> int:
+        return self.left + self.right + self.step * max(self.nodes - 1, 1)
+
+    @property
+    def height(self) -> int:
+        return self.top + self.plot_h + self.bottom
+
+    def x_of(self, index: int) -> int:
+        return self.left + index * self.step
+
+    def y_of(self, value: float) -> float:
+        return self.top + self.plot_h * (1 - value)
+
+
 def scores_svg(nodes: list[dict]) -> str:
     """Optimize (solid) and held-out (dashed) score per node on a 0..1 axis with gridlines;
     the baseline's optimize score as a dotted reference line."""
-    left, right, top, bottom = 70, 30, 40, 70
-    step = 120
-    width = left + right + step * max(len(nodes) - 1, 1)
-    plot_h = 300
-    height = top + plot_h + bottom
-
-    def y_of(value: float) -> float:
-        return top + plot_h * (1 - value)
-
+    frame = _ScoreFrame(len(nodes))
     parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'<svg viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
+        f'height="{frame.height}" role="img" '
         'aria-label="scores per trial" font-family="system-ui, sans-serif">'
     ]
-    for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        y = y_of(tick)
-        parts.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-        )
-        parts.append(
-            f'<text x="{left - 10}" y="{y + 5:.1f}" font-size="14" text-anchor="end">{tick:.2f}</text>'
-        )
-    parts.append(
-        f'<text x="18" y="{top + plot_h / 2:.0f}" font-size="14" text-anchor="middle" '
-        f'transform="rotate(-90 18 {top + plot_h / 2:.0f})">score</text>'
-    )
+    parts += _score_axis(frame)
     base = nodes[0].get("optimize_score") if nodes else None
     if base is not None:
+        y = frame.y_of(base)
         parts.append(
-            f'<line x1="{left}" y1="{y_of(base):.1f}" x2="{width - right}" y2="{y_of(base):.1f}" '
+            f'<line x1="{frame.left}" y1="{y:.1f}" x2="{frame.width - frame.right}" y2="{y:.1f}" '
             'stroke="#4c78a8" stroke-width="1.5" stroke-dasharray="2 4"/>'
         )
+    parts += _score_lines(frame, nodes)
+    parts += _node_labels(frame, nodes)
+    left = frame.left
+    parts.append(
+        f'<text x="{left}" y="22" font-size="14" fill="#4c78a8">&#9473; optimize</text>'
+        f'<text x="{left + 120}" y="22" font-size="14" fill="#f58518">&#9476; held-out</text>'
+        f'<text x="{left + 240}" y="22" font-size="14" fill="#4c78a8">&#8943; baseline optimize</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _score_axis(frame: _ScoreFrame) -> list[str]:
+    """Gridlines and tick labels at 0, 0.25, ..., 1, and the axis title."""
+    parts = []
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        y = frame.y_of(tick)
+        parts.append(
+            f'<line x1="{frame.left}" y1="{y:.1f}" x2="{frame.width - frame.right}" '
+            f'y2="{y:.1f}" stroke="#e3e3e3"/>'
+        )
+        parts.append(
+            f'<text x="{frame.left - 10}" y="{y + 5:.1f}" font-size="14" text-anchor="end">'
+            f"{tick:.2f}</text>"
+        )
+    middle = frame.top + frame.plot_h / 2
+    parts.append(
+        f'<text x="18" y="{middle:.0f}" font-size="14" text-anchor="middle" '
+        f'transform="rotate(-90 18 {middle:.0f})">score</text>'
+    )
+    return parts
+
+
+def _score_lines(frame: _ScoreFrame, nodes: list[dict]) -> list[str]:
+    """The optimize (solid) and held-out (dashed) series: a polyline and a dot per score."""
+    parts = []
     for key, colour, dash in (
         ("optimize_score", "#4c78a8", ""),
         ("held_out_score", "#f58518", ' stroke-dasharray="8 5"'),
     ):
         points = [
-            (left + i * step, y_of(n[key])) for i, n in enumerate(nodes) if n.get(key) is not None
+            (frame.x_of(i), frame.y_of(n[key]))
+            for i, n in enumerate(nodes)
+            if n.get(key) is not None
         ]
         if len(points) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
@@ -153,21 +202,22 @@ def scores_svg(nodes: list[dict]) -> str:
             )
         for x, y in points:
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}"/>')
+    return parts
+
+
+def _node_labels(frame: _ScoreFrame, nodes: list[dict]) -> list[str]:
+    """Each node's id under its column, and its decision coloured below it."""
+    parts = []
+    below = frame.top + frame.plot_h
     for i, node in enumerate(nodes):
-        x = left + i * step
+        x = frame.x_of(i)
         parts.append(
-            f'<text x="{x}" y="{top + plot_h + 24}" font-size="14" text-anchor="middle">'
+            f'<text x="{x}" y="{below + 24}" font-size="14" text-anchor="middle">'
             f"{html.escape(node['id'])}</text>"
         )
         decision = node.get("decision") or ""
         parts.append(
-            f'<text x="{x}" y="{top + plot_h + 44}" font-size="12" text-anchor="middle" '
+            f'<text x="{x}" y="{below + 44}" font-size="12" text-anchor="middle" '
             f'fill="{COLOURS.get(decision, "#555")}">{html.escape(decision)}</text>'
         )
-    parts.append(
-        f'<text x="{left}" y="22" font-size="14" fill="#4c78a8">&#9473; optimize</text>'
-        f'<text x="{left + 120}" y="22" font-size="14" fill="#f58518">&#9476; held-out</text>'
-        f'<text x="{left + 240}" y="22" font-size="14" fill="#4c78a8">&#8943; baseline optimize</text>'
-    )
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts

@@ -14,16 +14,13 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
 from metaeval.engine.progress import StepProgress
 from metaeval.errors import MetaevalError, RetryableRunError
-from metaeval.protocols.improve.boundary import MutationBoundary
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
-from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.feedback import (
     meta_error,
     parent_results,
@@ -40,7 +37,7 @@ from metaeval.protocols.improve.gitops import (
 from metaeval.protocols.improve.meta_agents import apply_tool_menu
 from metaeval.protocols.improve.node_eval import NodeEvaluator
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
-from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.plan import Plan
 from metaeval.protocols.improve.proposal import (
     Proposal,
     contract_input,
@@ -74,37 +71,6 @@ FAILURE_CLASS = {
     "framework_failure": "evaluation_framework_failure",
 }
 """The ledger's failure class of a candidate evaluation, by its status."""
-
-
-@dataclass
-class Plan:
-    """Everything one recursive run needs, resolved from the manifest."""
-
-    bundle: Path
-    run_id: str
-    repo: Path
-    baseline_id: str
-    baseline_commit: str
-    target_profile: SystemProfile
-    target_settings: TargetModelSettings  # manifest `sum`: the target's model, fixed
-    boundary: MutationBoundary
-    optimize_tasks: list[Path]
-    held_out_tasks: list[Path] | None
-    held_out_required: bool
-    selection_gate: str
-    trial_budget: int
-    step_timeout_s: float
-    max_steps_per_task: int = 10
-    task_timeout_s: float = 120.0
-    command_timeout_s: float = 30.0
-    concurrency: int = 1
-    host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
-    sandbox: str = "bwrap"  # where tasks run: bwrap, auto, docker, podman (episode_room)
-    meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
-    meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
-    tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
-    sut_config: str | None = None  # the SUT config file, for errors naming its fields
-    documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
 
 
 class TrialLoop:
@@ -256,18 +222,11 @@ class TrialLoop:
         if got.verdict is not None:
             self.files.json(artifacts / "boundary_verdict.json", got.verdict.model_dump())
 
+        commit: str | None = None
         node: NodeEval | None = None
-        commit = None
         failure_class: str | None = "meta_agent_failure"
         if not got.reasons:
-            commit = commit_candidate(
-                plan.repo,
-                tree,
-                f"{candidate_id}: {output.summary[:60]}",
-                f"refs/metaeval/{plan.run_id}/{candidate_id}",
-            )
-            node = self._evaluate_commit(commit, candidate_id, trial_dir, artifacts)
-            self.files.json(trial_dir / CANDIDATE_EVAL, node.model_dump())
+            commit, node = self._commit_and_evaluate(tree, output.summary, candidate_id, trial_dir)
             failure_class = FAILURE_CLASS[node.status]
         gate = select(plan, parent, node) if node is not None and not failure_class else None
         decision = gate["decision"] if gate is not None else "invalid"
@@ -297,6 +256,22 @@ class TrialLoop:
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
         return result
+
+    def _commit_and_evaluate(
+        self, tree: TrialTree, summary: str, candidate_id: str, trial_dir: Path
+    ) -> tuple[str, NodeEval]:
+        """Commit the validated change as the candidate and evaluate that commit; the
+        evaluation is written to the trial's `CANDIDATE_EVAL`."""
+        plan = self.plan
+        commit = commit_candidate(
+            plan.repo,
+            tree,
+            f"{candidate_id}: {summary[:60]}",
+            f"refs/metaeval/{plan.run_id}/{candidate_id}",
+        )
+        node = self._evaluate_commit(commit, candidate_id, trial_dir, trial_dir / "artifacts")
+        self.files.json(trial_dir / CANDIDATE_EVAL, node.model_dump())
+        return commit, node
 
     def _propose(
         self, trial: int, parent: dict, ledger: list[dict], trial_dir: Path, tree: TrialTree

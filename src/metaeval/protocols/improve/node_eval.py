@@ -24,7 +24,7 @@ from metaeval.protocols.improve.target_runtime import EpisodeServer, LeasedClien
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.bundle import BundleFiles
-    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.plan import Plan
 
 SRC_DIR = Path(__file__).resolve().parents[3]  # .../src, so a target's PACT server finds metaeval
 

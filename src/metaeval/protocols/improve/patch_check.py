@@ -3,7 +3,7 @@
 Every candidate patch is validated *before* it is applied (AIE Bench Sections 2.4, 3.1); a
 patch that touches anything outside the boundary is rejected and no candidate is produced for
 the trial. The patch is read by `diff_parser`; the boundary's matching rules are in
-`boundary`. Absolute names and names that resolve above the repository root are reported as
+`boundary`, the rules for one file name in `patch_paths`, the verdict in `patch_verdict`. Absolute names and names that resolve above the repository root are reported as
 `outside_boundary` as well as `absolute_path`/`path_traversal`.
 
 Always out of bounds, whatever `allowed_paths` says (decisions, conservative on purpose):
@@ -58,168 +58,22 @@ deletion_not_allowed          a file is removed (delete, rename) while `allow_de
 
 from __future__ import annotations
 
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from pydantic import BaseModel, Field
-
 from metaeval.errors import ConfigError
-from metaeval.protocols.improve.boundary import BENCHMARK_DIR, MutationBoundary, load_boundary
-from metaeval.protocols.improve.diff_parser import ChangeKind, FileSection, parse_patch
-from metaeval.safe_text import printable
-
-REASON_CODES: tuple[str, ...] = (
-    "empty_patch",
-    "malformed",
-    "patch_too_large",
-    "absolute_path",
-    "path_traversal",
-    "unsafe_path",
-    "git_metadata",
-    "benchmark_owned",
-    "symlink",
-    "gitlink",
-    "unsupported_mode",
-    "outside_boundary",
-    "mode_change_outside_boundary",
-    "binary_patch",
-    "new_file_not_allowed",
-    "deletion_not_allowed",
+from metaeval.protocols.improve.boundary import MutationBoundary, load_boundary
+from metaeval.protocols.improve.diff_parser import parse_patch
+from metaeval.protocols.improve.diff_section import FileSection
+from metaeval.protocols.improve.patch_paths import check_path
+from metaeval.protocols.improve.patch_verdict import (
+    FileChange,
+    PatchVerdict,
+    ReasonCollector,
+    format_verdict,
 )
-
-
-class Reason(BaseModel):
-    code: str
-    path: str | None = None
-    detail: str
-
-
-class FileChange(BaseModel):
-    """One file section. `path` is the post-image name (the removed name for a delete);
-    `old_path` is set only for renames and copies (their source)."""
-
-    path: str
-    old_path: str | None = None
-    change: ChangeKind
-    old_mode: str | None = None
-    new_mode: str | None = None
-    binary: bool = False
-
-
-class PatchVerdict(BaseModel):
-    accepted: bool
-    reasons: list[Reason] = Field(default_factory=list)
-    files: list[FileChange] = Field(default_factory=list)
-
-    @property
-    def codes(self) -> list[str]:
-        """Distinct reason codes, in the order they were found."""
-        return list(dict.fromkeys(r.code for r in self.reasons))
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
-
-
-_IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
-_GIT_NAMES = {
-    ".git": "the repository's git metadata",
-    ".gitmodules": "submodule configuration",
-    ".gitattributes": "git attributes (checkout filters, eol, diff drivers)",
-}
-_SHORT_NAMES = re.compile(r"^(git|gitmod|gitatt)~\d+$")
-
-
-def _fold(component: str) -> str:
-    """How case-insensitive / HFS+ / NTFS file systems may read a component."""
-    c = _IGNORABLE.sub("", component).casefold()
-    c = c.split(":", 1)[0]
-    return c.rstrip(" .")
-
-
-@dataclass
-class _Collector:
-    reasons: list[Reason] = field(default_factory=list)
-    seen: set[tuple[str | None, ...]] = field(default_factory=set)
-
-    def add(self, code: str, path: str | None, detail: str) -> None:
-        key = (code, path) if path is not None and code != "malformed" else (code, path, detail)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        self.reasons.append(Reason(code=code, path=path, detail=detail))
-
-
-def _check_path(
-    path: str,
-    role: str,
-    boundary: MutationBoundary,
-    out: _Collector,
-    worktree: Path | None,
-) -> bool:
-    """Check one name; return True if it is inside the boundary."""
-    comps = path.split("/")
-    absolute = path.startswith("/") or bool(re.match(r"^[A-Za-z]:", path))
-    if absolute:
-        out.add("absolute_path", path, f"{role} is an absolute path")
-    inner = comps[1:] if path.startswith("/") else comps
-    if any(c in ("", ".") for c in inner):
-        out.add("unsafe_path", path, f"{role} has an empty or '.' component")
-    if "\\" in path:
-        out.add("unsafe_path", path, f"{role} contains a backslash")
-    unsafe = any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF for ch in path)
-    if unsafe:
-        out.add("unsafe_path", path, f"{role} contains control characters or non-UTF-8 bytes")
-
-    stack: list[str] = []
-    escaped = False
-    for c in comps:
-        if c in ("", "."):
-            continue
-        if c == "..":
-            if stack:
-                stack.pop()
-            else:
-                escaped = True
-        else:
-            stack.append(c)
-    if ".." in comps:
-        where = "resolves outside the repository root" if escaped else "stays inside the repo"
-        out.add("path_traversal", path, f"{role} has a '..' component ({where})")
-
-    for c in dict.fromkeys([*comps, *stack]):
-        folded = _fold(c)
-        if folded in _GIT_NAMES or _SHORT_NAMES.match(folded):
-            what = _GIT_NAMES.get(folded, "git metadata (NTFS short name)")
-            out.add("git_metadata", path, f"{role} touches {what}: immutable")
-        elif folded == BENCHMARK_DIR:
-            out.add("benchmark_owned", path, f"{role} touches benchmark-owned {BENCHMARK_DIR}/")
-
-    inside = not absolute and not escaped and boundary.allows("/".join(stack))
-    if not inside:
-        out.add(
-            "outside_boundary",
-            path,
-            f"{role} is outside the mutation boundary (root '{boundary.mutable_root}', "
-            f"allowed: {', '.join(boundary.allowed_paths) or 'none'})",
-        )
-    elif worktree is not None and not unsafe:
-        here = Path(worktree)
-        for c in stack:
-            here = here / c
-            if here.is_symlink():
-                out.add(
-                    "symlink",
-                    path,
-                    f"{role} goes through or is an existing symbolic link "
-                    f"'{here.relative_to(worktree)}' in the worktree",
-                )
-                break
-            if not here.exists():
-                break
-    return inside
+from metaeval.safe_text import printable
 
 
 def _roles(sec: FileSection) -> list[tuple[str, str]]:
@@ -245,14 +99,14 @@ def _roles(sec: FileSection) -> list[tuple[str, str]]:
 
 
 def _check_section(
-    sec: FileSection, boundary: MutationBoundary, out: _Collector, worktree: Path | None
+    sec: FileSection, boundary: MutationBoundary, out: ReasonCollector, worktree: Path | None
 ) -> None:
     display = sec.display
     for problem in sec.problems:
         out.add("malformed", display, problem)
     all_inside = True
     for name, role in _roles(sec):
-        all_inside &= _check_path(name, role, boundary, out, worktree)
+        all_inside &= check_path(name, role, boundary, out, worktree)
 
     for label, mode in sec.modes:
         kind = int(mode, 8) & 0o170000
@@ -318,7 +172,7 @@ def check_patch(
     The check is text-only unless `worktree` (the checkout the patch would be applied to) is
     given; then paths that go through or end at an existing symlink are rejected as well.
     """
-    out = _Collector()
+    out = ReasonCollector()
     size = _patch_size(patch_text)
     if boundary.max_patch_bytes is not None and size > boundary.max_patch_bytes:
         out.add(
@@ -364,20 +218,6 @@ def check_patch(
 # --------------------------------------------------------------------------------------------
 
 
-def format_verdict(verdict: PatchVerdict) -> str:
-    """Human-readable verdict: a status line, then one line per reason (or per file)."""
-    if verdict.accepted:
-        lines = [f"accepted: {len(verdict.files)} file(s) changed"]
-        for f in verdict.files:
-            src = f"{f.old_path} -> " if f.old_path else ""
-            lines.append(f"  {f.change}: {src}{f.path}")
-    else:
-        lines = [f"rejected: {len(verdict.reasons)} reason(s)"]
-        for r in verdict.reasons:
-            lines.append(f"{r.code}: {r.path}: {r.detail}" if r.path else f"{r.code}: {r.detail}")
-    return "\n".join(lines)
-
-
 def check_patch_cli(
     boundary_path: Path,
     patch_path: Path,
@@ -395,14 +235,3 @@ def check_patch_cli(
     # the reasons quote the patch's file names: no escape sequence of theirs reaches a terminal
     print(printable(format_verdict(verdict)), file=out or sys.stdout)
     return 0 if verdict.accepted else 1
-
-
-__all__ = [
-    "REASON_CODES",
-    "FileChange",
-    "PatchVerdict",
-    "Reason",
-    "check_patch",
-    "check_patch_cli",
-    "format_verdict",
-]

@@ -27,11 +27,12 @@ from metaeval.protocols.improve.gitops import (
     left_out_files,
     tampered,
 )
-from metaeval.protocols.improve.patch_check import PatchVerdict, check_patch
+from metaeval.protocols.improve.patch_check import check_patch
+from metaeval.protocols.improve.patch_verdict import PatchVerdict
 from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import Plan
+    from metaeval.protocols.improve.plan import Plan
 
 
 def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:

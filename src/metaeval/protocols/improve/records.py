@@ -16,6 +16,7 @@ Numbers keep their JSON type (`int | float`): a score of 1 written as `1` stays 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,12 @@ class LedgerEntry(_Record):
     wall_clock_s: Number | None = None
 
 
+def ledger_entries(records: Iterable[LedgerEntry | Mapping[str, Any]]) -> list[LedgerEntry]:
+    """Ledger lines read through `LedgerEntry` (entries already typed are kept as they are);
+    a line that lacks a field or has a wrong type raises ValidationError."""
+    return [r if isinstance(r, LedgerEntry) else LedgerEntry.model_validate(r) for r in records]
+
+
 class CandidateRef(_Record):
     id: str
     commit: str | None = None
@@ -168,5 +175,6 @@ __all__ = [
     "MetaOutput",
     "NodeEval",
     "SelectionDecision",
+    "ledger_entries",
     "trial_path",
 ]

@@ -2,9 +2,10 @@
 
 Everything is read back from the bundle (Appendix B.2 layout), so `metaeval improve report`
 re-renders it from the files alone. A bundle handed to the command may come from anyone: its
-files are read through `metaeval.tasks.safe_files` / `safe_json` (no symlink, FIFO or device,
-sizes and JSON nesting capped), and a trial file that is refused is named in the trial's
-evidence instead of being shown:
+files are read through `bundle_reads` (no symlink, FIFO or device, sizes and JSON nesting
+capped; each record through its model in `records`, so a ledger line, selection decision or
+evaluation lacking a field is named, not half-read), and a trial file that is refused is
+named in the trial's evidence instead of being shown:
 
 - per trial: the meta-agent's summary, the selection decision and its reason (the gate's
   comparisons in words), scores per suite next to the parent's and the baseline's, the failure
@@ -16,7 +17,7 @@ evidence instead of being shown:
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,19 +25,22 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from metaeval.errors import ConfigError
 from metaeval.exit_codes import CellFailure, one_line
+from metaeval.protocols.improve.bundle_reads import read_patch_head, read_record
 from metaeval.protocols.improve.charts import COLOURS, lineage_svg, score_text, scores_svg
 from metaeval.protocols.improve.records import (
     CANDIDATE_EVAL,
     FEEDBACK,
     SELECTION,
+    FeedbackPacket,
+    LedgerEntry,
+    NodeEval,
+    SelectionDecision,
+    ledger_entries,
     trial_path,
 )
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table
-from metaeval.tasks.safe_files import read_head
-from metaeval.tasks.safe_json import read_json
 
 FAILURE_CLASSES = (
     "meta_agent_failure",
@@ -57,18 +61,6 @@ MAX_PATCH_BYTES = 4 * MAX_DIFF_CHARS
 """More of a candidate.patch than this is never read (the report shows MAX_DIFF_CHARS)."""
 
 
-def _read_json(path: Path, bundle: Path, notes: list[str]) -> dict[str, Any] | None:
-    """A JSON object of the bundle, None when absent; a file that is not one (a symlink, a
-    FIFO, too large or deep, not an object) is not read and gets a note saying why."""
-    if not os.path.lexists(path):
-        return None
-    try:
-        return read_json(path, bundle)
-    except ConfigError as exc:
-        notes.append(_note(path, bundle, str(exc).removeprefix(f"{path}: ")))
-        return None
-
-
 def framework_failures(bundle: Path, trials: int) -> list[CellFailure]:
     """The trials 1..`trials` of a bundle whose evaluation the harness could not complete
     (evaluation_framework_failure), with the reason from their feedback packet. A trial is
@@ -77,43 +69,25 @@ def framework_failures(bundle: Path, trials: int) -> list[CellFailure]:
     failures = []
     for trial in range(1, trials + 1):
         trial_dir = trial_path(bundle, trial)
-        packet = _read_json(trial_dir / FEEDBACK, bundle, [])
-        if packet and packet.get("failure_class") == "evaluation_framework_failure":
+        packet = read_record(trial_dir / FEEDBACK, FeedbackPacket, bundle, [])
+        if packet and packet.failure_class == "evaluation_framework_failure":
             # the evaluation's own error: the packet's omits the held-out split (meta-agent's)
-            node = _read_json(trial_dir / CANDIDATE_EVAL, bundle, [])
+            node = read_record(trial_dir / CANDIDATE_EVAL, NodeEval, bundle, [])
             reason = one_line(
-                (node or {}).get("error") or packet.get("error") or "no reason recorded"
+                (node.error if node else None) or packet.error or "no reason recorded"
             )
             failures.append(CellFailure("evaluation framework failures", reason, retried=False))
     return failures
 
 
-def _read_patch(path: Path, bundle: Path, notes: list[str]) -> tuple[str, bool]:
-    """(the head of a patch of the bundle, whether the file holds more); ("", False) when
-    absent or refused (with a note)."""
-    if not os.path.lexists(path):
-        return "", False
-    try:
-        data, longer = read_head(path, bundle, max_bytes=MAX_PATCH_BYTES, follow_inside_links=False)
-    except OSError as exc:
-        notes.append(_note(path, bundle, str(exc)))
-        return "", False
-    return data.decode("utf-8", errors="replace"), longer
-
-
-def _note(path: Path, bundle: Path, reason: str) -> str:
-    return f"{path.relative_to(bundle).as_posix()} not read: {reason}"
-
-
-def gate_reason(entry: dict[str, Any], selection: dict[str, Any] | None) -> str:
+def gate_reason(entry: LedgerEntry, selection: SelectionDecision | None) -> str:
     """Why the trial ended as it did, in words."""
-    decision = entry.get("decision")
-    failure = entry.get("failure_class")
+    failure = entry.failure_class
     if failure == "meta_agent_failure":
         return "invalid: the candidate was not evaluated because the meta-agent's output broke the contract"
     if failure in ("target_agent_failure", "evaluation_framework_failure"):
         return f"invalid ({failure.replace('_', ' ')}): no usable scores"
-    gate = (selection or {}).get("gate") or {}
+    gate = (selection.gate if selection else None) or {}
     optimize = gate.get("optimize") or {}
     held = gate.get("held_out") or {}
     cand, parent = optimize.get("candidate"), optimize.get("parent")
@@ -135,22 +109,20 @@ def gate_reason(entry: dict[str, Any], selection: dict[str, Any] | None) -> str:
         )
     elif state == "recorded":
         parts.append("held-out score recorded, not gating")
-    verdict = "promoted" if decision == "promoted" else "rejected"
+    verdict = "promoted" if entry.decision == "promoted" else "rejected"
     return f"{verdict}: " + "; ".join(parts)
 
 
-def _evidence(
-    entry: dict[str, Any], selection: dict[str, Any] | None, evaluation: dict[str, Any] | None
-) -> list[str]:
+def _evidence(selection: SelectionDecision | None, evaluation: NodeEval | None) -> list[str]:
     """Evidence lines for the trial's failure class (or its failed tasks)."""
     lines: list[str] = []
-    for reason in (selection or {}).get("reasons") or []:
+    for reason in selection.reasons if selection else []:
         where = f" ({reason['path']})" if reason.get("path") else ""
         lines.append(f"{reason.get('code', 'reason')}{where}: {reason.get('detail', '')}".strip())
-    if evaluation and evaluation.get("error"):
-        lines.append(f"evaluation {evaluation.get('status')}: {evaluation['error']}")
+    if evaluation and evaluation.error:
+        lines.append(f"evaluation {evaluation.status}: {evaluation.error}")
     for suite in ("optimize", "held_out"):
-        result = (evaluation or {}).get(suite) or {}
+        result = _suite_result(evaluation, suite)
         for task in result.get("tasks") or []:
             if task.get("status") != "passed":
                 lines.append(
@@ -160,63 +132,80 @@ def _evidence(
     return lines
 
 
-def trial_views(bundle: Path, ledger: list[dict], baseline: Any) -> list[dict[str, Any]]:
-    """One dict per trial with everything the reports show."""
-    views = []
-    for entry in ledger:
-        folder = trial_path(bundle, entry["trial"])
-        refused: list[str] = []
-        selection = _read_json(folder / SELECTION, bundle, refused)
-        evaluation = _read_json(folder / CANDIDATE_EVAL, bundle, refused)
-        parent = (selection or {}).get("parent") or {}
-        diff, longer = _read_patch(folder / "candidate.patch", bundle, refused)
-        failure = entry.get("failure_class")
-        if failure is None and entry.get("task_failures"):
-            failure_shown: str | None = "task_failure"
-        else:
-            failure_shown = failure
-        suites = []
-        for key, label, base_score in (
-            ("optimize", "optimize", baseline.optimize_score),
-            ("held_out", "held-out", baseline.held_out_score),
-        ):
-            result = (evaluation or {}).get(key) or {}
-            score = entry.get(f"{key}_score")
-            if not result and score is None and base_score is None:
-                continue
-            suites.append(
-                {
-                    "suite": label,
-                    "baseline": score_text(base_score),
-                    "parent": score_text(parent.get(f"{key}_score")),
-                    "candidate": score_text(score),
-                    "passed": result.get("passed", "n/a"),
-                    "failed": result.get("failed", "n/a"),
-                    "infra_errors": result.get("infra_errors", "n/a"),
-                }
-            )
-        meta = entry.get("meta_agent") or {}
-        views.append(
+def _suite_result(evaluation: NodeEval | None, suite: str) -> dict[str, Any]:
+    """One suite's summary of an evaluation ({} when there is none)."""
+    if evaluation is None:
+        return {}
+    return (evaluation.optimize if suite == "optimize" else evaluation.held_out) or {}
+
+
+def trial_views(
+    bundle: Path, ledger: Sequence[LedgerEntry | Mapping[str, Any]], baseline: NodeEval
+) -> list[dict[str, Any]]:
+    """One dict per trial with everything the reports show; the ledger lines, selection
+    decisions and evaluations are read through their record models (`records`)."""
+    return [_trial_view(bundle, entry, baseline) for entry in ledger_entries(ledger)]
+
+
+def _trial_view(bundle: Path, entry: LedgerEntry, baseline: NodeEval) -> dict[str, Any]:
+    folder = trial_path(bundle, entry.trial)
+    refused: list[str] = []
+    selection = read_record(folder / SELECTION, SelectionDecision, bundle, refused)
+    evaluation = read_record(folder / CANDIDATE_EVAL, NodeEval, bundle, refused)
+    diff, longer = read_patch_head(
+        folder / "candidate.patch", bundle, refused, max_bytes=MAX_PATCH_BYTES
+    )
+    failure = entry.failure_class
+    failure_shown = "task_failure" if failure is None and entry.task_failures else failure
+    meta = entry.meta_agent
+    return {
+        "trial": entry.trial,
+        "id": entry.candidate_id,
+        "parent": entry.parent_id,
+        "decision": entry.decision or "n/a",
+        "failure_class": failure_shown,
+        "failure_meaning": FAILURE_MEANING.get(failure_shown or "", ""),
+        "reason": gate_reason(entry, selection),
+        "summary": (meta.summary if meta else "") or "",
+        "meta_status": (meta.status if meta else "") or "n/a",
+        "suites": _suite_rows(entry, selection, evaluation, baseline),
+        "evidence": refused + _evidence(selection, evaluation),
+        "diff": diff[:MAX_DIFF_CHARS],
+        "diff_cut": longer or len(diff) > MAX_DIFF_CHARS,
+        "diff_lines": diff.count("\n"),
+        "files": _changed_files(diff),
+        "wall_clock_s": entry.wall_clock_s,
+    }
+
+
+def _suite_rows(
+    entry: LedgerEntry,
+    selection: SelectionDecision | None,
+    evaluation: NodeEval | None,
+    baseline: NodeEval,
+) -> list[dict[str, Any]]:
+    """Per suite: the baseline's, the parent's and the candidate's score, and task counts."""
+    parent = (selection.parent if selection else None) or {}
+    rows = []
+    for key, label, base_score, score in (
+        ("optimize", "optimize", baseline.optimize_score, entry.optimize_score),
+        ("held_out", "held-out", baseline.held_out_score, entry.held_out_score),
+    ):
+        result = _suite_result(evaluation, key)
+        if not result and score is None and base_score is None:
+            continue
+        rows.append(
             {
-                "trial": entry["trial"],
-                "id": entry["candidate_id"],
-                "parent": entry.get("parent_id"),
-                "decision": entry.get("decision") or "n/a",
-                "failure_class": failure_shown,
-                "failure_meaning": FAILURE_MEANING.get(failure_shown or "", ""),
-                "reason": gate_reason(entry, selection),
-                "summary": meta.get("summary") or "",
-                "meta_status": meta.get("status") or "n/a",
-                "suites": suites,
-                "evidence": refused + _evidence(entry, selection, evaluation),
-                "diff": diff[:MAX_DIFF_CHARS],
-                "diff_cut": longer or len(diff) > MAX_DIFF_CHARS,
-                "diff_lines": diff.count("\n"),
-                "files": _changed_files(diff),
-                "wall_clock_s": entry.get("wall_clock_s"),
+                "suite": label,
+                "baseline": score_text(base_score),
+                "parent": score_text(parent.get(f"{key}_score")),
+                "candidate": score_text(score),
+                "passed": result.get("passed", "n/a"),
+                "failed": result.get("failed", "n/a"),
+                "infra_errors": result.get("infra_errors", "n/a"),
             }
         )
-    return views
+    return rows
 
 
 def _changed_files(diff: str) -> list[str]:

@@ -16,17 +16,14 @@ target repo (`metaeval improve init-target`); the resolved manifest still pins o
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from metaeval.config_files import parse_json, read_text, validation_error
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.base_commit import resolve_base_commit
 from metaeval.protocols.improve.config import (
+    Evaluation,
     ExperimentManifest,
     SuiteRef,
     SutConfig,
@@ -34,83 +31,17 @@ from metaeval.protocols.improve.config import (
     TargetBudget,
 )
 from metaeval.protocols.improve.contract import FileRecord, ResolvedManifest, ResolvedSuite
+from metaeval.protocols.improve.manifest_files import (
+    LoadedFile,
+    absolute_sut,
+    read_json_object,
+    resolve_ref,
+    shown_path,
+    validate_strict,
+)
 from metaeval.protocols.improve.profiles import TOOLLOOP_TARGET, SystemProfile
 from metaeval.protocols.improve.suites import DEFAULT_STEPS, DEFAULT_TASK_TIMEOUT_S
 from metaeval.protocols.improve.suites import MANIFEST as SUITE_MANIFEST
-from metaeval.sandbox.git import git_result
-from metaeval.sandbox.process import ExecResult
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    path: Path
-    raw: bytes
-    text: str
-    data: dict[str, Any]
-
-    @property
-    def record(self) -> FileRecord:
-        return FileRecord(self.path, hashlib.sha256(self.raw).hexdigest())
-
-
-def _show(path: Path) -> str:
-    """A path for messages: relative to the current directory when below it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except (ValueError, OSError):  # not below the cwd, or the cwd is gone
-        return str(path)
-
-
-def _resolve_ref(ref: Path, base_file: Path) -> Path:
-    """`ref` made absolute against the directory of the file that contains it."""
-    return (base_file.parent / ref).resolve()  # an absolute `ref` replaces the base
-
-
-def _read_json_object(
-    path: Path,
-    *,
-    referenced_by: Path | None = None,
-    ref_field: str | None = None,
-    ref: Path | None = None,
-) -> _Loaded:
-    """Read a JSON object; a missing file is reported against the file that names it."""
-    if not path.is_file():
-        problem = "not a file" if path.exists() else "file not found"
-        if referenced_by is None:
-            raise ConfigError(f"{problem}: {path}")
-        shown = f"{ref} (resolved to {path})" if ref is not None and str(ref) != str(path) else path
-        raise ConfigError(f"{problem}: {shown}", file=_show(referenced_by), field=ref_field)
-    text = read_text(path)  # a regular file, UTF-8, size-capped
-    raw = text.encode("utf-8")  # the bytes as read: decoding valid UTF-8 is lossless
-    data = parse_json(text, _show(path))  # duplicate keys, NaN and Infinity refused
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"expected a JSON object at the top level, got {type(data).__name__}",
-            file=_show(path),
-        )
-    return _Loaded(path, raw, text, data)
-
-
-def _validate(model: type[BaseModel], loaded: _Loaded) -> Any:
-    """Validate strictly against `model`; the first problem names this file and its field."""
-    try:
-        return model.model_validate_json(loaded.text, strict=True)
-    except ValidationError as exc:
-        raise validation_error(exc, file=_show(loaded.path)) from None
-
-
-def load_sut_config(path: Path) -> SutConfig:
-    """Parse and validate one SUT config; its profile paths are made absolute (not loaded)."""
-    path = Path(path).resolve()
-    loaded = _read_json_object(path)
-    sut: SutConfig = _validate(SutConfig, loaded)
-    return _absolute_sut(sut, path)
-
-
-def load_system_profile(path: Path) -> SystemProfile:
-    """Parse and validate one SystemProfile JSON file."""
-    path = Path(path).resolve()
-    return _validate(SystemProfile, _read_json_object(path))
 
 
 def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_path: Path) -> None:
@@ -140,72 +71,6 @@ def _check_launch_profile(sut: SutConfig, profile: SystemProfile | None, sut_pat
         )
 
 
-def _absolute_sut(sut: SutConfig, sut_path: Path) -> SutConfig:
-    """`sut` with its profile paths made absolute against the file that holds it."""
-
-    def absolute(ref: Path | SystemProfile | None) -> Path | SystemProfile | None:
-        return _resolve_ref(ref, sut_path) if isinstance(ref, Path) else ref
-
-    return sut.model_copy(
-        update={
-            "launch_profile": absolute(sut.launch_profile),
-            "sum_profile": absolute(sut.sum_profile),
-        }
-    )
-
-
-# --- git ----------------------------------------------------------------------------------------
-
-
-def _git(repo: Path, *args: str) -> ExecResult:
-    return git_result(repo, *args, timeout_s=60)
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def resolve_base_commit(repo: Path, spec: str, *, manifest: Path | None = None) -> str:
-    """The full SHA of commit `spec` (hex prefix or HEAD) in the git repository rooted at `repo`."""
-    where = _show(manifest) if manifest else None
-    if not repo.is_dir():
-        raise ConfigError(
-            f"baseline repository not found: {repo} (materialize it first, e.g. "
-            "`metaeval improve init-target`)",
-            file=where,
-            field="baseline.repo",
-        )
-    top = _git(repo, "rev-parse", "--show-toplevel")
-    if top.returncode == 127:
-        raise ConfigError("git is not installed", file=where, field="baseline.repo")
-    if top.returncode != 0:
-        detail = _first_line(top.stderr)
-        raise ConfigError(
-            f"not a git repository: {repo}" + (f" ({detail})" if detail else ""),
-            file=where,
-            field="baseline.repo",
-        )
-    toplevel = Path(top.stdout.strip()).resolve()
-    if toplevel != repo.resolve():
-        raise ConfigError(
-            f"{repo} is not the root of a git repository (it lies inside {toplevel})",
-            file=where,
-            field="baseline.repo",
-        )
-    found = _git(repo, "rev-parse", "--verify", f"{spec}^{{commit}}")
-    sha = found.stdout.strip()
-    if found.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", sha):
-        detail = _first_line(found.stderr)
-        raise ConfigError(
-            f"commit {spec!r} not found in baseline repository {repo}"
-            + (f" ({detail})" if detail else ""),
-            file=where,
-            field="baseline.base_commit",
-        )
-    return sha
-
-
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -216,20 +81,18 @@ def _suite_view(
     split_override: str | None,
     manifest_path: Path,
     field_name: str,
-) -> tuple[ResolvedSuite, _Loaded]:
-    path = _resolve_ref(ref_path, manifest_path)
+) -> tuple[ResolvedSuite, LoadedFile]:
+    path = resolve_ref(ref_path, manifest_path)
     if path.is_dir() and (path / SUITE_MANIFEST).is_file():
         # a suite directory: its suite.json is hashed, the suite config is implied
-        loaded = _read_json_object(path / SUITE_MANIFEST)
+        loaded = read_json_object(path / SUITE_MANIFEST)
         content = {"name": path.name, "tasks_dir": str(path)}
         return ResolvedSuite(role, path, split_override, content), loaded
-    loaded = _read_json_object(
-        path, referenced_by=manifest_path, ref_field=field_name, ref=ref_path
-    )
+    loaded = read_json_object(path, referenced_by=manifest_path, ref_field=field_name, ref=ref_path)
     own_split = loaded.data.get("split_id")
     split = split_override if split_override is not None else own_split
     if split is not None and not isinstance(split, str):
-        raise ConfigError("expected a string", file=_show(path), field="split_id")
+        raise ConfigError("expected a string", file=shown_path(path), field="split_id")
     return ResolvedSuite(role, path, split, loaded.data), loaded
 
 
@@ -250,32 +113,32 @@ def _resolve_sut(
     """The SUT config (from its file, or inline in the manifest) and its two profiles (from
     files relative to the file that names them, inline, or the default target)."""
     if isinstance(manifest.sut, SutRef):
-        sut_path = _resolve_ref(manifest.sut.sut_config, manifest_path)
-        loaded_sut = _read_json_object(
+        sut_path = resolve_ref(manifest.sut.sut_config, manifest_path)
+        loaded_sut = read_json_object(
             sut_path,
             referenced_by=manifest_path,
             ref_field="sut.sut_config",
             ref=manifest.sut.sut_config,
         )
-        raw_sut: SutConfig = _validate(SutConfig, loaded_sut)  # spellings as written
+        raw_sut: SutConfig = validate_strict(SutConfig, loaded_sut)  # spellings as written
         files["sut_config"] = loaded_sut.record
         prefix = ""
     else:
         sut_path, raw_sut, prefix = manifest_path, manifest.sut, "sut."
-    sut = _absolute_sut(raw_sut, sut_path)
+    sut = absolute_sut(raw_sut, sut_path)
     profiles: list[SystemProfile | None] = []
     for role, ref, raw in (
         ("launch_profile", sut.launch_profile, raw_sut.launch_profile),
         ("sum_profile", sut.sum_profile, raw_sut.sum_profile),
     ):
         if isinstance(ref, Path):
-            loaded = _read_json_object(
+            loaded = read_json_object(
                 ref,
                 referenced_by=sut_path,
                 ref_field=prefix + role,
                 ref=raw,  # type: ignore[arg-type]
             )
-            profiles.append(_validate(SystemProfile, loaded))
+            profiles.append(validate_strict(SystemProfile, loaded))
             files[role] = loaded.record
         else:
             profiles.append(ref)
@@ -285,7 +148,7 @@ def _resolve_sut(
 def _view_identity(view: ResolvedSuite) -> tuple[str, str | None]:
     tasks_dir = view.content.get("tasks_dir")
     if isinstance(tasks_dir, str):
-        where = str(_resolve_ref(Path(tasks_dir), view.suite_config))
+        where = str(resolve_ref(Path(tasks_dir), view.suite_config))
     else:
         where = str(view.suite_config)
     return where, view.split_id
@@ -319,7 +182,7 @@ def _resolve_views(
         raise ConfigError(
             "the held-out view is the same suite and split as the optimize view "
             f"(split {held_out.split_id!r}); held-out tasks must never be optimized on",
-            file=_show(manifest_path),
+            file=shown_path(manifest_path),
             field="evaluation.held_out.split_id",
         )
     return optimize, held_out
@@ -331,8 +194,8 @@ def _resolve_boundary(
     """The mutation policy's boundary: (its file, its content as written), or inline."""
     policy = manifest.mutation_policy
     if isinstance(policy.boundary, Path):
-        boundary_path = _resolve_ref(policy.boundary, manifest_path)
-        loaded = _read_json_object(
+        boundary_path = resolve_ref(policy.boundary, manifest_path)
+        loaded = read_json_object(
             boundary_path,
             referenced_by=manifest_path,
             ref_field="mutation_policy.boundary",
@@ -352,58 +215,33 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
     file, the file itself for invalid JSON (with line/column) or a schema problem.
     """
     manifest_path = Path(path).resolve()
-    loaded_manifest = _read_json_object(manifest_path)
-    manifest: ExperimentManifest = _validate(ExperimentManifest, loaded_manifest)
+    loaded_manifest = read_json_object(manifest_path)
+    manifest: ExperimentManifest = validate_strict(ExperimentManifest, loaded_manifest)
     files: dict[str, FileRecord] = {"manifest": loaded_manifest.record}
-    shown_manifest = _show(manifest_path)
 
     sut, launch_profile, sum_profile = _resolve_sut(manifest, manifest_path, files)
     sut_path = manifest_path if not isinstance(manifest.sut, SutRef) else files["sut_config"].path
     _check_launch_profile(sut, launch_profile, sut_path)
 
     optimize, held_out = _resolve_views(manifest, manifest_path, files)
-    policy = manifest.mutation_policy
     boundary_path, boundary = _resolve_boundary(manifest, manifest_path, files)
-    if policy.source == "sum_profile" and not sum_profile.mutable_root:
+    if manifest.mutation_policy.source == "sum_profile" and not sum_profile.mutable_root:
         raise ConfigError(
             "mutation_policy.source is 'sum_profile' but this target-agent profile declares "
             "no mutable_root",
-            file=_show(sut.sum_profile if isinstance(sut.sum_profile, Path) else sut_path),
+            file=shown_path(sut.sum_profile if isinstance(sut.sum_profile, Path) else sut_path),
             field="mutable_root",
         )
-
-    # baseline and output
-    repo = _resolve_ref(manifest.baseline.repo, manifest_path)
-    base_commit = resolve_base_commit(repo, manifest.baseline.base_commit, manifest=manifest_path)
-    output = _resolve_ref(manifest.output or Path("runs") / manifest_path.stem, manifest_path)
-    if _within(output, repo):
-        raise ConfigError(
-            f"output directory {output} lies inside the baseline repository {repo}",
-            file=shown_manifest,
-            field="output",
-        )
-
+    repo, base_commit, output = _pin_baseline(manifest, manifest_path)
     resolved = manifest.model_copy(
         update={
             "sut": SutRef(sut_config=sut_path) if isinstance(manifest.sut, SutRef) else sut,
             "baseline": manifest.baseline.model_copy(
                 update={"repo": repo, "base_commit": base_commit}
             ),
-            "evaluation": manifest.evaluation.model_copy(
-                update={
-                    "optimize": SuiteRef(
-                        suite_config=optimize.suite_config, split_id=optimize.split_id
-                    ),
-                    "held_out": manifest.evaluation.held_out.model_copy(
-                        update={
-                            "suite_config": held_out.suite_config if held_out else None,
-                            "split_id": held_out.split_id if held_out else None,
-                        }
-                    ),
-                }
-            ),
-            "mutation_policy": policy.model_copy(
-                update={"boundary": boundary_path or policy.boundary}
+            "evaluation": _resolved_evaluation(manifest, optimize, held_out),
+            "mutation_policy": manifest.mutation_policy.model_copy(
+                update={"boundary": boundary_path or manifest.mutation_policy.boundary}
             ),
             "target_budget": manifest.target_budget or _suite_budget(optimize),
             "output": output,
@@ -421,6 +259,38 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
         boundary=boundary,
         base_commit_spec=manifest.baseline.base_commit,
         files=files,
+    )
+
+
+def _pin_baseline(manifest: ExperimentManifest, manifest_path: Path) -> tuple[Path, str, Path]:
+    """The baseline repository, its commit pinned to a full SHA, and the output directory
+    (which may not lie inside the repository)."""
+    repo = resolve_ref(manifest.baseline.repo, manifest_path)
+    base_commit = resolve_base_commit(repo, manifest.baseline.base_commit, manifest=manifest_path)
+    output = resolve_ref(manifest.output or Path("runs") / manifest_path.stem, manifest_path)
+    if _within(output, repo):
+        raise ConfigError(
+            f"output directory {output} lies inside the baseline repository {repo}",
+            file=shown_path(manifest_path),
+            field="output",
+        )
+    return repo, base_commit, output
+
+
+def _resolved_evaluation(
+    manifest: ExperimentManifest, optimize: ResolvedSuite, held_out: ResolvedSuite | None
+) -> Evaluation:
+    """The manifest's evaluation block with its suite references resolved."""
+    return manifest.evaluation.model_copy(
+        update={
+            "optimize": SuiteRef(suite_config=optimize.suite_config, split_id=optimize.split_id),
+            "held_out": manifest.evaluation.held_out.model_copy(
+                update={
+                    "suite_config": held_out.suite_config if held_out else None,
+                    "split_id": held_out.split_id if held_out else None,
+                }
+            ),
+        }
     )
 
 
@@ -451,10 +321,4 @@ def with_models(
     return replace(resolved, manifest=manifest, sut=sut)
 
 
-__all__ = [
-    "with_models",
-    "load_sut_config",
-    "load_system_profile",
-    "resolve_base_commit",
-    "resolve_manifest",
-]
+__all__ = ["resolve_manifest", "with_models"]

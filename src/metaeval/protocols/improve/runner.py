@@ -16,8 +16,9 @@ from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
-from metaeval.protocols.improve.loop import Plan, TrialLoop
+from metaeval.protocols.improve.loop import TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
+from metaeval.protocols.improve.plan import Plan
 from metaeval.protocols.improve.records import (
     BASELINE_EVAL,
     LEDGER,
@@ -124,13 +125,7 @@ def build_plan(
         raise ConfigError(str(exc), field="sandbox") from None
     resolved = with_models(resolve_manifest(manifest_path), **(models or {}))
     manifest = resolved.manifest
-    bundle = (output or resolved.output).resolve()
-    if bundle.exists() and not bundle.is_dir():
-        raise ConfigError(
-            f"bundle directory {bundle} exists and is not a directory",
-            file=str(manifest_path) if output is None else None,
-            field="output",
-        )
+    bundle = _bundle_dir(output or resolved.output, manifest_path if output is None else None)
     boundary = _boundary(resolved)
     optimize_tasks, optimize_config = _tasks(resolved.optimize)
     held_tasks = None
@@ -165,14 +160,34 @@ def build_plan(
         meta_max_steps=sut.max_steps,
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
-        documents={
-            "source_manifest.json": resolved.source_text,
-            "resolved_manifest.json": resolved_json,
-            "sut_contract.json": _sut_contract(resolved),
-            "sum_boundary.json": json.loads(boundary.to_json()),
-        },
+        documents=_documents(resolved, resolved_json, boundary),
     )
     return plan, resolved
+
+
+def _documents(
+    resolved: Any, resolved_json: dict[str, Any], boundary: MutationBoundary
+) -> dict[str, Any]:
+    """The contract documents written into the bundle, by file name."""
+    return {
+        "source_manifest.json": resolved.source_text,
+        "resolved_manifest.json": resolved_json,
+        "sut_contract.json": _sut_contract(resolved),
+        "sum_boundary.json": json.loads(boundary.to_json()),
+    }
+
+
+def _bundle_dir(output: Path, manifest_path: Path | None) -> Path:
+    """The bundle directory, absolute; an existing non-directory there is a ConfigError
+    (against the manifest when the manifest named it)."""
+    bundle = output.resolve()
+    if bundle.exists() and not bundle.is_dir():
+        raise ConfigError(
+            f"bundle directory {bundle} exists and is not a directory",
+            file=str(manifest_path) if manifest_path is not None else None,
+            field="output",
+        )
+    return bundle
 
 
 def run_experiment(
@@ -237,9 +252,9 @@ def rerender(bundle: Path) -> list[Path]:
             raise ConfigError(
                 "a record is nested too deeply to read", file=str(bundle / LEDGER)
             ) from None
-        _check_ledger(ledger, bundle / LEDGER)
+        entries = _check_ledger(ledger, bundle / LEDGER)
         try:
-            write_summary_files(plan, baseline, ledger, files)  # type: ignore[arg-type]
+            write_summary_files(plan, baseline, entries, files)  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(
                 f"a ledger or baseline record lacks a field or has a wrong type "
@@ -252,18 +267,20 @@ def rerender(bundle: Path) -> list[Path]:
     return [bundle / "report.md", bundle / "report.html"]
 
 
-def _check_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
+def _check_ledger(ledger: list[dict[str, Any]], path: Path) -> list[LedgerEntry]:
     """Every ledger line read through its record model (`records.LedgerEntry`): a line that
     lacks a field or has a wrong type is a ConfigError naming the line and the field."""
+    entries = []
     for number, entry in enumerate(ledger, 1):
         try:
-            LedgerEntry.model_validate(entry)
+            entries.append(LedgerEntry.model_validate(entry))
         except ValidationError as exc:
             error = validation_error(exc, file=path)
             message = str(error).removeprefix(f"{path}: field '{error.field}': ")
             raise ConfigError(
                 f"line {number}: {message}", file=str(path), field=error.field
             ) from None
+    return entries
 
 
 def _bundle_json(bundle: Path, name: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.loop import Plan
     from metaeval.protocols.improve.node_eval import NodeEval
+    from metaeval.protocols.improve.plan import Plan
 
 
 def select(plan: Plan, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]:

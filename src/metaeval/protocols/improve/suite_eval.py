@@ -26,12 +26,10 @@ from metaeval.protocols.improve.evaluate import (
     DEFAULT_COMMAND_TIMEOUT_S,
     DEFAULT_MAX_STEPS,
     DEFAULT_TASK_TIMEOUT_S,
-    EpisodeClient,
-    TaskOutcome,
-    describe_error,
     evaluate_task,
 )
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
+from metaeval.protocols.improve.task_outcome import EpisodeClient, TaskOutcome, describe_error
 
 
 class SuiteResult(BaseModel):

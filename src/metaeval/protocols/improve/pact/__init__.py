@@ -1,22 +1,25 @@
 """PACT: the HTTP interface every evaluation-facing system serves (see docs/pact.md).
 
-protocol: the wire models; policies: what a server asks for actions (ScriptedPolicy,
+protocol: the wire models; action_text: the prompt, the action schema (generated from the
+wire models), the reply parser and the observation text a model reads; policies: what a server asks for actions (ScriptedPolicy,
 ModelPolicy, load_policy); server: PactServer; client: PactClient and PactError; launcher:
 launch a SystemProfile and wait until it is healthy (RunningSystem, LaunchError).
 """
 
+from metaeval.protocols.improve.pact.action_text import (
+    DEFAULT_SYSTEM_PROMPT,
+    action_json_schema,
+    parse_action,
+)
 from metaeval.protocols.improve.pact.client import PactClient, PactError
 from metaeval.protocols.improve.pact.launcher import LaunchError, RunningSystem, free_port, launch
 from metaeval.protocols.improve.pact.policies import (
-    DEFAULT_SYSTEM_PROMPT,
     ModelPolicy,
     Policy,
     PolicyError,
     ScriptedPolicy,
     Step,
-    action_json_schema,
     load_policy,
-    parse_action,
 )
 from metaeval.protocols.improve.pact.protocol import (
     PACT_VERSION,

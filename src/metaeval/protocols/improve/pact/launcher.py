@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from subprocess import Popen
 from typing import IO
@@ -208,52 +208,25 @@ def launch(
     """
     host = profile.host
     port = profile.port or free_port(host)
-    argv = [_fill(a, host, port) for a in profile.command]
-    cwd = Path(_fill(str(profile.cwd), host, port)) if profile.cwd is not None else None
-    overlay = {k: _fill(v, host, port) for k, v in profile.env.items()}
-    overlay.update(extra_env or {})
-    sandboxed = False
-    unix_socket: Path | None = None
-    if sandbox is not None:
-        spec = replace(
-            sandbox,
-            env={**sandbox.env, **overlay},
-            chdir=str(cwd.resolve()) if cwd is not None else sandbox.chdir,
-        )
-        if not spec.network:  # the harness reaches the server through a published socket
-            unix_socket = Path(tempfile.mkdtemp(prefix="pact-")) / "pact.sock"
-            spec = replace(spec, published=(*spec.published, (str(unix_socket), port)))
-        argv, env, sandboxed = wrap_command(spec, argv)
-    else:
-        env = {**os.environ, **overlay}
-
+    command = _server_command(profile, host, port, extra_env, sandbox)
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with _append(log_path) as log_file:
-        header = (
-            f"# launch {profile.name}: argv={[redact_text(a) for a in argv]!r} "
-            f"cwd={str(cwd) if cwd else None!r} sandboxed={sandboxed} "
-            f"network={'host' if unix_socket is None else 'none (published on a Unix socket)'} "
-            f"env overrides={sorted(overlay)!r}\n"
-        )
-        log_file.write(header.encode())
-        log_file.flush()
+    _log_launch(log_path, profile, command)
     try:
-        process = spawn(argv, cwd=cwd, env=env)
+        process = spawn(command.argv, cwd=command.cwd, env=command.env)
     except OSError as exc:
-        if unix_socket is not None:
-            shutil.rmtree(unix_socket.parent, ignore_errors=True)
+        if command.unix_socket is not None:
+            shutil.rmtree(command.unix_socket.parent, ignore_errors=True)
         with _append(log_path) as log_file:
             log_file.write(f"# cannot start: {exc}\n".encode())
         raise LaunchError(
-            f"{profile.name}: cannot start {argv[0]!r}: {exc}", log_path=log_path
+            f"{profile.name}: cannot start {command.argv[0]!r}: {exc}", log_path=log_path
         ) from exc
     assert process.stdout is not None
     pump = threading.Thread(
         target=_pump_redacted, args=(process.stdout, log_path), daemon=True, name="pact-log"
     )
     pump.start()
-
     system = RunningSystem(
         profile,
         process,
@@ -261,9 +234,72 @@ def launch(
         port=port,
         log_path=log_path,
         pump=pump,
-        sandboxed=sandboxed,
-        unix_socket=unix_socket,
+        sandboxed=command.sandboxed,
+        unix_socket=command.unix_socket,
     )
+    _wait_healthy(system, process, profile, log_path)
+    return system
+
+
+@dataclass(frozen=True)
+class _ServerCommand:
+    """What `launch` runs: argv (wrapped in the sandbox when given), environment, working
+    directory, and the Unix socket the server is published on when it has no network."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path | None
+    overlay: dict[str, str]
+    sandboxed: bool
+    unix_socket: Path | None
+
+
+def _server_command(
+    profile: SystemProfile,
+    host: str,
+    port: int,
+    extra_env: Mapping[str, str] | None,
+    sandbox: SandboxSpec | None,
+) -> _ServerCommand:
+    """The profile's command with {host}/{port} filled in, wrapped in `sandbox` if given."""
+    argv = [_fill(a, host, port) for a in profile.command]
+    cwd = Path(_fill(str(profile.cwd), host, port)) if profile.cwd is not None else None
+    overlay = {k: _fill(v, host, port) for k, v in profile.env.items()}
+    overlay.update(extra_env or {})
+    if sandbox is None:
+        return _ServerCommand(argv, {**os.environ, **overlay}, cwd, overlay, False, None)
+    unix_socket: Path | None = None
+    spec = replace(
+        sandbox,
+        env={**sandbox.env, **overlay},
+        chdir=str(cwd.resolve()) if cwd is not None else sandbox.chdir,
+    )
+    if not spec.network:  # the harness reaches the server through a published socket
+        unix_socket = Path(tempfile.mkdtemp(prefix="pact-")) / "pact.sock"
+        spec = replace(spec, published=(*spec.published, (str(unix_socket), port)))
+    argv, env, sandboxed = wrap_command(spec, argv)
+    return _ServerCommand(argv, env, cwd, overlay, sandboxed, unix_socket)
+
+
+def _log_launch(log_path: Path, profile: SystemProfile, command: _ServerCommand) -> None:
+    """The log's header line: what was started, where, how (secrets redacted)."""
+    network = "host" if command.unix_socket is None else "none (published on a Unix socket)"
+    with _append(log_path) as log_file:
+        header = (
+            f"# launch {profile.name}: argv={[redact_text(a) for a in command.argv]!r} "
+            f"cwd={str(command.cwd) if command.cwd else None!r} sandboxed={command.sandboxed} "
+            f"network={network} "
+            f"env overrides={sorted(command.overlay)!r}\n"
+        )
+        log_file.write(header.encode())
+        log_file.flush()
+
+
+def _wait_healthy(
+    system: RunningSystem, process: Popen[bytes], profile: SystemProfile, log_path: Path
+) -> None:
+    """Poll the health path until it answers 200; stop the server and raise LaunchError when
+    it exits first or the startup time runs out."""
     client = system.client(timeout_s=5.0)
     deadline = time.monotonic() + profile.startup_timeout_s
     while True:
@@ -285,5 +321,5 @@ def launch(
                 log_path=log_path,
             )
         if client.health(profile.health_path, timeout_s=max(0.05, min(2.0, remaining))):
-            return system
+            return
         time.sleep(min(HEALTH_POLL_S, max(0.0, deadline - time.monotonic())))

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -185,6 +186,56 @@ def _policy_error(where: str, exc: Exception) -> _HttpError:
     return _HttpError(500, "policy_error", f"policy {where} failed: {type(exc).__name__}: {exc}")
 
 
+_ROUTES = {"/health": "GET", "/describe": "GET", "/reset": "POST", "/act": "POST"}
+
+
+def _answer(
+    server: PactServer,
+    raw_path: str,
+    method: str,
+    read: Callable[[type[BaseModel]], Any],
+) -> BaseModel:
+    """The server's answer to `method raw_path`; `read(model)` parses the request body."""
+    path = raw_path.split("?", 1)[0].rstrip("/") or "/"
+    if path not in _ROUTES:
+        raise _HttpError(404, "not_found", f"no endpoint {path}")
+    if _ROUTES[path] != method:
+        raise _HttpError(405, "method_not_allowed", f"{path} takes {_ROUTES[path]}, not {method}")
+    if path == "/health":
+        return server.handle_health()
+    if path == "/describe":
+        return server.handle_describe()
+    if path == "/reset":
+        return server.handle_reset(read(ResetRequest))
+    return server.handle_act(read(ActRequest))
+
+
+def _read_body(handler: BaseHTTPRequestHandler, model: type[BaseModel]) -> Any:
+    """The request's JSON body validated against `model`; _HttpError 400 when it is not."""
+    length_header = handler.headers.get("Content-Length")
+    if length_header is None:
+        raise _HttpError(400, "bad_request", "missing Content-Length")
+    try:
+        length = int(length_header)
+    except ValueError:
+        raise _HttpError(400, "bad_request", "invalid Content-Length") from None
+    if length < 0 or length > MAX_BODY_BYTES:
+        raise _HttpError(400, "bad_request", f"body length {length} out of range")
+    body = handler.rfile.read(length)
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _HttpError(400, "bad_request", f"body is not JSON: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        raise _HttpError(400, "bad_request", f"invalid {model.__name__}: {errors}") from None
+
+
 def _make_handler(server: PactServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "metaeval-pact/1"
@@ -212,50 +263,9 @@ def _make_handler(server: PactServer) -> type[BaseHTTPRequestHandler]:
         def _send_error(self, err: _HttpError) -> None:
             self._send(err.status, {"error": err.kind, "detail": err.detail})
 
-        def _read_json(self, model: type[BaseModel]) -> Any:
-            length_header = self.headers.get("Content-Length")
-            if length_header is None:
-                raise _HttpError(400, "bad_request", "missing Content-Length")
-            try:
-                length = int(length_header)
-            except ValueError:
-                raise _HttpError(400, "bad_request", "invalid Content-Length") from None
-            if length < 0 or length > MAX_BODY_BYTES:
-                raise _HttpError(400, "bad_request", f"body length {length} out of range")
-            body = self.rfile.read(length)
-            try:
-                data = json.loads(body)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise _HttpError(400, "bad_request", f"body is not JSON: {exc}") from None
-            try:
-                return model.model_validate(data)
-            except ValidationError as exc:
-                errors = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
-                    for e in exc.errors()[:5]
-                )
-                raise _HttpError(
-                    400, "bad_request", f"invalid {model.__name__}: {errors}"
-                ) from None
-
         def _route(self, method: str) -> None:
-            path = self.path.split("?", 1)[0].rstrip("/") or "/"
-            routes = {"/health": "GET", "/describe": "GET", "/reset": "POST", "/act": "POST"}
             try:
-                if path not in routes:
-                    raise _HttpError(404, "not_found", f"no endpoint {path}")
-                if routes[path] != method:
-                    raise _HttpError(
-                        405, "method_not_allowed", f"{path} takes {routes[path]}, not {method}"
-                    )
-                if path == "/health":
-                    result: BaseModel = server.handle_health()
-                elif path == "/describe":
-                    result = server.handle_describe()
-                elif path == "/reset":
-                    result = server.handle_reset(self._read_json(ResetRequest))
-                else:
-                    result = server.handle_act(self._read_json(ActRequest))
+                result = _answer(server, self.path, method, lambda model: _read_body(self, model))
             except _HttpError as err:
                 self._send_error(err)
                 return

@@ -24,7 +24,7 @@ from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.improve.gitops import add_worktree, candidate_diff, tampered
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.meta_agents import AgentMetaAgent, ScriptedMetaAgent
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 

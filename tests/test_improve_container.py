@@ -19,7 +19,7 @@ from improve_experiment import experiment, ledger
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.pact.protocol import CommandAction, WriteFileAction
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 from metaeval.sandbox.container import find_engine
 from metaeval.tasks.images import image_exists

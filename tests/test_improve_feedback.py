@@ -22,7 +22,7 @@ from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.errors import ConfigError
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.improve.meta_agents import AgentMetaAgent, ScriptedMetaAgent
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import pytest
 
 from improve_experiment import experiment, ledger
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,9 +16,9 @@ import pytest
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.config import ExperimentManifest
 from metaeval.protocols.improve.init_target import init_target
+from metaeval.protocols.improve.plan import build_plan
 from metaeval.protocols.improve.profiles import TOOLLOOP_TARGET
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
-from metaeval.protocols.improve.runner import build_plan
 from metaeval.schemas import schema
 
 ROOT = Path(__file__).resolve().parents[1]

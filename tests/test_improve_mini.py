@@ -34,7 +34,7 @@ from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.pact.protocol import ActRequest, Observation, ResetRequest
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.suite_eval import evaluate_suite
 from metaeval.protocols.improve.target_model import TargetModelService, served_alias
 from metaeval.protocols.improve.target_runtime import target_sandbox

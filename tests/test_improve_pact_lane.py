@@ -16,7 +16,7 @@ import pytest
 
 from improve_experiment import experiment, ledger
 from metaeval.errors import ConfigError
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -99,7 +99,7 @@ def test_improve_report_reads_the_ledger_through_its_model(tmp_path: Path) -> No
     """A ledger line that lacks a field is refused naming the file, the line and the field;
     the bundle's reports are not rewritten from it."""
     from metaeval.errors import ConfigError
-    from metaeval.protocols.improve.runner import rerender
+    from metaeval.protocols.improve.run import rerender
 
     bundle = tmp_path / "improve-demo"
     shutil.copytree(BUNDLE, bundle)

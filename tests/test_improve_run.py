@@ -262,7 +262,7 @@ def test_resuming_with_another_host_variable_allow_list_is_refused(tmp_path):
     list resumes only with the same one (names recorded, never values)."""
     from metaeval.errors import RecordIntegrityError
     from metaeval.protocols.improve.bundle import open_bundle
-    from metaeval.protocols.improve.runner import build_plan
+    from metaeval.protocols.improve.plan import build_plan
 
     manifest = experiment(tmp_path)
     plan, _ = build_plan(manifest, tmp_path / "bundle", 1, ("JUDGE_API_KEY",))

@@ -65,7 +65,7 @@ import json, sys
 from pathlib import Path
 
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 
 CHEAT = Path(sys.argv[2]).read_text()
 

@@ -25,7 +25,7 @@ import pytest
 
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 
 sys.path.insert(0, str(Path(__file__).parent))

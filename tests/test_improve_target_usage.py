@@ -18,7 +18,7 @@ import pytest
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.node_eval import NodeEval, target_usage
-from metaeval.protocols.improve.runner import run_experiment
+from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import neutral
 
 sys.path.insert(0, str(Path(__file__).parent))

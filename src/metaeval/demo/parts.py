@@ -139,7 +139,7 @@ def improve(run_dir: Path) -> None:
     from metaeval.examples import example_path
     from metaeval.protocols.improve.bundle import summary_text
     from metaeval.protocols.improve.init_target import init_target
-    from metaeval.protocols.improve.runner import run_experiment
+    from metaeval.protocols.improve.run import run_experiment
 
     configs = example_path("improve")
     target = (run_dir / "target").resolve()

@@ -74,8 +74,9 @@ def run_cmd(
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.exit_codes import report_failures
     from metaeval.protocols.improve.bundle import summary_text
+    from metaeval.protocols.improve.plan import build_plan
     from metaeval.protocols.improve.report import framework_failures
-    from metaeval.protocols.improve.runner import build_plan, run_experiment
+    from metaeval.protocols.improve.run import run_experiment
 
     host_env = host_env_names(allow_host_env or [])
     models = {"model": model, "target_model": target_model, "meta_model": meta_model}
@@ -93,7 +94,7 @@ def run_cmd(
 @improve_app.command("report")
 def report_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
     """Re-render a bundle's summary files and report from its ledger."""
-    from metaeval.protocols.improve.runner import rerender
+    from metaeval.protocols.improve.run import rerender
 
     out.print("written: " + ", ".join(str(p) for p in rerender(bundle)))
 

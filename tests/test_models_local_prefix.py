@@ -31,14 +31,13 @@ def request(system: str, user: str) -> ModelRequest:
 
 def evaluated(model: LocalModel) -> int:
     """Prompt tokens llama.cpp has evaluated so far in this model's context."""
-    llama = model._loaded.llama
-    return llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
+    return model.runtime().prompt_tokens_evaluated
 
 
 def test_shared_prefix_is_reused_across_interleaved_calls_with_the_same_output() -> None:
     cached = LocalModel("local/smollm2", "smollm2", n_ctx=2048, prefix_cache_mb=128)
     plain = LocalModel("local/smollm2", "smollm2", n_ctx=2048, prefix_cache_mb=0)
-    assert cached._loaded is not plain._loaded
+    assert cached.runtime().instance != plain.runtime().instance  # two loads, two caches
 
     third = request(SYSTEM, "Task 3: the tests compare floats with ==.")
     for model in (cached, plain):
@@ -70,8 +69,8 @@ def test_threads_default_to_the_available_cores() -> None:
 
     model = LocalModel("local/smollm2", "smollm2", n_ctx=2048, prefix_cache_mb=0)
     cores = len(os.sched_getaffinity(0))
-    assert model._loaded.llama.n_threads == cores
-    assert model._loaded.llama.n_threads_batch == cores
+    assert model.runtime().n_threads == cores
+    assert model.runtime().n_threads_batch == cores
 
 
 def test_threads_per_call_leave_busy_cores_alone() -> None:

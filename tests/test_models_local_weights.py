@@ -16,7 +16,7 @@ pytestmark = pytest.mark.local_model
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
 
-MOSTLY_F16 = "1"  # llama.cpp's general.file_type code
+MOSTLY_F16 = 1  # llama.cpp's general.file_type code (F16)
 
 
 def _request() -> ModelRequest:
@@ -37,7 +37,7 @@ def test_auto_runs_a_cached_f16_copy_and_records_which_weights(tmp_path, monkeyp
     assert model.weights == "f16" and model.source_path == source
     assert model.path.parent == tmp_path / "cache" and model.path != source
     # the copy really is F16, and the file the package ships was not touched
-    assert model._loaded.llama.metadata["general.file_type"] == MOSTLY_F16
+    assert model.runtime().file_type == MOSTLY_F16
     assert model.path.stat().st_size > 2 * source.stat().st_size
     made = model.path.stat().st_mtime_ns
     again = LocalModel("local/smollm2", "smollm2", n_ctx=2048)  # another load, same copy
@@ -56,7 +56,7 @@ def test_weights_file_runs_the_file_itself(tmp_path, monkeypatch):
     monkeypatch.setenv("METAEVAL_MODEL_CACHE", str(tmp_path / "cache"))
     model = LocalModel("local/smollm2", "smollm2", weights="file")
     assert model.path == find_smollm2_gguf() and model.weights == "file"
-    assert model._loaded.llama.metadata["general.file_type"] != MOSTLY_F16
+    assert model.runtime().file_type != MOSTLY_F16
     assert not (tmp_path / "cache").exists()
     assert model.complete(_request()).raw_request["weights"] == "file"
 

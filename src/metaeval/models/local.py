@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,17 @@ class _Loaded:
         self.llama = llama
         self.lock = threading.Lock()
         self.threads = int(getattr(llama, "n_threads", 1))
+
+
+@dataclass(frozen=True)
+class LocalRuntime:
+    """What llama.cpp reports about a loaded model (for `doctor`, benchmarks and tests)."""
+
+    instance: int  # id of the loaded llama.cpp model: equal for models that share one load
+    n_threads: int
+    n_threads_batch: int
+    file_type: int | None  # GGUF `general.file_type` of the weights that run (1: F16)
+    prompt_tokens_evaluated: int  # prompt tokens its context has evaluated since loading
 
 
 _loaded: dict[tuple[str, int, int, bool, int], _Loaded] = {}
@@ -216,6 +228,23 @@ class LocalModel(ProviderModel):
 
     def supports_native_tools(self) -> bool:
         return False
+
+    def runtime(self) -> LocalRuntime:
+        """The loaded model's threads, weight type and prompt-evaluation count, as llama.cpp
+        reports them now."""
+        import llama_cpp
+
+        with self._loaded.lock:
+            llama = self._loaded.llama
+            file_type = llama.metadata.get("general.file_type")
+            evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
+            return LocalRuntime(
+                instance=id(llama),
+                n_threads=int(llama.n_threads),
+                n_threads_batch=int(llama.n_threads_batch),
+                file_type=int(file_type) if file_type is not None else None,
+                prompt_tokens_evaluated=int(evaluated),
+            )
 
     def _complete_once(self, request: ModelRequest) -> ModelResult:
         seed = request.seed if request.seed is not None else 0

@@ -195,7 +195,8 @@ def test_rows_say_which_agent_model_and_effort_produced_them() -> None:
         ("formal", "t1", "b", 0, "f", 0): record | {"compile_pass": True},
         ("question_only", "t1", "", -1, "f", 0): record | {"compile_pass": None},
     }
-    rows = rows_from_finds(config, {("t1", "b", 0): {"status": "ok"}}, finds)
+    build = json.loads((OLD_RECORDS / "builds.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    rows = rows_from_finds(config, {("t1", "b", 0): build}, finds)
     formal, control = (
         rows.filter(pl.col("slice") == "formal"),
         rows.filter(pl.col("slice") == "question_only"),

@@ -5,6 +5,7 @@ file that lacks only part of a group (a column removed) is refused by verificati
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -24,12 +25,25 @@ CONFIG = {
     "builders": [{"name": "b", "agent": "codex", "model": "gpt-5.5", "effort": "high"}],
     "finders": [{"name": "f", "agent": "claude-code", "model": "m", "effort": "high"}],
 }
+OLD_RECORDS = (
+    Path(__file__).parent / "fixtures" / "old_format" / "buildfind" / "release" / "records"
+)
+
+
+def _first(name: str) -> dict:
+    """The first record of an old-format records file (a complete record as written)."""
+    return json.loads((OLD_RECORDS / name).read_text(encoding="utf-8").splitlines()[0])
+
+
+_WRITTEN_FIND = _first("finds.jsonl")
 ANSWERS = {
-    "q1": {"gold": "A", "answer": "A", "correct": True},
-    "q2": {"gold": "B", "answer": "C", "correct": False},
+    "q1": _WRITTEN_FIND["answers"]["q01"] | {"gold": "A", "answer": "A", "correct": True},
+    "q2": _WRITTEN_FIND["answers"]["q01"] | {"gold": "B", "answer": "C", "correct": False},
 }
-BUILD = {"status": "ok", "seed": 111, "prompt_hash": "sha256:build-prompt"}
-FIND = {
+BUILD = _first("builds.jsonl") | {"status": "ok", "seed": 111, "prompt_hash": "sha256:build-prompt"}
+FIND = _WRITTEN_FIND | {
+    "status": "ok",
+    "answers_status": "ok",
     "answers": ANSWERS,
     "compile_pass": True,
     "seed": 222,

@@ -166,7 +166,7 @@ def test_improve_trial_the_harness_could_not_evaluate_exits_3(
     from typer.testing import CliRunner
 
     from metaeval.cli import app
-    from metaeval.protocols.improve import runner
+    from metaeval.protocols.improve import run as improve_run
     from metaeval.protocols.improve.init_target import init_target
     from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 
@@ -183,7 +183,7 @@ def test_improve_trial_the_harness_could_not_evaluate_exits_3(
         return "a comment"
 
     monkeypatch.setattr(
-        runner,
+        improve_run,
         "make_meta_agent",
         lambda _spec, **_options: ScriptedMetaAgent([comment_and_break_a_verifier]),
     )

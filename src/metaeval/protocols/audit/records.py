@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metaeval.protocols.audit.findings import Finding
+from metaeval.records.record_model import Number, RunRecord
 from metaeval.records.run import FINAL_STATUSES
 
 # record kinds (file stems under the run directory) and the fields that key a cell
@@ -48,19 +49,6 @@ SCORE_MD = "score.md"
 REVIEW_FILE = "review.csv"
 JUDGE_CACHE = "judge_cache"
 
-Number = int | float  # kept as written: an int is not turned into a float on the way through
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    created_at: str | None = None  # set by RunDir when the record is written
-    layer: str | None = None  # set by RunDir: the evidence layer the record belongs to
-
-    def as_record(self) -> dict[str, Any]:
-        """The record as written: the fields that were set, nothing added."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
 
 class _Part(BaseModel):
     """A nested part of a record (no stamps of its own)."""
@@ -68,7 +56,7 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class _Cell(_Record):
+class _Cell(RunRecord):
     task_id: str
     source: str
     status: str  # ok | error
@@ -236,7 +224,7 @@ class VerifierRun(_Part):
     duration_s: Number | None = None
 
 
-class AgentRunRecord(_Record):
+class AgentRunRecord(RunRecord):
     """One task of an agent-run: the agent's outcome and its tests' reward; the diff, the
     transcript and the tests' log are blobs. A task the agent did not run on (or that failed
     before it could) has only the first fields."""

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from metaeval.records.record_model import Number, RunRecord
 from metaeval.records.run import is_final
 
 # record kinds (file stems under the run directory) and the fields that key a cell
@@ -48,21 +49,8 @@ RECORD_FILES = (
     "summary.json",
 )
 
-Number = int | float  # kept as written: an int is not turned into a float on the way through
 
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    created_at: str | None = None  # set by RunDir when the record is written
-    layer: str | None = None  # set by RunDir: the evidence layer the record belongs to
-
-    def as_record(self) -> dict[str, Any]:
-        """The record as written: the fields that were set, nothing added."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
-
-class _Cell(_Record):
+class _Cell(RunRecord):
     task: str
     builder: str
     build_trial: int

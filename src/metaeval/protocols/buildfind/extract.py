@@ -38,7 +38,7 @@ def rows_from_records(run: RunDir) -> pl.DataFrame:
 
 
 def rows_from_finds(
-    config: dict[str, Any], builds: Mapping[tuple, object], finds: Mapping[tuple, dict]
+    config: dict[str, Any], builds: Mapping[tuple, dict], finds: Mapping[tuple, dict]
 ) -> pl.DataFrame:
     """The rows of logical views of build and find records (keys BUILD_KEY and FIND_KEY, as
     `records.logical_view` gives them); each find record is read as its model."""
@@ -57,7 +57,10 @@ def rows_from_finds(
         usage = record.usage or {}
         panel = builder_spec.get("effort") if slice_name == "formal" else finder_spec.get("effort")
         build = builds.get((task, builder, build_trial)) if slice_name == "formal" else None
-        manifest_fields = run_metadata(parse_build_or_none(build), record)
+        build_record = parse_build(build) if build is not None else None
+        manifest_fields = run_metadata(
+            build_record if isinstance(build_record, BuildRecord) else None, record
+        )
         for question_id, answer in sorted(record.answers.items()):
             columns["slice"].append(slice_name)
             columns["task"].append(task)
@@ -104,14 +107,6 @@ def run_metadata(build: BuildRecord | None, find: FindRecord) -> dict[str, Any]:
         "metaeval_version": find.metaeval_version,
         "find_created_at": find.created_at,
     }
-
-
-def parse_build_or_none(data: object) -> BuildRecord | None:
-    """A build of the logical view as its model (None when absent or a failed cell)."""
-    if isinstance(data, BuildRecord):
-        return data
-    record = parse_build(data) if isinstance(data, Mapping) else None
-    return record if isinstance(record, BuildRecord) else None
 
 
 def scorable(record: FindRecord) -> bool:

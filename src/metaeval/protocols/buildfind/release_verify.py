@@ -253,8 +253,8 @@ def check_tables(root: Path, recomputed: dict[str, pl.DataFrame]) -> list[str]:
         for n in sorted(set(released) - set(recomputed))
     ]
     for name in sorted(set(released) & set(recomputed)):
-        expected = _layout_of(name, released[name], recomputed)
-        problems += compare_frames(f"tables/{name}.parquet", released[name], expected)
+        expected, differences = _layout_of(name, released[name], recomputed)
+        problems += differences
         csv_path = root / "tables" / f"{name}.csv"
         if not csv_path.is_file():
             problems.append(f"tables/{name}.csv: missing")
@@ -265,14 +265,21 @@ def check_tables(root: Path, recomputed: dict[str, pl.DataFrame]) -> list[str]:
 
 def _layout_of(
     name: str, released: pl.DataFrame, recomputed: dict[str, pl.DataFrame]
-) -> pl.DataFrame:
-    """The recomputed table in the layout the release holds: the current one, or an earlier
-    layout (`EARLIER_LAYOUTS`) that the released table matches exactly."""
+) -> tuple[pl.DataFrame, list[str]]:
+    """The recomputed table in the layout the release holds, and how the released table
+    differs from it: the current layout, unless the release differs from it and matches an
+    earlier layout (`EARLIER_LAYOUTS`) exactly."""
     from metaeval.protocols.buildfind.analysis.earlier_layouts import EARLIER_LAYOUTS
 
+    label = f"tables/{name}.parquet"
     current = recomputed[name]
-    if not compare_frames(name, released, current):
-        return current
+    differences = compare_frames(label, released, current)
+    if differences:
+        for _why, layout in EARLIER_LAYOUTS.get(name, []):
+            earlier = layout(recomputed)
+            if not compare_frames(label, released, earlier):
+                return earlier, []
+    return current, differences
     for _why, layout in EARLIER_LAYOUTS.get(name, []):
         earlier = layout(recomputed)
         if not compare_frames(name, released, earlier):

@@ -772,8 +772,8 @@ def test_setting_up_a_run_spends_from_its_time_limit(fake_bin, workspace):
     elapsed = time.monotonic() - began
     assert result.status == "timeout" and result.error == "claude-code timed out after 4s"
     assert 1.5 < workspace.calls[0]["timeout_s"] <= 2.0  # what was left of the limit
-    assert 4 <= result.wall_clock_s <= elapsed < 4 + 1.0
-    assert result.time_limit_s == 4 and result.overrun_s < 1.0
+    assert 4 <= result.wall_clock_s <= elapsed < 4 + 3.0
+    assert result.time_limit_s == 4 and result.overrun_s < 3.0
 
 
 def test_run_without_final_event_reports_exit_code_and_stderr(tmp_path):

@@ -45,13 +45,13 @@ def test_timeout_reports_once_and_discards_the_late_result():
     release = threading.Event()
 
     def slow():
-        release.wait(5)
+        release.wait(60)
         return "late"
 
     jobs = [Job("slow", slow, timeout_s=0.2), Job("fast", lambda: "ok")]
     started = time.monotonic()
     outcomes = LocalExecutor(2, progress=False).run(jobs, handled.append)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # the slow job was not waited for
     release.set()
     time.sleep(0.1)
     by_key = {o.job.key: o for o in outcomes}

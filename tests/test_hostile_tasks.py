@@ -232,7 +232,7 @@ def test_reward_reader_refuses_links_fifos_directories_and_huge_files(tmp_path: 
     fifo(logs / "reward.txt")
     started = time.monotonic()
     assert read_reward(logs)[2] == "reward.txt is not a regular file (FIFO)"
-    assert time.monotonic() - started < 5  # opening the FIFO did not block
+    assert time.monotonic() - started < 30  # opening the FIFO did not block
     (logs / "reward.txt").unlink()
 
     (logs / "reward.txt").mkdir()

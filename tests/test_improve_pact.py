@@ -275,7 +275,7 @@ def test_health_answers_while_an_act_is_running(serve) -> None:
     time.sleep(0.2)
     start = time.monotonic()
     assert client.health() and client.describe().name == "scripted-policy"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 8  # not behind the act, which holds for 10 s
     release.set()
     worker.join(10)
     assert result[0].action == SubmitAction()
@@ -296,7 +296,7 @@ def test_client_unreachable_fails_fast() -> None:
     with pytest.raises(PactError) as info:
         client.act(act_req())
     assert info.value.kind == "unreachable"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 20  # not the client's 30-s timeout
 
 
 def test_client_timeout(serve) -> None:
@@ -313,7 +313,7 @@ def test_client_timeout(serve) -> None:
     with pytest.raises(PactError) as info:
         client.act(act_req())
     assert info.value.kind == "timeout"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 8  # the policy would answer only after 10 s
     release.set()
 
 
@@ -690,8 +690,8 @@ def test_server_dies_mid_episode(tmp_path: Path) -> None:
         with pytest.raises(PactError) as info:
             client.act(act_req(kind="command_result", step=1, exit_code=0))
         assert info.value.kind in ("unreachable", "protocol")
-        assert time.monotonic() - start < 5
-        deadline = time.monotonic() + 5
+        assert time.monotonic() - start < 8  # not the client's 10-s timeout
+        deadline = time.monotonic() + 30
         while system.alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert system.alive() is False

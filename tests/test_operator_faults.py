@@ -261,5 +261,5 @@ def test_a_huge_run_config_is_refused_at_once(tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
     assert result.returncode == 2, result.stderr
     assert f"{config}: run config is {config.stat().st_size} bytes" in result.stderr
-    assert elapsed < 10, elapsed  # parsing it took about 20 s
+    assert elapsed < 15, elapsed  # parsing it took about 20 s on a quiet machine
     assert not (tmp_path / "run").exists()

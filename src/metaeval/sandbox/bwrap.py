@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from metaeval.sandbox.policy import (
     SandboxSpec,
     bwrap_argv,
     bwrap_binary,
+    probe,
     relay_argv,
     sandbox_environment,
 )
@@ -43,19 +43,8 @@ _warned = False
 
 @functools.cache
 def _probe(binary: str) -> tuple[bool, str]:
-    """Run a no-op through bwrap with the namespace flags real runs use."""
-    argv = [binary, "--unshare-all", "--die-with-parent", "--new-session"]
-    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
-    try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, str(exc)
-    if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip().splitlines()
-        return False, detail[-1] if detail else f"exit code {done.returncode}"
-    return True, ""
+    """Run a no-op through bwrap with the namespace flags real runs use (cached per process)."""
+    return probe(binary, userns=False)
 
 
 def bwrap_available() -> bool:

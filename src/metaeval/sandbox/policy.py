@@ -48,6 +48,7 @@ import functools
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,15 +179,38 @@ def _namespace_args(network: bool, userns: bool) -> list[str]:
     return args
 
 
+PROBE_ATTEMPTS = 3
+"""A probe that fails is tried this often before bwrap is judged unusable: mounts that other
+processes make and remove meanwhile (containers, other sandboxes) can fail one attempt."""
+
+
+def probe(binary: str, userns: bool) -> tuple[bool, str]:
+    """Run a no-op in a sandbox built like real ones (the system directories only, never a
+    recursive bind of `/`, whose submounts come and go); (works, last line of the error)."""
+    argv = [binary, *_namespace_args(False, userns), *_system_args()]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+    reason = ""
+    for attempt in range(PROBE_ATTEMPTS):
+        if attempt:
+            time.sleep(0.2 * attempt)
+        try:
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reason = str(exc)
+            continue
+        if done.returncode == 0:
+            return True, ""
+        detail = done.stderr.decode(errors="replace").strip().splitlines()
+        reason = detail[-1] if detail else f"exit code {done.returncode}"
+    return False, reason
+
+
 @functools.cache
 def _userns_works(binary: str) -> bool:
     """True when bwrap can make a user namespace here (probed once per process)."""
-    argv = [binary, *_namespace_args(False, True), *_system_args(), "--", "/bin/true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=15, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    return probe(binary, userns=True)[0]
 
 
 @functools.cache

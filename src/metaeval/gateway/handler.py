@@ -24,10 +24,14 @@ from metaeval.gateway.framing import (
     discard_input,
     read_body,
 )
+from metaeval.gateway.keepalive import HEARTBEATS, Background, stream_error
 from metaeval.gateway.wire import WireError, dumps
 
 if TYPE_CHECKING:
     from metaeval.gateway.server import Gateway
+    from metaeval.models.types import ModelResult, Usage
+
+    Completed = tuple[ModelResult, Usage, str, float]  # what `Gateway.complete` returns
 
 READ_BUFFER = 64 * 1024
 STREAM_FLUSH_BYTES = 64 * 1024
@@ -290,7 +294,30 @@ class _Handler(BaseHTTPRequestHandler):
         asked = requested_reasoning(body)
         if asked:
             record["reasoning"] = asked
-        result, usage, source, model_s = gateway.complete(call)
+        sse = call.stream and not (api == "gemini" and "alt=sse" not in query)
+        if not sse:
+            outcome = gateway.complete(call)
+        else:  # headers held back only so long (see `metaeval.gateway.keepalive`)
+            pending = Background(lambda: gateway.complete(call))
+            if not pending.wait(gateway.stream_commit_s):
+                self._stream_late(module, api, call, record, pending)
+                return
+            outcome = pending.result()
+        result, usage, _, model_s = outcome
+        self._record_result(record, call, outcome)
+        timing = {MODEL_TIME_HEADER: f"{model_s:.6f}"}
+        if not call.stream:
+            record["bytes"] = self._send_json(200, module.render(call, result, usage), timing)
+        elif not sse:
+            chunks = [json.loads(c[len(b"data: ") :]) for c in module.stream(call, result, usage)]
+            record["bytes"] = self._send_json(200, chunks, timing)
+        else:
+            record["bytes"] = self._send_stream(
+                module.stream(call, result, usage), "text/event-stream", timing
+            )
+
+    def _record_result(self, record: dict[str, Any], call: Any, outcome: Completed) -> None:
+        result, usage, source, model_s = outcome
         record.update(
             model_s=model_s,
             usage=usage.model_dump(),
@@ -305,16 +332,40 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if "fitted" in call.extra:
             record["fitted"] = call.extra["fitted"]
-        timing = {MODEL_TIME_HEADER: f"{model_s:.6f}"}
-        if not call.stream:
-            record["bytes"] = self._send_json(200, module.render(call, result, usage), timing)
-        elif api == "gemini" and "alt=sse" not in query:
-            chunks = [json.loads(c[len(b"data: ") :]) for c in module.stream(call, result, usage)]
-            record["bytes"] = self._send_json(200, chunks, timing)
-        else:
-            record["bytes"] = self._send_stream(
-                module.stream(call, result, usage), "text/event-stream", timing
-            )
+
+    def _stream_late(
+        self,
+        module: Any,
+        api: str,
+        call: Any,
+        record: dict[str, Any],
+        pending: Background[Completed],
+    ) -> None:
+        """The model is slow: headers now, a heartbeat while it works, then its answer (or its
+        error, inside the stream)."""
+        head = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream", "Cache-Control: no-cache"]
+        head.append("Transfer-Encoding: chunked")
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        record["headers_early"] = True
+        beat = HEARTBEATS[api]
+        while not pending.wait(self.gateway.heartbeat_s):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(beat), beat))
+        try:
+            outcome = pending.result()
+        except Exception as exc:  # the model failed after the 200 went out
+            message = f"{type(exc).__name__}: {exc}"
+            record.update(kind="error", status=500, error=message)
+            error = stream_error(api, message)
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(error), error))
+            return
+        self._record_result(record, call, outcome)
+        result, usage, _, _ = outcome
+        sent = 0
+        for chunk in module.stream(call, result, usage):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+        self.wfile.write(b"0\r\n\r\n")
+        record["bytes"] = sent
 
 
 REASONING_KEYS = ("reasoning", "reasoning_effort", "thinking", "output_config")

@@ -44,6 +44,7 @@ from metaeval.gateway.framing import (
     DEFAULT_TIMEOUT_S,
 )
 from metaeval.gateway.handler import handler_for
+from metaeval.gateway.keepalive import HEARTBEAT_S, STREAM_COMMIT_S
 from metaeval.gateway.wire import Call
 from metaeval.models.base import Model
 from metaeval.models.types import ModelResult, Usage
@@ -59,7 +60,9 @@ class Gateway:
     Use as a context manager, or `start()` / `stop()`. `exchanges` is the log of every call;
     `refused` counts the requests turned away before their body was read, by status.
     `timeout_s` bounds how long a request may take to arrive (and an idle connection may
-    wait); `max_body_bytes` how large its decoded body may be.
+    wait); `max_body_bytes` how large its decoded body may be. A streamed answer not ready
+    within `stream_commit_s` gets its headers then and a heartbeat every `heartbeat_s`
+    (`metaeval.gateway.keepalive`).
     """
 
     def __init__(
@@ -74,6 +77,8 @@ class Gateway:
         token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_body_bytes: int = MAX_BODY_BYTES,
+        stream_commit_s: float = STREAM_COMMIT_S,
+        heartbeat_s: float = HEARTBEAT_S,
     ):
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the gateway listens on loopback only, not {host!r}")
@@ -87,6 +92,8 @@ class Gateway:
         self.token = token or access.new_token()
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
+        self.stream_commit_s = stream_commit_s
+        self.heartbeat_s = heartbeat_s
         self.refused: Counter[int] = Counter()
         self._refused_lock = threading.Lock()
         self.unix_socket = Path(unix_socket) if unix_socket else None

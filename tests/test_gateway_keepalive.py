@@ -168,3 +168,53 @@ def test_a_quick_answer_keeps_its_headers_until_it_is_ready():
     assert status == 200 and "X-Metaeval-Model-Seconds" in headers
     assert not raw.startswith(b"\n") and "headers_early" not in record
     assert gemini_events(raw)[-1]["candidates"][0]["content"]["parts"][0]["text"] == "quick"
+
+
+def test_a_cli_that_gave_up_on_a_slow_answer_is_an_infrastructure_error():
+    """The CLI closed its connection while the gateway was still answering (what 'fetch failed'
+    was): the failed run is the link's fault, classified infra (and so retried), not the
+    agent's error."""
+    import socket
+    import threading
+
+    from metaeval.agents.cli.gemini_cli import GeminiCliAdapter
+    from metaeval.agents.cli.outcome import settle_with_gateway
+    from metaeval.agents.types import AgentResult
+    from metaeval.gateway.attach import open_link
+
+    release = threading.Event()
+
+    def held(request: ModelRequest) -> str:
+        release.wait(60)
+        return "late"
+
+    with Gateway(ScriptedModel(held, name="scripted/held"), stream_commit_s=60) as gw:
+        link = open_link(gw, "run-1", sandboxed=False)
+        port = int(link.address.rsplit(":", 1)[1])
+        body = json.dumps(GEMINI_BODY).encode()
+        head = (
+            f"POST {GEMINI_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"x-goog-api-key: {link.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(head + body)
+            deadline = time.monotonic() + 60
+            while not gw.exchanges.for_client("run-1") and time.monotonic() < deadline:
+                time.sleep(0.02)
+        failed = AgentResult(status="error", error="unknown: fetch failed sending request")
+        settled = settle_with_gateway(failed, link, GeminiCliAdapter(model="scripted/held"))
+        release.set()  # the answer comes after the client left: recorded as 499, not 200
+        (record,) = gw.exchanges.for_client("run-1")
+        while "status" not in record and time.monotonic() < deadline:
+            time.sleep(0.02)
+        later = settle_with_gateway(failed, link, GeminiCliAdapter(model="scripted/held"))
+        timed_out = settle_with_gateway(
+            AgentResult(status="timeout", error="ran out of time"), link, GeminiCliAdapter()
+        )
+        link.close()
+    assert settled.infra_error is True
+    assert "transport: the CLI gave up" in (settled.error or "")
+    assert record["status"] == 499 and record["error"] == "client went away before the answer"
+    assert later.infra_error is True
+    assert timed_out.infra_error is False  # a run killed at its limit stays a timeout

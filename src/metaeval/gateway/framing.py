@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import select
 import socket
 import time
 import zlib
@@ -196,3 +197,17 @@ def decode(data: bytes | bytearray, encoding: str, limit: int) -> bytes | bytear
                 raise FramingError(400, f"{encoding} request body is cut off")
     except zlib.error as exc:
         raise FramingError(400, f"malformed {encoding} request body ({exc})") from exc
+
+
+def peer_closed(sock: socket.socket) -> bool:
+    """True when the client has closed its end (a read would return end of file now). Never
+    waits: the socket's own timeout would make a plain peek block."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (BlockingIOError, InterruptedError, TimeoutError):
+        return False
+    except OSError:
+        return True

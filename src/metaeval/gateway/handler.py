@@ -22,6 +22,7 @@ from metaeval.gateway.framing import (
     DeadlineReader,
     FramingError,
     discard_input,
+    peer_closed,
     read_body,
 )
 from metaeval.gateway.keepalive import HEARTBEATS, Background, stream_error
@@ -305,6 +306,10 @@ class _Handler(BaseHTTPRequestHandler):
             outcome = pending.result()
         result, usage, _, model_s = outcome
         self._record_result(record, call, outcome)
+        if peer_closed(self.connection):  # nobody to answer: say so, not 200
+            record.update(kind="error", status=499, error="client went away before the answer")
+            self.close_connection = True
+            return
         timing = {MODEL_TIME_HEADER: f"{model_s:.6f}"}
         if not call.stream:
             record["bytes"] = self._send_json(200, module.render(call, result, usage), timing)

@@ -135,6 +135,7 @@ def settle_with_gateway(result: AgentResult, link: Any, adapter: CLIAdapter) -> 
         for r in completions
     ]
     errors = [r for r in records if r.get("kind") == "error" and r.get("status") == 500]
+    dropped = [r for r in records if dropped_by_client(r)]
     update: dict[str, Any] = {
         "usage": counted,
         "cli_usage": reported,
@@ -145,4 +146,20 @@ def settle_with_gateway(result: AgentResult, link: Any, adapter: CLIAdapter) -> 
     if errors and result.status != "ok":
         update["infra_error"] = True
         update["error"] = f"{result.error}; gateway: {errors[-1].get('error')}"
+    elif dropped and result.status == "error":
+        update["infra_error"] = True
+        update["error"] = (
+            f"{result.error}; transport: the CLI gave up on a request the gateway was still "
+            f"answering ({len(dropped)} of {len(records)} requests; the model was slower than "
+            "the CLI waits)"
+        )
     return result.model_copy(update=update)
+
+
+def dropped_by_client(record: dict[str, Any]) -> bool:
+    """A request its client stopped waiting for: still unanswered, or answered to a closed
+    connection (499). When such a run fails, the failure is the link's, not the agent's: it
+    is an infrastructure error, retried like one."""
+    if record.get("kind") not in ("pending", "completion", "error"):
+        return False
+    return record.get("status") == 499 or "status" not in record

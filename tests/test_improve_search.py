@@ -19,14 +19,20 @@ from pathlib import Path
 import pytest
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.boundary import MutationBoundary
+from metaeval.protocols.improve.gitops import add_worktree, commit_candidate
+from metaeval.protocols.improve.proposal import take_patch
+from metaeval.protocols.improve.records import MetaOutput
 from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.search.archive import archive_weights
 from metaeval.protocols.improve.search.final_pick import final_pick
+from metaeval.protocols.improve.search.merge import MergeConflict, merge_into
 from metaeval.protocols.improve.search.pareto import pareto_front
 from metaeval.protocols.improve.search.policy import choose_parent
 from metaeval.protocols.improve.search.population import Node
 from metaeval.protocols.improve.search.rounds import rounds
+from metaeval.view.improve_pages import lineage_svg as viewer_lineage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from search_landscape import LandscapeMetaAgent, landscape  # noqa: E402
@@ -124,6 +130,71 @@ def test_an_unknown_policy_is_an_error_naming_the_file_and_field(tmp_path):
     assert str(manifest) in str(error.value) and "search.policy" in str(error.value)
 
 
+# --- merge, with real git -----------------------------------------------------------------------
+
+
+def _repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository whose base has ten lines and three branches: line 2 changed (a), line 8
+    changed (b), line 2 changed otherwise (c, which conflicts with a)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    lines = [f"line {n}\n" for n in range(1, 11)]
+    (repo / "f.txt").write_text("".join(lines))
+    git("add", "f.txt")
+    git("commit", "-qm", "base")
+    commits = {"base": git("rev-parse", "HEAD")}
+    for name, index, text in (("a", 1, "two\n"), ("b", 7, "eight\n"), ("c", 1, "TWO\n")):
+        git("checkout", "-q", "--detach", commits["base"])
+        changed = list(lines)
+        changed[index] = text
+        (repo / "f.txt").write_text("".join(changed))
+        git("commit", "-qam", name)
+        commits[name] = git("rev-parse", "HEAD")
+    return repo, commits
+
+
+def test_a_merge_is_the_three_way_merge_of_both_parents_plus_the_edits(tmp_path):
+    repo, commits = _repo(tmp_path)
+    tree = add_worktree(repo, tmp_path / "wt", commits["a"])
+    (tree.path / "g.txt").write_text("an edit of the meta-agent\n")
+    merge_into(repo, tree, commits["a"], commits["b"])
+    text = (tree.path / "f.txt").read_text()
+    assert "two\n" in text and "eight\n" in text and "line 5\n" in text
+    assert (tree.path / "g.txt").read_text() == "an edit of the meta-agent\n"
+    message = "merge"
+    sha = commit_candidate(repo, tree, message, "refs/test/merge")
+    parents = subprocess.run(
+        ["git", "rev-list", "--parents", "-n1", sha], cwd=repo, capture_output=True, text=True
+    ).stdout.split()[1:]
+    assert parents == [commits["a"], commits["b"]]
+
+
+def test_conflicting_parents_are_an_invalid_proposal_naming_the_conflict(tmp_path):
+    repo, commits = _repo(tmp_path)
+    tree = add_worktree(repo, tmp_path / "wt", commits["a"])
+    with pytest.raises(MergeConflict, match="f.txt"):
+        merge_into(repo, tree, commits["a"], commits["c"])
+    tree = add_worktree(repo, tmp_path / "wt2", commits["a"])
+    boundary = MutationBoundary(mutable_root=".", allowed_paths=["."])
+    output = MetaOutput(status="ok", summary="merge", second_parent="c")
+    got = take_patch(
+        output, tree, "a", boundary, lambda: merge_into(repo, tree, commits["a"], commits["c"])
+    )
+    assert [r["code"] for r in got.reasons] == ["merge_conflict"]
+    assert got.verdict is None
+
+
 # --- the landscape, end to end ------------------------------------------------------------------
 
 
@@ -194,6 +265,11 @@ def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score
     assert [p["merge"] for p in summary["search"]["promoted"]] == [False, False, True, True]
     html = (bundle / "report.html").read_text()
     assert html.count('class="edge merge"') == 2
+    nodes = json.loads((bundle / "lineage_summary.json").read_text())["nodes"]
+    assert [n.get("second_parent") for n in nodes[3:]] == [
+        ({"trial-001", "trial-002"} - {e["parent_id"]}).pop() for e in merges
+    ]
+    assert str(viewer_lineage(nodes, "/t/")).count('class="edge merge"') == 2
 
 
 def comparable(entries: list[dict]) -> list[dict]:

@@ -1,11 +1,11 @@
 """The improve report's charts, as inline SVG: the lineage of candidates and the scores.
 
 Lineage: x is the order of the nodes (baseline, then trial by trial); the promoted chain
-runs along the top lane, every other candidate (a leaf: only promoted candidates become
-parents) on a lane below. Each edge is drawn from the ledger's parent of the node: it leaves
-its parent to the right, runs down a trunk beside the parent's column and across to the
-child, so a child is never drawn as another node's. Lanes are reused when edges do not
-overlap; the picture is tall enough for the lowest node's labels.
+runs along the top lane, every other candidate on a lane below. Each edge is drawn from the
+ledger's parent of the node: it leaves its parent to the right, runs down a trunk beside the
+parent's column and across to the child, so a child is never drawn as another node's. A
+merge (population search) has a second, dashed edge from its other parent. Lanes are reused
+when edges do not overlap; the picture is tall enough for the lowest node's labels.
 """
 
 from __future__ import annotations

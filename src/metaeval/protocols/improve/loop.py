@@ -7,6 +7,10 @@ is rebuilt from the ledger. Failure classes are never collapsed:
 meta_agent_failure (contract violation, malformed output, out-of-boundary or empty patch),
 target_agent_failure (the candidate cannot launch or serve), evaluation_framework_failure
 (infrastructure), task_failure (ran and failed: per task, inside a valid evaluation).
+
+Which parent a trial patches is the search policy's (`search`): the active parent under
+`recursive` (the default), a seeded draw from the population under `pareto` and `archive`,
+with trials grouped in rounds (`search.rounds`).
 """
 
 from __future__ import annotations

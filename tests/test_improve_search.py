@@ -20,6 +20,7 @@ import pytest
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary
+from metaeval.protocols.improve.bundle import summary_text
 from metaeval.protocols.improve.gitops import add_worktree, commit_candidate
 from metaeval.protocols.improve.proposal import take_patch
 from metaeval.protocols.improve.records import MetaOutput
@@ -128,6 +129,28 @@ def test_an_unknown_policy_is_an_error_naming_the_file_and_field(tmp_path):
     with pytest.raises(ConfigError) as error:
         resolve_manifest(manifest)
     assert str(manifest) in str(error.value) and "search.policy" in str(error.value)
+
+
+def test_resuming_under_another_search_policy_is_refused(tmp_path):
+    from metaeval.errors import RecordIntegrityError
+    from metaeval.protocols.improve.bundle import _refuse_changed_contract
+    from metaeval.protocols.improve.plan import build_plan
+
+    plan, _ = build_plan(landscape(tmp_path, "pareto"))
+    resolved = plan.documents["resolved_manifest.json"]
+    assert resolved["search"] == {
+        "policy": "pareto",
+        "proposals_per_round": 2,
+        "seed": 41,  # the manifest's seed
+        "workers": None,
+    }
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    recursive = {k: v for k, v in resolved.items() if k != "search"}
+    (bundle / "resolved_manifest.json").write_text(json.dumps(recursive))
+    with pytest.raises(RecordIntegrityError, match="search policy changed"):
+        _refuse_changed_contract(bundle, resolved)
+    _refuse_changed_contract(bundle, recursive)  # the same contract resumes
 
 
 # --- merge, with real git -----------------------------------------------------------------------
@@ -262,6 +285,7 @@ def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score
     summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert summary["final"]["id"] == "trial-003" and summary["final"]["optimize_score"] == 1.0
     assert summary["search"]["policy"] == policy
+    assert f"{policy} search, final picked on held-out scores" in summary_text(summary)
     assert [p["merge"] for p in summary["search"]["promoted"]] == [False, False, True, True]
     html = (bundle / "report.html").read_text()
     assert html.count('class="edge merge"') == 2

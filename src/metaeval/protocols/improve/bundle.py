@@ -258,6 +258,10 @@ def summary_text(summary: dict[str, Any]) -> str:
             f"({_delta(final['gain_optimize'])}), held-out {_score(final['held_out_score'])} "
             f"({_delta(final['gain_held_out'])})"
         )
+    search = summary.get("search")
+    if search:  # a population search: its final pick is a decision of its own
+        on = search["final_pick"]["on"].replace("_", "-")
+        parts.append(f"{search['policy']} search, final picked on {on} scores")
     parts.append(
         f"{summary['trials_consumed']} of {summary['trial_budget']} trials, "
         f"{summary['promotions']} promoted, {summary['valid_candidates']} valid, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,9 @@ class TrialLoop:
             self.model_service.stop()
             run.close()
 
-    def _trial_body(self, trial: int, nodes: list[Node], ledger: list[dict]) -> Any:
+    def _trial_body(
+        self, trial: int, nodes: list[Node], ledger: list[dict]
+    ) -> Callable[[], dict[str, Any]]:
         """The trial as a function of nothing: its parent chosen under the search policy."""
         plan = self.plan
         choice = choose_parent(plan.search.policy, nodes, trial, plan.search_seed)

@@ -5,8 +5,9 @@ top of each other (their edits are one line apart, inside each other's diff cont
 The target is the toolloop agent (model none: it runs recipes only), whose playbook gets two
 recipe tables separated by one line; patch A fills table A (recipes for HALF_A), patch B
 table B (HALF_B). `LandscapeMetaAgent` proposes A in trial 1 and B in trial 2; later, when it
-is offered a population, it merges its parent with the member passing the other half, and
-otherwise it replays its known patches (now stale: they name no parent and no longer apply).
+is offered a population, it merges its parent with the member passing the other half;
+otherwise it replays its known patches (now stale: they name no parent and no longer apply),
+and in trial 4 names a second parent though none is offered.
 """
 
 from __future__ import annotations
@@ -158,5 +159,9 @@ class LandscapeMetaAgent:
                     parent=parent,
                     second_parent=other["id"],
                 )
+        elif trial == 4:  # no population offered (recursive): ask for a merge anyway
+            return MetaOutput(
+                status="ok", summary="merge", parent=parent, second_parent="trial-001"
+            )
         name = "A" if trial % 2 else "B"
         return MetaOutput(status="ok", summary=f"replay patch {name}", patch=self.patches[name])

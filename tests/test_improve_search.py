@@ -245,6 +245,17 @@ def test_recursive_stalls_on_one_half(tmp_path):
         ("trial-002", "invalid"),
     ]
     assert [e["optimize_score"] for e in entries] == [2 / 4, 2 / 4, None, None]
+    codes = [
+        [
+            r["code"]
+            for r in json.loads((bundle / "trials" / t / "selection_decision.json").read_text())[
+                "reasons"
+            ]
+        ]
+        for t in ("003", "004")
+    ]
+    # trial 3: patch A does not apply on B; trial 4: a merge the recursive policy never offers
+    assert codes[0] == ["malformed_patch"] and codes[1][0] == "second_parent_not_offered"
     summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert summary["final"]["id"] == "trial-002" and summary["final"]["optimize_score"] == 0.5
     assert "search" not in summary  # recursive: no final pick of its own

@@ -33,6 +33,7 @@ from metaeval.protocols.improve.search.pareto import pareto_front
 from metaeval.protocols.improve.search.policy import choose_parent
 from metaeval.protocols.improve.search.population import Node
 from metaeval.protocols.improve.search.rounds import rounds
+from metaeval.protocols.improve.search.summary import with_search
 from metaeval.view.improve_pages import lineage_svg as viewer_lineage
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -151,6 +152,26 @@ def test_resuming_under_another_search_policy_is_refused(tmp_path):
     with pytest.raises(RecordIntegrityError, match="search policy changed"):
         _refuse_changed_contract(bundle, resolved)
     _refuse_changed_contract(bundle, recursive)  # the same contract resumes
+
+
+def test_the_summary_takes_the_final_pick_and_refuses_a_planted_file(tmp_path):
+    summary = {
+        "baseline": {"id": "baseline", "optimize_score": 0.25, "held_out_score": 0.5},
+        "final": {"id": "trial-001"},
+    }
+    pick = final_pick(
+        "archive", 3, [node("baseline", held=0.5), node("trial-1", ("t1",), held=0.75)], True
+    )
+    (tmp_path / "final_selection.json").write_text(pick.model_dump_json())
+    taken = with_search(tmp_path, summary, [], lambda a, b: round(a - b, 6))
+    assert taken["final"]["id"] == "trial-1" and taken["final"]["gain_held_out"] == 0.25
+    assert taken["search"]["policy"] == "archive" and "notes" not in taken["search"]
+    (tmp_path / "final_selection.json").unlink()
+    (tmp_path / "elsewhere.json").write_text(pick.model_dump_json())
+    (tmp_path / "final_selection.json").symlink_to(tmp_path / "elsewhere.json")
+    refused = with_search(tmp_path, summary, [], lambda a, b: round(a - b, 6))
+    assert refused["final"] == {"id": "trial-001"}  # unchanged: the link is not followed
+    assert refused["search"]["notes"][0].startswith("final_selection.json not read")
 
 
 # --- merge, with real git -----------------------------------------------------------------------

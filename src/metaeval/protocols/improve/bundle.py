@@ -259,7 +259,7 @@ def summary_text(summary: dict[str, Any]) -> str:
             f"({_delta(final['gain_held_out'])})"
         )
     search = summary.get("search")
-    if search:  # a population search: its final pick is a decision of its own
+    if search and "final_pick" in search:  # a population search: its own final decision
         on = search["final_pick"]["on"].replace("_", "-")
         parts.append(f"{search['policy']} search, final picked on {on} scores")
     parts.append(

@@ -4,23 +4,14 @@ recursive rule "the final candidate is the last promoted one"."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from metaeval.protocols.improve.bundle_reads import read_record
 from metaeval.protocols.improve.records import LedgerEntry, trial_path
 from metaeval.protocols.improve.search.final_pick import FINAL_SELECTION, FinalSelection
 from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
 
 Gain = Callable[[Any, Any], Any]
 
@@ -31,16 +22,17 @@ def with_search(
     """`summary` with a `search` section and the final pick, when the bundle holds a
     population search's final selection; else `summary` unchanged (a recursive run).
     `gain(score, baseline score)` is the summary's own gain rule."""
-    data = _read(bundle / FINAL_SELECTION)
-    if data is None:
-        return summary
-    pick = FinalSelection.model_validate(data)
+    notes: list[str] = []  # bundle files refused (a bundle may come from anyone)
+    pick = read_record(bundle / FINAL_SELECTION, FinalSelection, bundle, notes)
+    if pick is None:
+        return summary if not notes else {**summary, "search": {"notes": notes}}
     promoted = []
     for entry in entries:
         if entry.decision != "promoted":
             continue
-        choice = _read(trial_path(bundle, entry.trial) / PARENT_CHOICE)
-        rule = ParentChoice.model_validate(choice).rule if choice else "not recorded"
+        path = trial_path(bundle, entry.trial) / PARENT_CHOICE
+        choice = read_record(path, ParentChoice, bundle, notes)
+        rule = choice.rule if choice else "not recorded"
         parents = [entry.parent_id, *([entry.second_parent_id] if entry.second_parent_id else [])]
         promoted.append(
             {
@@ -50,7 +42,10 @@ def with_search(
                 "merge": entry.second_parent_id is not None,
             }
         )
-    picked = next(c for c in pick.contenders if c.id == pick.picked)
+    picked = next((c for c in pick.contenders if c.id == pick.picked), None)
+    if picked is None:
+        notes.append(f"{FINAL_SELECTION} not used: its pick {pick.picked} is no contender")
+        return {**summary, "search": {"notes": notes}}
     base = summary["baseline"]
     final = {
         "id": picked.id,
@@ -60,7 +55,13 @@ def with_search(
         "gain_held_out": gain(picked.held_out_score, base["held_out_score"]),
         "chosen_by": pick.rule,
     }
-    search = {"policy": pick.policy, "seed": pick.seed, "final_pick": data, "promoted": promoted}
+    search = {
+        "policy": pick.policy,
+        "seed": pick.seed,
+        "final_pick": pick.model_dump(mode="json"),
+        "promoted": promoted,
+        **({"notes": notes} if notes else {}),
+    }
     return {**summary, "final": final, "search": search}
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.agents.types import Limits
+from metaeval.protocols.improve.gitops import CONTEXT_DIR
 from metaeval.protocols.improve.init_target import init_target
 from metaeval.protocols.improve.records import MetaOutput
 from metaeval.protocols.improve.scripted_steps import _recipe
@@ -132,9 +133,10 @@ class LandscapeMetaAgent:
     contract = "patch/1"
     name = "landscape"
 
-    def __init__(self, repo: Path, block_trial: int | None = None):
+    def __init__(self, repo: Path, block_trial: int | None = None, by_file: bool = False):
         self.patches = known_patches(repo)
         self.block_trial = block_trial
+        self.by_file = by_file  # name a merge's second parent as a lane that only edits
         self.release = threading.Event()
         self.calls: list[int] = []
 
@@ -152,6 +154,9 @@ class LandscapeMetaAgent:
             mine = next(m for m in population if m["id"] == parent)
             missing = set(HALF_A + HALF_B) - set(mine["passed_tasks"])
             other = next((m for m in population if set(m["passed_tasks"]) == missing), None)
+            if missing and other is not None and self.by_file:
+                (worktree / CONTEXT_DIR / "second_parent").write_text(other["id"] + "\n")
+                return MetaOutput(status="ok", summary=f"merge {parent} with {other['id']}")
             if missing and other is not None:
                 return MetaOutput(
                     status="ok",

@@ -21,14 +21,18 @@ import pytest
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary
 from metaeval.protocols.improve.bundle import summary_text
-from metaeval.protocols.improve.gitops import add_worktree, commit_candidate
+from metaeval.protocols.improve.gitops import CONTEXT_DIR, add_worktree, commit_candidate
 from metaeval.protocols.improve.proposal import take_patch
 from metaeval.protocols.improve.records import MetaOutput
 from metaeval.protocols.improve.resolve import resolve_manifest
 from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.search.archive import archive_weights
 from metaeval.protocols.improve.search.final_pick import final_pick
-from metaeval.protocols.improve.search.merge import MergeConflict, merge_into
+from metaeval.protocols.improve.search.merge import (
+    MergeConflict,
+    merge_into,
+    named_second_parent,
+)
 from metaeval.protocols.improve.search.pareto import pareto_front
 from metaeval.protocols.improve.search.policy import choose_parent
 from metaeval.protocols.improve.search.population import Node
@@ -326,6 +330,35 @@ def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score
         ({"trial-001", "trial-002"} - {e["parent_id"]}).pop() for e in merges
     ]
     assert str(viewer_lineage(nodes, "/t/")).count('class="edge merge"') == 2
+
+
+@pytest.mark.bwrap
+def test_a_lane_that_only_edits_names_the_second_parent_in_a_file(tmp_path):
+    manifest = landscape(tmp_path, "pareto")
+    run_experiment(manifest, meta_agent=LandscapeMetaAgent(tmp_path / "target", by_file=True))
+    entries = ledger(tmp_path / "bundle")
+    assert [e["optimize_score"] for e in entries] == [0.5, 0.5, 1.0, 1.0]
+    trial = tmp_path / "bundle" / "trials" / "003"
+    output = json.loads((trial / "optimizer_output.json").read_text())
+    assert output["second_parent"] == entries[2]["second_parent_id"]
+    assert "second_parent" not in (trial / "candidate.patch").read_text()
+    given = json.loads((trial / "optimizer_input.json").read_text())
+    assert [m["id"] for m in given["population"]] == ["baseline", "trial-001", "trial-002"]
+    assert all("held_out_score" not in m for m in given["population"])
+
+
+def test_a_second_parent_file_is_read_only_when_it_is_a_small_regular_file(tmp_path):
+    context = tmp_path / CONTEXT_DIR
+    context.mkdir()
+    assert named_second_parent(tmp_path) is None
+    (context / "elsewhere").write_text("trial-002\n")
+    (context / "second_parent").symlink_to(context / "elsewhere")
+    assert named_second_parent(tmp_path) is None  # a link is not followed
+    (context / "second_parent").unlink()
+    (context / "second_parent").write_text("  trial-002 \nmore\n")
+    assert named_second_parent(tmp_path) == "trial-002"
+    (context / "second_parent").write_text("x" * 500)
+    assert named_second_parent(tmp_path) is None
 
 
 def comparable(entries: list[dict]) -> list[dict]:

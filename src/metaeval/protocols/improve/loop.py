@@ -66,7 +66,7 @@ from metaeval.protocols.improve.records import (
     trial_path,
 )
 from metaeval.protocols.improve.search.final_pick import FINAL_SELECTION, final_pick
-from metaeval.protocols.improve.search.merge import merge_into
+from metaeval.protocols.improve.search.merge import merge_into, named_second_parent
 from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice, choose_parent
 from metaeval.protocols.improve.search.population import Node, population
 from metaeval.protocols.improve.search.rounds import rounds, run_round
@@ -363,6 +363,8 @@ class TrialLoop:
             max_tokens_per_step=1024,
         )
         output = propose_within(self.meta_agent, given, worktree, limits)
+        if output.second_parent is None:  # a lane that only edits names it in a file
+            output.second_parent = named_second_parent(worktree)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
         trace_text = "".join(
             json.dumps(e, sort_keys=True, default=str) + "\n" for e in output.trace

@@ -1,6 +1,7 @@
 """Merge: a candidate built from two parents.
 
-A proposal may name a second parent (`MetaOutput.second_parent`). The trial's worktree holds
+A proposal may name a second parent (`MetaOutput.second_parent`, or the worktree's
+`.aie_bench_recursive/second_parent` file for a lane that only edits). The trial's worktree holds
 the first parent with the meta-agent's edits; the harness takes those edits as a diff, sets
 the worktree to the three-way merge of the two parents' commits against their common
 ancestor (`git merge-tree`), then applies the edits on top (three-way as well). A conflict in
@@ -11,10 +12,31 @@ boundary is the whole change from the first parent, as for any other candidate.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
-from metaeval.protocols.improve.gitops import TrialTree, candidate_diff
+from metaeval.protocols.improve.gitops import CONTEXT_DIR, TrialTree, candidate_diff
 from metaeval.sandbox.git import GitError, git_result, git_tree
+
+SECOND_PARENT_FILE = "second_parent"
+"""A meta-agent that edits its worktree (any lane) names a second parent by writing its id
+into `.aie_bench_recursive/second_parent` (benchmark-owned, never part of the patch)."""
+MAX_ID_BYTES = 200
+
+
+def named_second_parent(worktree: Path) -> str | None:
+    """The id in the worktree's `second_parent` file: its first line, stripped; None when the
+    file is absent, empty, not a regular file (a link is not followed) or too long."""
+    path = worktree / CONTEXT_DIR / SECOND_PARENT_FILE
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ID_BYTES:
+        return None
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[0].strip() if lines else None
 
 
 class MergeConflict(ValueError):
@@ -52,4 +74,4 @@ def merge_into(repo: Path, tree: TrialTree, first: str, second: str) -> None:
     (tree.git_dir / "MERGE_HEAD").write_text(second + "\n")
 
 
-__all__ = ["MergeConflict", "merge_into"]
+__all__ = ["SECOND_PARENT_FILE", "MergeConflict", "merge_into", "named_second_parent"]

@@ -13,9 +13,13 @@ from metaeval.protocols.improve.init_target import init_target
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def experiment(tmp_path: Path, budget: int = 1, **sut: Any) -> Path:
-    """The scripted demo experiment in tmp_path, with `budget` trials and SUT overrides;
-    returns its manifest (bundle: tmp_path/runs/improve-demo)."""
+POLICIES = ("recursive", "pareto", "archive")
+"""The search policies (issue 41); integrity tests run under each of them."""
+
+
+def experiment(tmp_path: Path, budget: int = 1, policy: str = "recursive", **sut: Any) -> Path:
+    """The scripted demo experiment in tmp_path, with `budget` trials, the search `policy`
+    and SUT overrides; returns its manifest (bundle: tmp_path/runs/improve-demo)."""
     configs = tmp_path / "examples" / "improve"
     shutil.copytree(ROOT / "examples" / "improve", configs)
     shutil.copytree(ROOT / "examples" / "improve-suites", tmp_path / "examples" / "improve-suites")
@@ -23,6 +27,8 @@ def experiment(tmp_path: Path, budget: int = 1, **sut: Any) -> Path:
     manifest = configs / "manifest-scripted.json"
     data = json.loads(manifest.read_text())
     data["trial_budget"] = budget
+    if policy != "recursive":
+        data["search"] = {"policy": policy}
     manifest.write_text(json.dumps(data))
     if sut:
         sut_path = configs / "suts" / "scripted_sut.json"

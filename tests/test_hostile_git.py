@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from improve_experiment import experiment, ledger
+from improve_experiment import POLICIES, experiment, ledger
 from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.improve.gitops import add_worktree, candidate_diff, tampered
@@ -116,14 +116,15 @@ def test_meta_agent_shell_redirecting_dot_git_runs_nothing_and_is_invalid(tmp_pa
     assert ".git was changed" in decision["reasons"][0]["detail"]
 
 
-def test_scripted_meta_agent_planting_hooks_pager_and_diff_runs_nothing(tmp_path):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_scripted_meta_agent_planting_hooks_pager_and_diff_runs_nothing(tmp_path, policy):
     marker = tmp_path / "marker-pwned"
 
     def attack(worktree: Path, _input: dict) -> str:
         plant_evil_gitdir(worktree, marker)
         return "plant hooks"
 
-    manifest = experiment(tmp_path)
+    manifest = experiment(tmp_path, policy=policy)
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([attack]))
     bundle = tmp_path / "runs" / "improve-demo"
     assert_nothing_ran(marker, bundle)
@@ -230,7 +231,8 @@ def server_logs(bundle: Path) -> str:
 
 
 @pytest.mark.bwrap
-def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path, policy):
     """Issue 28, path 2: a meta-agent drops a `sitecustomize.pyc` (hidden by the target's
     `.gitignore`, so never in the patch) at the worktree root, which the target's Python would
     import at start-up, and records a harmless one-line patch. The trial is invalid, the file
@@ -255,7 +257,7 @@ def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path):
         prompts.write_text(prompts.read_text() + "# tuned again\n")
         return "a comment, and caches"
 
-    manifest = experiment(tmp_path, budget=2)
+    manifest = experiment(tmp_path, budget=2, policy=policy)
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([attack, honest_with_hidden]))
     bundle = tmp_path / "runs" / "improve-demo"
     assert "CHEAT-LOADED" not in server_logs(bundle)
@@ -277,7 +279,8 @@ def test_candidate_is_evaluated_from_its_commit_not_the_working_copy(tmp_path):
 
 
 @pytest.mark.bwrap
-def test_a_task_the_harness_cannot_run_is_never_dropped_from_the_denominator(tmp_path):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_task_the_harness_cannot_run_is_never_dropped_from_the_denominator(tmp_path, policy):
     """Issue 28, path 1: after the baseline, one optimize task's verifier disappears. The
     candidate (a comment) must not be scored on the 9 remaining tasks and promoted: its
     evaluation is an evaluation-framework failure, retried, then invalid."""
@@ -289,7 +292,7 @@ def test_a_task_the_harness_cannot_run_is_never_dropped_from_the_denominator(tmp
         prompts.write_text(prompts.read_text() + "# nothing\n")
         return "a comment"
 
-    manifest = experiment(tmp_path)
+    manifest = experiment(tmp_path, policy=policy)
     run_experiment(manifest, meta_agent=ScriptedMetaAgent([comment_and_break_a_verifier]))
     bundle = tmp_path / "runs" / "improve-demo"
     baseline = json.loads((bundle / "baseline_evaluation.json").read_text())

@@ -107,8 +107,12 @@ def assert_report_explains_trials(bundle: Path, html: str) -> None:
 
 
 @pytest.mark.bwrap
-def test_scripted_budget_5_run_classifies_every_trial(tmp_path):
+@pytest.mark.parametrize("policy", ["recursive", "pareto", "archive"])
+def test_scripted_budget_5_run_classifies_every_trial(tmp_path, policy):
     manifest = experiment(tmp_path)
+    if policy != "recursive":  # the same classification under every search policy
+        data = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps({**data, "search": {"policy": policy}}))
     result = cli("improve", "run", str(manifest))
     assert result.returncode == 0, result.stderr
     bundle = tmp_path / "runs" / "improve-demo"
@@ -124,7 +128,14 @@ def test_scripted_budget_5_run_classifies_every_trial(tmp_path):
         ("rejected", None),  # prompt reworded: no strict gain over its parent
     ]
     assert entries[0]["optimize_score"] == pytest.approx(2 / 10)
-    assert [e["parent_id"] for e in entries] == ["baseline", *["trial-001"] * 4]
+    parents = [e["parent_id"] for e in entries]
+    if policy == "archive":  # a seeded draw among every valid node before the trial
+        for entry in entries:
+            earlier = [e for e in entries if e["trial"] < entry["trial"]]
+            valid = {"baseline"} | {e["candidate_id"] for e in earlier if not e["failure_class"]}
+            assert entry["parent_id"] in valid
+    else:  # pareto: trial-001 is the whole front after trial 1
+        assert parents == ["baseline", *["trial-001"] * 4]
     for n in range(1, 6):
         assert {p.name for p in (bundle / "trials" / f"{n:03d}").iterdir()} >= TRIAL_FILES
     violation = json.loads((bundle / "trials" / "003" / "selection_decision.json").read_text())

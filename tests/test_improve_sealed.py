@@ -89,7 +89,8 @@ run_experiment(Path(sys.argv[1]), meta_agent=ScriptedMetaAgent([cheat]))
 
 
 @pytest.mark.bwrap
-def test_a_candidate_finds_no_answer_key_in_an_installed_package(tmp_path):
+@pytest.mark.parametrize("policy", ["recursive", "pareto", "archive"])
+def test_a_candidate_finds_no_answer_key_in_an_installed_package(tmp_path, policy):
     site = tmp_path / "site-packages"
     package = site / "metaeval"
     shutil.copytree(
@@ -105,6 +106,7 @@ def test_a_candidate_finds_no_answer_key_in_an_installed_package(tmp_path):
     manifest["baseline"]["repo"] = str(tmp_path / "target")
     manifest["output"] = str(tmp_path / "bundle")
     manifest["trial_budget"] = 1
+    manifest["search"] = {"policy": policy}  # the same sealing under every search policy
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(manifest))
     (tmp_path / "cheat.py").write_text(CHEAT)

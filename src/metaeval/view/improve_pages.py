@@ -109,13 +109,19 @@ def lineage_svg(items: list[dict[str, Any]], link: str) -> Markup:
         'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#666"/></marker></defs>',
     ]
     for node in items:
-        parent = node.get("parent")
-        if parent in pos:
+        # the ledger's parent, and a merge's second parent (dashed): the lineage is a graph
+        for parent, kind in (
+            (node.get("parent"), "edge"),
+            (node.get("second_parent"), "edge merge"),
+        ):
+            if parent not in pos:
+                continue
             (px, py), (x, y) = pos[parent], pos[node["id"]]
+            dash = ' stroke-dasharray="6 4"' if kind == "edge merge" else ""
             parts.append(
-                f'<line class="edge" data-parent="{html.escape(str(parent))}" '
+                f'<line class="{kind}" data-parent="{html.escape(str(parent))}" '
                 f'data-child="{html.escape(node["id"])}" x1="{px + NODE_W}" y1="{py + NODE_H // 2}" '
-                f'x2="{x}" y2="{y + NODE_H // 2}" stroke="#666" stroke-width="2" '
+                f'x2="{x}" y2="{y + NODE_H // 2}" stroke="#666" stroke-width="2"{dash} '
                 'marker-end="url(#arrow)"/>'
             )
     for node in items:

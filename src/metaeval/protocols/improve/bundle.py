@@ -16,6 +16,7 @@ from metaeval.protocols.improve.records import (
     ledger_entries,
     trial_path,
 )
+from metaeval.protocols.improve.search.summary import with_search
 from metaeval.records import RunDir, redact
 from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
@@ -81,6 +82,8 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     old = {key: before[key] for key in CONTRACT_SETTINGS if key in before}
     new = {key: resolved.get(key) for key in old}
     changes = diff_hashes(setting_hashes(old), setting_hashes(new), old, new)
+    if before.get("search") != resolved.get("search"):  # absent: the default, recursive
+        changes.append("the search policy changed (manifest 'search')")
     for split, suite in (before.get("suites") or {}).items():
         now = (resolved.get("suites") or {}).get(split) or {}
         if suite.get("tasks") != now.get("tasks"):
@@ -255,6 +258,10 @@ def summary_text(summary: dict[str, Any]) -> str:
             f"({_delta(final['gain_optimize'])}), held-out {_score(final['held_out_score'])} "
             f"({_delta(final['gain_held_out'])})"
         )
+    search = summary.get("search")
+    if search and "final_pick" in search:  # a population search: its own final decision
+        on = search["final_pick"]["on"].replace("_", "-")
+        parts.append(f"{search['policy']} search, final picked on {on} scores")
     parts.append(
         f"{summary['trials_consumed']} of {summary['trial_budget']} trials, "
         f"{summary['promotions']} promoted, {summary['valid_candidates']} valid, "
@@ -288,6 +295,8 @@ def lineage(
                 "held_out_score": entry.held_out_score,
                 "decision": entry.decision,
                 "failure_class": entry.failure_class,
+                # a merge's other parent: the lineage is a graph (issue 41)
+                **({"second_parent": entry.second_parent_id} if entry.second_parent_id else {}),
             }
         )
     return nodes
@@ -323,7 +332,7 @@ def write_summary_files(
 ) -> dict[str, Any]:
     """lineage_summary, promotion_history, final_feedback_packet, execution_trace, reports."""
     entries = ledger_entries(ledger)
-    summary = benchmark_summary(plan, baseline, entries)
+    summary = with_search(plan.bundle, benchmark_summary(plan, baseline, entries), entries, _gain)
     nodes = lineage(plan, baseline, entries)
     files.json("lineage_summary.json", {"summary": summary, "nodes": nodes})
     files.json(

@@ -1,11 +1,11 @@
 """The improve report's charts, as inline SVG: the lineage of candidates and the scores.
 
 Lineage: x is the order of the nodes (baseline, then trial by trial); the promoted chain
-runs along the top lane, every other candidate (a leaf: only promoted candidates become
-parents) on a lane below. Each edge is drawn from the ledger's parent of the node: it leaves
-its parent to the right, runs down a trunk beside the parent's column and across to the
-child, so a child is never drawn as another node's. Lanes are reused when edges do not
-overlap; the picture is tall enough for the lowest node's labels.
+runs along the top lane, every other candidate on a lane below. Each edge is drawn from the
+ledger's parent of the node: it leaves its parent to the right, runs down a trunk beside the
+parent's column and across to the child, so a child is never drawn as another node's. A
+merge (population search) has a second, dashed edge from its other parent. Lanes are reused
+when edges do not overlap; the picture is tall enough for the lowest node's labels.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ def lineage_svg(nodes: list[dict]) -> str:
                 f'data-child="{html.escape(node["id"])}" '
                 f'd="{_edge(positions[node["parent"]], positions[node["id"]])}" fill="none" '
                 'stroke="#777" stroke-width="2.5"/>'
+            )
+        second = node.get("second_parent")  # a merge: its other parent, dashed
+        if second in positions:
+            parts.append(
+                f'<path class="edge merge" data-parent="{html.escape(second)}" '
+                f'data-child="{html.escape(node["id"])}" '
+                f'd="{_edge(positions[second], positions[node["id"]])}" fill="none" '
+                'stroke="#777" stroke-width="2.5" stroke-dasharray="6 4"/>'
             )
     for node in nodes:
         x, y = positions[node["id"]]

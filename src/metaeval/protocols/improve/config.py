@@ -35,6 +35,7 @@ from pydantic import (
 from metaeval.config_files import FieldProblem
 from metaeval.protocols.improve.boundary import MutationBoundary
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.search.settings import SearchSettings
 from metaeval.records.names import SafeName
 
 # Sane maxima: a typo in a count or a time limit is an error, not a run that never ends (and
@@ -281,6 +282,8 @@ class ExperimentManifest(_Strict):
     mutation_policy: MutationPolicy = Field(default_factory=MutationPolicy)
     output: Path | None = None
     seed: int = 0
+    # --- population search (issue 41): the policy choosing parents; default: recursive ---
+    search: SearchSettings = Field(default_factory=SearchSettings)
 
 
 __all__ = [

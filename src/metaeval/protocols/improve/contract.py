@@ -146,7 +146,15 @@ class ResolvedManifest:
             },
             "output": str(self.output),
             "seed": m.seed,
+            # population search (issue 41): recorded only when it is not the default
+            **({} if m.search.is_default() else {"search": self.search_json()}),
         }
+
+    def search_json(self) -> dict[str, Any]:
+        """The search policy as it runs: its seed resolved (the manifest's when unset)."""
+        search = self.manifest.search
+        seed = self.manifest.seed if search.seed is None else search.seed
+        return {**search.model_dump(mode="json"), "seed": seed}
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"

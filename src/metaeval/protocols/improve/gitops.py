@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from metaeval.sandbox.git import GitError, git, git_result, git_tree
 from metaeval.tasks.safe_files import walk_tree
 
 CONTEXT_DIR = ".aie_bench_recursive"
+_WORKTREES = threading.Lock()
+"""Serializes adding and pruning worktrees of one repository: trials of a round run at once."""
 
 __all__ = [
     "CONTEXT_DIR",
@@ -56,7 +59,8 @@ def add_worktree(repo: Path, path: Path, commit: str) -> TrialTree:
     """A detached worktree of `commit` at `path` (an old one at that path is removed first)."""
     remove_worktree(repo, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "--detach", "--force", str(path), commit)
+    with _WORKTREES:
+        git(repo, "worktree", "add", "--detach", "--force", str(path), commit)
     # Read before anything else touches the tree: from here on this is the only truth.
     git_dir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
     return TrialTree(path=path, git_dir=git_dir, dot_git=(path / ".git").read_bytes())
@@ -70,7 +74,8 @@ def remove_worktree(repo: Path, path: Path) -> None:
             path.unlink()
         else:
             shutil.rmtree(path, ignore_errors=True)
-    git_result(repo, "worktree", "prune")
+    with _WORKTREES:
+        git_result(repo, "worktree", "prune")
 
 
 def tampered(tree: TrialTree) -> str | None:

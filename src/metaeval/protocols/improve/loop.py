@@ -7,6 +7,10 @@ is rebuilt from the ledger. Failure classes are never collapsed:
 meta_agent_failure (contract violation, malformed output, out-of-boundary or empty patch),
 target_agent_failure (the candidate cannot launch or serve), evaluation_framework_failure
 (infrastructure), task_failure (ran and failed: per task, inside a valid evaluation).
+
+Which parent a trial patches is the search policy's (`search`): the active parent under
+`recursive` (the default), a seeded draw from the population under `pareto` and `archive`,
+with trials grouped in rounds (`search.rounds`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +65,11 @@ from metaeval.protocols.improve.records import (
     SelectionDecision,
     trial_path,
 )
+from metaeval.protocols.improve.search.final_pick import FINAL_SELECTION, final_pick
+from metaeval.protocols.improve.search.merge import merge_into, named_second_parent
+from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice, choose_parent
+from metaeval.protocols.improve.search.population import Node, population
+from metaeval.protocols.improve.search.rounds import rounds, run_round
 from metaeval.protocols.improve.selection import select
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import sealed_paths, target_visible_roots
@@ -118,23 +128,11 @@ class TrialLoop:
             self.files.json(path, node.model_dump())
         return node
 
-    def active_parent(self, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
-        parent = {
-            "id": self.plan.baseline_id,
-            "commit": self.plan.baseline_commit,
-            "optimize_score": baseline.optimize_score,
-            "held_out_score": baseline.held_out_score,
-        }
-        for entry in ledger:
-            if entry.get("decision") == "promoted":
-                parent = {
-                    "id": entry["candidate_id"],
-                    "commit": entry["candidate_commit"],
-                    "optimize_score": entry["optimize_score"],
-                    "held_out_score": entry.get("held_out_score"),
-                    "trial": entry["trial"],
-                }
-        return parent
+    def population(self, baseline: NodeEval, ledger: list[dict]) -> list[Node]:
+        """The baseline and every candidate of `ledger`, the pool parents are drawn from."""
+        plan = self.plan
+        scores = (baseline.optimize_score, baseline.held_out_score)
+        return population(plan.bundle, plan.baseline_id, plan.baseline_commit, scores, ledger)
 
     # ----------------------------------------------------------------- loop
 
@@ -165,28 +163,63 @@ class TrialLoop:
             done = {entry["trial"] for entry in ledger}
             todo = [t for t in range(1, plan.trial_budget + 1) if t not in done]
             writer = run.plain_records(LEDGER_NAME)
+            search = plan.search
             with StepProgress("improve trials", len(todo)) as progress:
-                for trial in todo:
-                    parent = self.active_parent(baseline, ledger)
-                    entry = self.run_trial(trial, parent, ledger)
-                    writer.append(entry)
-                    ledger.append(entry)
-                    progress.advance(_trial_line(entry))
+                # a round: trials whose parents come from the ledger before it (recursive,
+                # one proposal per round: each trial's parent is the active parent)
+                for first, trials in rounds(todo, search.proposals_per_round):
+                    before = [e for e in ledger if e["trial"] < first]
+                    nodes = self.population(baseline, before)
+                    bodies = {t: self._trial_body(t, nodes, before) for t in trials}
+                    workers = search.workers or search.proposals_per_round
+                    results = run_round(bodies, workers)
+                    for trial in trials:  # the ledger stays in trial order
+                        entry = results[trial]
+                        writer.append(entry)
+                        ledger.append(entry)
+                        progress.advance(_trial_line(entry))
             return self.finalize(baseline, ledger)
         finally:
             self.model_service.stop()
             run.close()
 
-    def run_trial(self, trial: int, parent: dict[str, Any], ledger: list[dict]) -> dict[str, Any]:
+    def _trial_body(
+        self, trial: int, nodes: list[Node], ledger: list[dict]
+    ) -> Callable[[], dict[str, Any]]:
+        """The trial as a function of nothing: its parent chosen under the search policy."""
+        plan = self.plan
+        choice = choose_parent(plan.search.policy, nodes, trial, plan.search_seed)
+        parent = next(n for n in nodes if n.id == choice.parent_id)
+
+        def body() -> dict[str, Any]:
+            return self.run_trial(trial, parent.as_parent(), ledger, nodes, choice)
+
+        return body
+
+    def run_trial(
+        self,
+        trial: int,
+        parent: dict[str, Any],
+        ledger: list[dict],
+        nodes: list[Node] | None = None,
+        choice: ParentChoice | None = None,
+    ) -> dict[str, Any]:
         plan = self.plan
         trial_dir = trial_path(plan.bundle, trial)
+        finished = _finished(trial_dir, parent["id"])
+        if finished is not None:  # finished before a kill, not yet in the ledger: adopt it
+            return finished
         if trial_dir.exists():  # a killed attempt of this trial: redo it from scratch
             shutil.rmtree(trial_dir)
+        if choice is not None and not plan.search.is_default():
+            self.files.json(trial_dir / PARENT_CHOICE, choice.model_dump(mode="json"))
         worktree = trial_dir / "optimizer-worktree"
         started = time.time()
         tree = add_worktree(plan.repo, worktree, parent["commit"])
         try:
-            return self._trial_in_worktree(trial, parent, ledger, trial_dir, tree, started)
+            return self._trial_in_worktree(
+                trial, parent, ledger, trial_dir, tree, started, nodes or []
+            )
         finally:
             remove_worktree(plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
@@ -210,11 +243,18 @@ class TrialLoop:
         trial_dir: Path,
         tree: TrialTree,
         started: float,
+        nodes: list[Node],
     ) -> dict[str, Any]:
         """One trial: propose, validate, evaluate the commit, select; write its records."""
         plan = self.plan
-        output = self._propose(trial, parent, ledger, trial_dir, tree)
-        got = take_patch(output, tree, parent["id"], plan.boundary)
+        output = self._propose(trial, parent, ledger, trial_dir, tree, nodes)
+        second, refused = self._second_parent(output, parent, nodes)
+        merge = None
+        if second is not None and second.commit:
+            first, other = parent["commit"], second.commit
+            merge = lambda: merge_into(plan.repo, tree, first, other)  # noqa: E731
+        got = take_patch(output, tree, parent["id"], plan.boundary, merge)
+        got.reasons[:0] = refused
         self.files.text(trial_dir / "candidate.patch", got.patch)
         candidate_id = f"trial-{trial:03d}"
         artifacts = trial_dir / "artifacts"
@@ -230,7 +270,9 @@ class TrialLoop:
             failure_class = FAILURE_CLASS[node.status]
         gate = select(plan, parent, node) if node is not None and not failure_class else None
         decision = gate["decision"] if gate is not None else "invalid"
-        self._write_decision(trial, parent, candidate_id, commit, got, node, gate, failure_class)
+        self._write_decision(
+            trial, parent, candidate_id, commit, got, node, gate, failure_class, second
+        )
         result = LedgerEntry(
             trial=trial,
             parent_id=parent["id"],
@@ -250,12 +292,29 @@ class TrialLoop:
             target=None if node is None else node.target_usage,
             patch_bytes=len(got.patch.encode()),
             wall_clock_s=round(time.time() - started, 3),
-        ).model_dump()
+            second_parent_id=None if second is None else second.id,
+        ).model_dump(exclude=None if second else {"second_parent_id"})
         self.files.json(trial_dir / TRIAL_RESULT, result)
         self.trace_lines.append(
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
         return result
+
+    def _second_parent(
+        self, output: MetaOutput, parent: dict[str, Any], nodes: list[Node]
+    ) -> tuple[Node | None, list[dict[str, Any]]]:
+        """The second parent a proposal names (a merge), or why it cannot be one."""
+        name = output.second_parent if output.status == "ok" else None
+        if name is None:
+            return None, []
+        if self.plan.search.policy == "recursive":
+            detail = f"names a second parent {name}; the recursive policy offers none"
+            return None, [{"code": "second_parent_not_offered", "detail": detail}]
+        found = next((n for n in nodes if n.id == name and n.valid), None)
+        if found is None or found.id == parent["id"]:
+            detail = f"second parent {name} is not another valid candidate of the population"
+            return None, [{"code": "unknown_second_parent", "detail": detail}]
+        return found, []
 
     def _commit_and_evaluate(
         self, tree: TrialTree, summary: str, candidate_id: str, trial_dir: Path
@@ -274,13 +333,21 @@ class TrialLoop:
         return commit, node
 
     def _propose(
-        self, trial: int, parent: dict, ledger: list[dict], trial_dir: Path, tree: TrialTree
+        self,
+        trial: int,
+        parent: dict,
+        ledger: list[dict],
+        trial_dir: Path,
+        tree: TrialTree,
+        nodes: list[Node],
     ) -> MetaOutput:
         """Write the trial's context into the worktree and the bundle; ask for a proposal."""
         plan = self.plan
         worktree = tree.path
         results, log_texts = parent_results(plan.bundle, parent, self._parent_optimize(parent))
         given = contract_input(plan, trial, parent, ledger, worktree, results)
+        if plan.search.policy != "recursive":  # who a merge may name (no held-out score)
+            given["population"] = [n.offered() for n in nodes if n.valid]
         instruction = render_instruction(given)
         context = worktree / CONTEXT_DIR
         context.mkdir(exist_ok=True)
@@ -296,6 +363,8 @@ class TrialLoop:
             max_tokens_per_step=1024,
         )
         output = propose_within(self.meta_agent, given, worktree, limits)
+        if output.second_parent is None:  # a lane that only edits names it in a file
+            output.second_parent = named_second_parent(worktree)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
         trace_text = "".join(
             json.dumps(e, sort_keys=True, default=str) + "\n" for e in output.trace
@@ -313,10 +382,12 @@ class TrialLoop:
         node: NodeEval | None,
         gate: dict[str, Any] | None,
         failure_class: str | None,
+        second: Node | None = None,
     ) -> None:
         """selection_decision.json and feedback_packet.json of one trial."""
         folder = trial_path(self.plan.bundle, trial)
         decision = gate["decision"] if gate is not None else "invalid"
+        merge = {} if second is None else {"second_parent": second.as_parent()}
         selection = SelectionDecision(
             trial=trial,
             parent=parent,
@@ -326,6 +397,7 @@ class TrialLoop:
             reasons=got.reasons,
             gate=gate,
             left_out_of_patch=got.left_out,
+            **merge,
         )
         self.files.json(folder / SELECTION, selection.model_dump())
         feedback = FeedbackPacket(
@@ -358,6 +430,12 @@ class TrialLoop:
     def finalize(self, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
         from metaeval.protocols.improve.bundle import write_summary_files
 
+        plan = self.plan
+        if plan.search.policy != "recursive":  # the final pick: its own, held-out decision
+            nodes = self.population(baseline, ledger)
+            held = bool(plan.held_out_tasks)
+            pick = final_pick(plan.search.policy, plan.search_seed, nodes, held)
+            self.files.json(FINAL_SELECTION, pick.model_dump(mode="json"))
         return write_summary_files(self.plan, baseline, ledger, self.files)
 
 
@@ -370,3 +448,13 @@ def _trial_line(entry: dict[str, Any]) -> str:
     if entry.get("optimize_score") is not None:
         text += f", optimize {entry['optimize_score']:.3f}"
     return text
+
+
+def _finished(trial_dir: Path, parent_id: str) -> dict[str, Any] | None:
+    """The trial's `trial_result.json` when a finished attempt from this parent wrote it."""
+    try:
+        data = json.loads((trial_dir / TRIAL_RESULT).read_text())
+        entry = LedgerEntry.model_validate(data)
+    except (OSError, ValueError):
+        return None
+    return data if entry.parent_id == parent_id else None

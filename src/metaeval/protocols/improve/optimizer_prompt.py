@@ -71,6 +71,18 @@ def render_context(contract_input: dict[str, Any]) -> str:
         optimize = packet.get("optimize") or {}
         for task in optimize.get("tasks", []):
             lines.append(f"  - {task['task_id']}: {task['status']}")
+    population = contract_input.get("population")
+    if population is not None:  # a population search: a proposal may merge two parents
+        lines += [
+            "",
+            "## Population (valid candidates; you may merge one into your parent)",
+            "To build your candidate from your parent and one of these, write its id into",
+            "`.aie_bench_recursive/second_parent`: the harness merges the two (three-way,",
+            "against their common ancestor) and applies your edits on top.",
+        ]
+        for member in population:
+            passed = ", ".join(member["passed_tasks"]) or "none"
+            lines.append(f"- {member['id']}: optimize {member['optimize_score']}; passed: {passed}")
     lines += [
         "",
         "## Mutation boundary",

@@ -16,6 +16,7 @@ from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
+from metaeval.protocols.improve.search.settings import SearchSettings
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 
 
@@ -48,6 +49,8 @@ class Plan:
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
     sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
+    search: SearchSettings = field(default_factory=SearchSettings)  # parent choice (issue 41)
+    search_seed: int = 0  # the search's seed: `search.seed`, else the manifest's `seed`
 
 
 def _boundary(resolved: Any) -> MutationBoundary:
@@ -180,6 +183,8 @@ def build_plan(
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
         documents=_documents(resolved, resolved_json, boundary),
+        search=manifest.search,
+        search_seed=resolved.search_json()["seed"],
     )
     return plan, resolved
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from metaeval.protocols.improve.gitops import (
 from metaeval.protocols.improve.patch_check import check_patch
 from metaeval.protocols.improve.patch_verdict import PatchVerdict
 from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
+from metaeval.protocols.improve.search.merge import MergeConflict
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.plan import Plan
@@ -144,9 +146,14 @@ class Proposal:
 
 
 def take_patch(
-    output: MetaOutput, tree: TrialTree, parent_id: str, boundary: MutationBoundary
+    output: MetaOutput,
+    tree: TrialTree,
+    parent_id: str,
+    boundary: MutationBoundary,
+    merge: Callable[[], None] | None = None,
 ) -> Proposal:
-    """The candidate patch of `output` in `tree`, with every reason it is invalid."""
+    """The candidate patch of `output` in `tree`, with every reason it is invalid.
+    `merge` (a proposal naming a second parent) merges it into the tree before the diff."""
     got = Proposal()
     if output.status == "timeout":
         got.reasons.append({"code": "meta_agent_timeout", "detail": output.error or "timeout"})
@@ -165,8 +172,12 @@ def take_patch(
                 apply_patch(tree, output.patch)
                 if (tamper := tampered(tree)) is not None:
                     raise ValueError(tamper)
+            if merge is not None:
+                merge()
             got.patch = candidate_diff(tree)
             got.left_out = left_out_files(tree)
+        except MergeConflict as exc:
+            got.reasons.append({"code": "merge_conflict", "detail": str(exc)})
         except (GitError, ValueError) as exc:
             got.reasons.append({"code": "malformed_patch", "detail": str(exc)})
     got.reasons += left_out_reasons(got.left_out, boundary)

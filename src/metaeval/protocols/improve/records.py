@@ -49,6 +49,7 @@ class MetaOutput:
     summary: str = ""
     parent: str | None = None  # the parent the proposal names (patch/1)
     patch: str | None = None  # patch/1 only
+    second_parent: str | None = None  # a merge: the other parent's id (population search)
     error: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = 0.0
@@ -56,6 +57,8 @@ class MetaOutput:
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k != "trace"}
+        if self.second_parent is None:  # written only for a merge: other records unchanged
+            del data["second_parent"]
         return data
 
 
@@ -117,6 +120,7 @@ class LedgerEntry(_Record):
     target: dict[str, Any] | None = None  # the target's model usage in this evaluation
     patch_bytes: int = 0
     wall_clock_s: Number | None = None
+    second_parent_id: str | None = None  # a merge's other parent (written only for one)
 
 
 def ledger_entries(records: Iterable[LedgerEntry | Mapping[str, Any]]) -> list[LedgerEntry]:

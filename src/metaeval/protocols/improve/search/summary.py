@@ -1,0 +1,68 @@
+"""What a population search adds to the bundle summary: the policy, how each promoted node's
+parents were chosen, and the final pick (`final_selection.json`), which replaces the
+recursive rule "the final candidate is the last promoted one"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from metaeval.protocols.improve.bundle_reads import read_record
+from metaeval.protocols.improve.records import LedgerEntry, trial_path
+from metaeval.protocols.improve.search.final_pick import FINAL_SELECTION, FinalSelection
+from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice
+
+Gain = Callable[[Any, Any], Any]
+
+
+def with_search(
+    bundle: Path, summary: dict[str, Any], entries: Sequence[LedgerEntry], gain: Gain
+) -> dict[str, Any]:
+    """`summary` with a `search` section and the final pick, when the bundle holds a
+    population search's final selection; else `summary` unchanged (a recursive run).
+    `gain(score, baseline score)` is the summary's own gain rule."""
+    notes: list[str] = []  # bundle files refused (a bundle may come from anyone)
+    pick = read_record(bundle / FINAL_SELECTION, FinalSelection, bundle, notes)
+    if pick is None:
+        return summary if not notes else {**summary, "search": {"notes": notes}}
+    promoted = []
+    for entry in entries:
+        if entry.decision != "promoted":
+            continue
+        path = trial_path(bundle, entry.trial) / PARENT_CHOICE
+        choice = read_record(path, ParentChoice, bundle, notes)
+        rule = choice.rule if choice else "not recorded"
+        parents = [entry.parent_id, *([entry.second_parent_id] if entry.second_parent_id else [])]
+        promoted.append(
+            {
+                "id": entry.candidate_id,
+                "parents": parents,
+                "parent_chosen": rule,
+                "merge": entry.second_parent_id is not None,
+            }
+        )
+    picked = next((c for c in pick.contenders if c.id == pick.picked), None)
+    if picked is None:
+        notes.append(f"{FINAL_SELECTION} not used: its pick {pick.picked} is no contender")
+        return {**summary, "search": {"notes": notes}}
+    base = summary["baseline"]
+    final = {
+        "id": picked.id,
+        "optimize_score": picked.optimize_score,
+        "held_out_score": picked.held_out_score,
+        "gain_optimize": gain(picked.optimize_score, base["optimize_score"]),
+        "gain_held_out": gain(picked.held_out_score, base["held_out_score"]),
+        "chosen_by": pick.rule,
+    }
+    search = {
+        "policy": pick.policy,
+        "seed": pick.seed,
+        "final_pick": pick.model_dump(mode="json"),
+        "promoted": promoted,
+        **({"notes": notes} if notes else {}),
+    }
+    return {**summary, "final": final, "search": search}
+
+
+__all__ = ["with_search"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from metaeval.sandbox.container import Engine, find_engine
-from metaeval.tasks.images import image_exists, is_loopback_registry, registry_host
+from metaeval.tasks.images import image_exists, is_loopback_registry, pull_image, registry_host
 
 BASE = "localhost/metaeval-base:bookworm"
 REGISTRY_BINARY = "/usr/bin/docker-registry"
@@ -236,3 +236,35 @@ def test_an_unknown_pull_policy_is_refused_naming_the_option(tmp_path: Path) -> 
     assert done.returncode != 0
     assert "unknown pull policy 'sometimes' (never, missing, always)" in done.stdout + done.stderr
     assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_an_image_pinned_by_digest_is_pulled_by_that_digest(
+    engine: Engine, registry: str, tmp_path: Path
+) -> None:
+    name = f"{registry}/metaeval-test/pinned"
+    digest_file = tmp_path / "digest"
+    pushed = podman(
+        engine, "push", "--tls-verify=false", "--digestfile", str(digest_file), BASE, f"{name}:1"
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    pinned = f"{name}@{digest_file.read_text().strip()}"
+    podman(engine, "rmi", f"{name}:1")  # the push may leave the tag locally
+    try:
+        assert not image_exists(engine, pinned)
+        bench = tmp_path / "bench"
+        write_task(bench, "pinned", pinned)
+        done = audit(bench, tmp_path / "run", "missing")
+        assert done.returncode == 0, done.stderr
+        ran = executions(tmp_path / "run")["pinned"]
+        assert ran["skipped"] is None, ran
+        assert ran["oracle"]["reward"] == 1 and ran["null_agent"]["reward"] == 0
+        assert image_exists(engine, pinned)
+    finally:
+        podman(engine, "rmi", pinned)
+
+
+def test_an_image_name_starting_with_a_dash_is_never_an_option(engine: Engine) -> None:
+    # without `--`, podman reads "--help" as its own option and answers 0 ("exists", "pulled")
+    assert not image_exists(engine, "--help")
+    assert pull_image(engine, "--help", timeout_s=60) is not None
+    assert not image_exists(engine, "-q")

@@ -79,7 +79,8 @@ class ImageOutcome:
 
 
 def image_exists(engine: Engine, image: str) -> bool:
-    args = ["image", "exists", image] if engine.name == "podman" else ["image", "inspect", image]
+    verb = ["image", "exists"] if engine.name == "podman" else ["image", "inspect"]
+    args = [*verb, "--", image]  # a name starting with "-" is never read as an option
     done = subprocess.run(engine.command(*args), capture_output=True, timeout=60, check=False)
     return done.returncode == 0
 
@@ -134,6 +135,7 @@ def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
                 "inspect",
                 "--format",
                 f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}',
+                "--",
                 ref,
             ),
             capture_output=True,
@@ -229,7 +231,7 @@ def pull_image(
         args.append("--tls-verify=false")  # a loopback registry only: never for others
     try:
         done = subprocess.run(
-            engine.command(*args, ref),
+            engine.command(*args, "--", ref),
             capture_output=True,
             text=True,
             timeout=timeout_s,

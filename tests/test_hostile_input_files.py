@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.config_files import MAX_ALIAS_NODES, parse_yaml
+from metaeval.config_files import parse_yaml
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.review import finding_id, read_sheet, write_review
@@ -233,6 +233,8 @@ def alias_bomb(levels: int = 9) -> str:
 
 
 def test_parse_yaml_bounds_alias_expansion_but_keeps_ordinary_aliases() -> None:
+    from metaeval.config_files import MAX_ALIAS_NODES
+
     bomb = "model_options:\n" + alias_bomb()
     assert len(bomb.encode()) < 1024
     with pytest.raises(ConfigError, match="aliases expand") as err:

@@ -274,3 +274,24 @@ def test_buildfind_refuses_an_alias_bomb_before_anything_runs(tmp_path: Path, co
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{config}: YAML aliases expand to more than" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------ the benchmark
+
+
+@pytest.mark.bwrap
+def test_a_folder_whose_name_is_not_utf8_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    for task in ("sales-revenue", "row-count"):
+        shutil.copytree(BENCH / task, bench / task)
+    shutil.copytree(os.fsencode(BENCH / "row-count"), os.fsencode(bench) + b"/bad\xff")
+    run_dir = tmp_path / "run"
+    done = cli("audit", "run", str(bench), "--static-only", "--no-execution", "-o", str(run_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: folder bad\\xff skipped: folder name is not UTF-8" in done.stdout
+    assert "findings on 2 tasks" in done.stdout and (run_dir / "report.md").is_file()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [
+        summary["skipped_dirs"][0][0],
+        summary["skipped_dirs"][0][1].split(" (")[0],
+    ] == ["bad\\xff", "folder name is not UTF-8"]

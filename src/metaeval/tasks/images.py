@@ -1,7 +1,9 @@
 """The image a Harbor task runs in: built from its environment/ or named in task.toml.
 
 The image is built from environment/Dockerfile with environment/ as the build context
-(`--pull=never`: nothing is fetched implicitly), or taken from `[environment] docker_image`.
+(`--pull=never`: nothing is fetched implicitly; `--network=none` when task.toml denies the
+environment a network, `allow_internet = false` or `network_mode = "no-network"`:
+`build_network`), or taken from `[environment] docker_image`.
 Built images are tagged `localhost/metaeval-env:<digest>`, the sha256 of every file under
 environment/, so an unchanged environment is built once. `ImageOutcome.status` sorts a
 failure by cause: "task" (the task's own build is broken; the build log is the evidence) or
@@ -23,10 +25,11 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from metaeval.sandbox.container import LOG_LIMIT, Engine, as_text
 from metaeval.tasks.safe_files import walk_tree
+from metaeval.tasks.toml_schema import network_setting
 
 IMAGE_REPO = "localhost/metaeval-env"
 DEFAULT_BUILD_TIMEOUT_S = 900.0
@@ -150,12 +153,19 @@ def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
     return found
 
 
+def build_network(config: dict[str, Any]) -> bool:
+    """Whether the build of a task's image may use a network: not when its task.toml denies
+    the environment one (a task silent about it keeps the engine's default)."""
+    return network_setting(config, "environment") is not False
+
+
 def ensure_image(
     engine: Engine,
     task_root: Path,
     docker_image: str | None,
     *,
     timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+    network: bool = True,
 ) -> ImageOutcome:
     """Build (or find) the image of one task; see the module docstring for the outcomes."""
     environment = Path(task_root) / "environment"
@@ -172,8 +182,9 @@ def ensure_image(
     tag = f"{IMAGE_REPO}:{environment_digest(environment)[:20]}"
     if image_exists(engine, tag):
         return ImageOutcome("ok", tag, cached=True)
+    offline = [] if network else ["--network=none"]
     argv = engine.command(
-        "build", "--pull=never", "-t", tag, "-f", str(dockerfile), str(environment)
+        "build", "--pull=never", *offline, "-t", tag, "-f", str(dockerfile), str(environment)
     )
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)

@@ -69,6 +69,7 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
     ImageOutcome,
+    build_network,
     ensure_image,
     stand_in_images,
 )
@@ -271,6 +272,7 @@ def run_in_container(
         task.root,
         env.get("docker_image") if isinstance(env.get("docker_image"), str) else None,
         timeout_s=timeout_s,
+        network=build_network(task.config),
     )
     result.build_log = image.log
     if image.status == "infra":

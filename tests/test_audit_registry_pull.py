@@ -241,14 +241,21 @@ def test_an_unknown_pull_policy_is_refused_naming_the_option(tmp_path: Path) -> 
 def test_an_image_pinned_by_digest_is_pulled_by_that_digest(
     engine: Engine, registry: str, tmp_path: Path
 ) -> None:
+    # an image of its own (a label), pushed, then removed here: only the registry holds it
+    context = tmp_path / "pinned"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {BASE}\nLABEL org.metaeval.test={tmp_path.name}\n")
+    local = "localhost/metaeval-test-pinned:1"
+    built = podman(engine, "build", "--pull=never", "-t", local, str(context))
+    assert built.returncode == 0, built.stderr
     name = f"{registry}/metaeval-test/pinned"
     digest_file = tmp_path / "digest"
     pushed = podman(
-        engine, "push", "--tls-verify=false", "--digestfile", str(digest_file), BASE, f"{name}:1"
+        engine, "push", "--tls-verify=false", "--digestfile", str(digest_file), local, f"{name}:1"
     )
+    podman(engine, "rmi", local)
     assert pushed.returncode == 0, pushed.stderr
     pinned = f"{name}@{digest_file.read_text().strip()}"
-    podman(engine, "rmi", f"{name}:1")  # the push may leave the tag locally
     try:
         assert not image_exists(engine, pinned)
         bench = tmp_path / "bench"

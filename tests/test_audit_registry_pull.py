@@ -266,5 +266,6 @@ def test_an_image_pinned_by_digest_is_pulled_by_that_digest(
         assert ran["skipped"] is None, ran
         assert ran["oracle"]["reward"] == 1 and ran["null_agent"]["reward"] == 0
         assert image_exists(engine, pinned)
+        assert ran["image_id"] == image_id(engine, pinned)  # the cell names what both ran
     finally:
         podman(engine, "rmi", pinned)

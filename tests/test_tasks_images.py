@@ -106,3 +106,47 @@ def test_an_image_build_gets_no_network_when_the_task_denies_it(
     finally:
         if outcome.image:
             subprocess.run(engine.command("rmi", outcome.image), capture_output=True, check=False)
+
+
+def test_trials_run_the_image_id_resolved_once_not_a_tag_moved_since(engine, tmp_path) -> None:
+    from metaeval.sandbox.container import Container, Limits
+
+    task = tmp_path / "task"
+    (task / "environment").mkdir(parents=True)
+    marker = f"first-{tmp_path.name}"
+    (task / "environment" / "Dockerfile").write_text(
+        f"FROM localhost/metaeval-base:bookworm\nRUN echo {marker} > /marker\n"
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "Dockerfile").write_text(
+        "FROM localhost/metaeval-base:bookworm\nRUN echo moved > /marker\n"
+    )
+    outcome = ensure_image(engine, task, None)
+    moved = "localhost/metaeval-test-moved:1"
+    try:
+        assert outcome.status == "ok" and outcome.image and outcome.image_id, outcome.log
+        assert outcome.run_ref == outcome.image_id != outcome.image
+        built = subprocess.run(
+            engine.command("build", "--pull=never", "-t", moved, str(other)),
+            capture_output=True,
+            check=False,
+        )
+        assert built.returncode == 0, built.stderr
+        # the tag moves to another image, as a registry pull or a rebuild would move it
+        subprocess.run(engine.command("tag", moved, outcome.image), check=True)
+
+        def marker_in(ref: str) -> str:
+            container = Container(engine, ref, tmp_path / "logs", Limits(network=False))
+            try:
+                return container.exec("cat /marker", timeout_s=60).stdout.strip()
+            finally:
+                container.remove()
+
+        (tmp_path / "logs").mkdir()
+        assert marker_in(outcome.image) == "moved"  # the tag now names the other image
+        assert marker_in(outcome.run_ref) == marker  # what trials run did not move
+    finally:
+        for ref in (outcome.image_id, moved, outcome.image):
+            if ref:
+                subprocess.run(engine.command("rmi", "-f", ref), capture_output=True, check=False)

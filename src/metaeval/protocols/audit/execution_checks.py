@@ -283,8 +283,9 @@ def run_in_container(
     if image.status == "task":
         return _build_failed(task, engine, result, image)
     assert image.image is not None
+    result.image_id = image.image_id  # both phases run this id, whatever the tag names later
     try:
-        _run_phases(task, ContainerBackend(engine, image.image), result, limits)
+        _run_phases(task, ContainerBackend(engine, image.run_ref or image.image), result, limits)
     except ContainerError as exc:
         result.skipped = f"{engine.name}: {exc}"
         result.oracle = PhaseOutcome(name="oracle")

@@ -60,27 +60,46 @@ def refused(path: Path, what: str = "a regular file", mode: int | None = None) -
     )
 
 
-def open_for_reading(path: Path, *, follow_link: bool = False) -> int | None:
-    """A blocking read-only descriptor of the regular file `path`, never through a link (but
-    the last one of a path the user gave, with `follow_link`) and without blocking on a FIFO;
-    None when it does not exist, `refused` when a link, FIFO or device stands in its place."""
+class NotRegularFile(OSError):
+    """`open_regular_fd` opened something else than a regular file (`mode`: its fstat)."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: int):
+        super().__init__(errno.EINVAL, "not a regular file", os.fspath(path))
+        self.mode = mode
+
+
+def open_regular_fd(path: str | os.PathLike[str], *, follow_link: bool = False) -> int:
+    """The one open of a file metaeval reads and does not trust (this module's readers and
+    `tasks.safe_files`'): read-only, non-blocking while opening (a FIFO cannot hang it), not
+    through a link unless `follow_link` (ELOOP), and kept only when fstat says it is a regular
+    file (`NotRegularFile` otherwise: a FIFO, a device such as /dev/zero, a directory). The
+    descriptor returned blocks again."""
     flags = os.O_RDONLY | FILE_FLAGS
     if follow_link:
         flags &= ~os.O_NOFOLLOW
+    fd = os.open(path, flags)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFile(path, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_for_reading(path: Path, *, follow_link: bool = False) -> int | None:
+    """A blocking read-only descriptor of the regular file `path` (`open_regular_fd`), never
+    through a link (but the last one of a path the user gave, with `follow_link`); None when it
+    does not exist, `refused` when a link, FIFO or device stands in its place."""
     try:
-        fd = os.open(path, flags)
+        return open_regular_fd(path, follow_link=follow_link)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise refused(path, mode=exc.mode) from None
     except OSError as exc:  # ELOOP: a symlink; ENXIO: a FIFO without a writer
         if exc.errno in (errno.ELOOP, errno.ENXIO):
             raise refused(path) from exc
         raise with_filename(exc, path) from exc
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise refused(path, mode=mode)
-    os.set_blocking(fd, True)
-    return fd
 
 
 def read_capped(path: Path, max_bytes: int, *, follow_link: bool = False) -> bytes | None:

@@ -107,7 +107,7 @@ def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
         raise RoomUnavailable(
             f"{engine.name}: {image.reason or 'no image'}" + (f"\n{tail}" if tail else "")
         )
-    return ContainerBackend(engine, image.run_ref or image.image)
+    return ContainerBackend(engine, image.image)
 
 
 def write_in_room(room: Room, path: str, data: bytes, timeout_s: float) -> str:

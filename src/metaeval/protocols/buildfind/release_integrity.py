@@ -131,24 +131,25 @@ def check_blobs(root: Path, files: list[str]) -> list[str]:
 
 def _recorded_hashes(manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(the input hashes of the manifest's last layer, or of the manifest itself, problems of
-    their shape)."""
+    their shape: each one named, none skipping the check)."""
     where = "records/manifest.json"
+    problems = []
     layers = manifest.get("layers", [])
     if not isinstance(layers, list) or not all(isinstance(item, dict) for item in layers):
         shown = json_type(layers) if not isinstance(layers, list) else "an array of non-objects"
-        return {}, [f"{where}: field 'layers' is {shown}, not an array of objects"]
+        problems.append(f"{where}: field 'layers' is {shown}, not an array of objects")
+        layers = []
     hashes = (layers[-1].get("hashes") if layers else None) or manifest.get("hashes") or {}
     if not isinstance(hashes, dict):
-        return {}, [f"{where}: field 'hashes' is {json_type(hashes)}, not an object"]
-    return hashes, []
+        problems.append(f"{where}: field 'hashes' is {json_type(hashes)}, not an object")
+        hashes = {}
+    return hashes, problems
 
 
 def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
     """Specs, question banks and prompt templates against the hashes of the run's manifest;
     a released spec without a recorded hash is a problem too."""
     hashes, problems = _recorded_hashes(manifest)
-    if problems:
-        return problems
     pack = root / "pack"
     if pack.is_dir():
         for task in sorted(p.name for p in pack.iterdir() if (p / "spec.yaml").is_file()):

@@ -124,15 +124,19 @@ def is_secret_field(name: str) -> bool:
     return any(norm == s or norm.endswith("_" + s) for s in _SECRET_FIELD_SUFFIXES)
 
 
-_added_secrets: frozenset[str] = frozenset()
+MAX_ADDED_SECRETS = 256
+"""`add_secret` keeps the most recent this many (a long audit makes a gateway token per agent
+run; the live ones are far fewer, and every one kept lengthens the pattern)."""
+_added_secrets: tuple[str, ...] = ()
 
 
 def add_secret(value: str) -> None:
     """Scrub `value` and its encoded forms from everything redacted from now on, as if it were
     a secret environment value (for the process's own secrets, such as a gateway token)."""
     global _added_secrets
-    if len(value.strip()) >= MIN_ENV_SECRET_LEN:
-        _added_secrets = _added_secrets | {value.strip()}
+    value = value.strip()
+    if len(value) >= MIN_ENV_SECRET_LEN and value not in _added_secrets:
+        _added_secrets = (*_added_secrets, value)[-MAX_ADDED_SECRETS:]
 
 
 def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -145,7 +149,7 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
         if _ENV_NAME_RE.search(k) and len(v.strip()) >= MIN_ENV_SECRET_LEN
     }
     if environ is None:
-        values |= _added_secrets
+        values.update(_added_secrets)
     return sorted(values, key=lambda v: (-len(v), v))
 
 

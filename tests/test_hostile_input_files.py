@@ -133,6 +133,19 @@ def test_the_viewer_shows_a_run_whose_sheet_is_no_regular_file_as_unreadable(
         stop(viewer)
 
 
+@pytest.mark.bwrap
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_audit_report_refuses_a_score_file_that_is_no_regular_file(
+    run: Path, tmp_path: Path, kind: str
+) -> None:
+    outside = tmp_path / "score.json"
+    outside.write_text("{}")
+    plant(run / "score.json", kind, outside)
+    done = cli("audit", "report", str(run))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{run / 'score.json'}: {SAYS[kind]}" in done.stderr
+
+
 def test_read_sheet_refuses_a_sheet_larger_than_its_cap(tmp_path: Path, monkeypatch) -> None:
     from metaeval.protocols.audit import review
 

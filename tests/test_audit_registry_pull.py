@@ -236,3 +236,36 @@ def test_an_unknown_pull_policy_is_refused_naming_the_option(tmp_path: Path) -> 
     assert done.returncode != 0
     assert "unknown pull policy 'sometimes' (never, missing, always)" in done.stdout + done.stderr
     assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_an_image_pinned_by_digest_is_pulled_by_that_digest(
+    engine: Engine, registry: str, tmp_path: Path
+) -> None:
+    # an image of its own (a label), pushed, then removed here: only the registry holds it
+    context = tmp_path / "pinned"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {BASE}\nLABEL org.metaeval.test={tmp_path.name}\n")
+    local = "localhost/metaeval-test-pinned:1"
+    built = podman(engine, "build", "--pull=never", "-t", local, str(context))
+    assert built.returncode == 0, built.stderr
+    name = f"{registry}/metaeval-test/pinned"
+    digest_file = tmp_path / "digest"
+    pushed = podman(
+        engine, "push", "--tls-verify=false", "--digestfile", str(digest_file), local, f"{name}:1"
+    )
+    podman(engine, "rmi", local)
+    assert pushed.returncode == 0, pushed.stderr
+    pinned = f"{name}@{digest_file.read_text().strip()}"
+    try:
+        assert not image_exists(engine, pinned)
+        bench = tmp_path / "bench"
+        write_task(bench, "pinned", pinned)
+        done = audit(bench, tmp_path / "run", "missing")
+        assert done.returncode == 0, done.stderr
+        ran = executions(tmp_path / "run")["pinned"]
+        assert ran["skipped"] is None, ran
+        assert ran["oracle"]["reward"] == 1 and ran["null_agent"]["reward"] == 0
+        assert image_exists(engine, pinned)
+        assert ran["image_id"] == image_id(engine, pinned)  # the cell names what both ran
+    finally:
+        podman(engine, "rmi", pinned)

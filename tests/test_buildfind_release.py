@@ -746,3 +746,37 @@ def test_a_release_holding_the_earlier_table3_layout_still_verifies(release, tmp
     bad.write_csv(edited / "tables" / "paper_table3.csv")
     _resum(edited)
     assert any("paper_table3" in line for line in _verify(edited))
+
+
+def test_an_edited_blob_or_spec_behind_a_reshaped_manifest_is_found(release, tmp_path):
+    """Re-hashing SHA256SUMS hides neither a blob whose bytes no longer match its name nor a
+    spec edited while the manifest's `layers` is made a non-list (or its hash removed)."""
+    out = release[0]
+    blob_copy = _tampered(out, tmp_path, "blob")
+    blob = next(p for p in sorted((blob_copy / "records" / "blobs").rglob("*")) if p.is_file())
+    blob.write_bytes(blob.read_bytes() + b" ")
+    _resum(blob_copy)
+    rel = blob.relative_to(blob_copy).as_posix()
+    assert f"{rel}: content does not hash to its name" in _verify(blob_copy)
+
+    spec_copy = _tampered(out, tmp_path, "spec")
+    spec = next((spec_copy / "pack").glob("*/spec.yaml"))
+    spec.write_text(spec.read_text() + "# edited\n")
+    manifest_path = spec_copy / "records" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["layers"] = "none"
+    manifest_path.write_text(json.dumps(manifest))
+    _resum(spec_copy)
+    lines = _verify(spec_copy)
+    assert any("field 'layers' is a string, not an array of objects" in x for x in lines), lines
+
+    unhashed = _tampered(out, tmp_path, "unhashed")
+    manifest_path = unhashed / "records" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for layer in manifest.get("layers") or []:
+        layer["hashes"] = {}
+    manifest["hashes"] = {}
+    manifest_path.write_text(json.dumps(manifest))
+    _resum(unhashed)
+    rel = next((unhashed / "pack").glob("*/spec.yaml")).relative_to(unhashed).as_posix()
+    assert f"{rel}: records/manifest.json records no hash" in _verify(unhashed)

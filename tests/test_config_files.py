@@ -96,7 +96,7 @@ def test_users_own_symlink_is_followed(tmp_path: Path) -> None:
 
 def test_oversized_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
     big = _write(tmp_path, "big.json", '{"a": "' + "x" * 100 + '"}')
-    with pytest.raises(ConfigError, match="more than the 50"):
+    with pytest.raises(ConfigError, match="larger than 50 bytes"):
         read_mapping(big, max_bytes=50)
     latin = tmp_path / "l.json"
     latin.write_bytes(b'{"name": "caf\xe9"}')

@@ -754,3 +754,28 @@ def test_server_entry_point_serves_a_model(tmp_path: Path) -> None:
         described = system.client(timeout_s=30).describe()
         assert described.info == {"kind": "model", "model": "local/smollm2", "max_tokens": 64}
     assert not system.alive() and group_pids(system.pgid) == []
+
+
+def test_a_launched_server_answers_only_the_harness_on_its_own_host(tmp_path: Path) -> None:
+    """The launched server takes its token from the launcher: requests without it (another
+    local process), naming another Host (DNS rebinding) or from a web page are refused before
+    any policy code runs; the harness's own client and the health probe get through."""
+    profile = server_profile(f"{POLICIES}:echo_policy", startup_timeout_s=30)
+    with launch(profile, log_path=tmp_path / "echo.log") as system:
+        assert system.token and system.token not in (tmp_path / "echo.log").read_text()
+        url, port = system.base_url, system.port
+        reset = ResetRequest(episode_id="e", task_id="t", instruction="hi").model_dump_json()
+        bearer = {"Authorization": f"Bearer {system.token}"}
+        status, body = raw(url, "POST", "/reset", reset.encode())
+        assert status == 401 and body["error"] == "refused"
+        status, body = raw(url, "POST", "/reset", reset.encode(), {"Authorization": "Bearer x"})
+        assert status == 401
+        status, _ = raw(url, "GET", "/describe", None, {**bearer, "Host": f"evil.example:{port}"})
+        assert status == 421
+        status, _ = raw(url, "GET", "/describe", None, {**bearer, "Origin": "http://evil.example"})
+        assert status == 403
+        status, body = raw(url, "GET", "/health")
+        assert status == 200 and body["status"] == "ok"
+        status, body = raw(url, "GET", "/describe", None, bearer)
+        assert status == 200 and body["name"] == "echo-policy"
+        assert system.client(timeout_s=10).describe().name == "echo-policy"

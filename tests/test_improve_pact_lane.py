@@ -111,3 +111,44 @@ def test_the_pact_lane_needs_a_profile_in_the_worktree(tmp_path):
     with pytest.raises(ConfigError, match="none given") as error:
         run_experiment(manifest)
     assert error.value.field == "launch_profile"
+
+
+@pytest.mark.bwrap
+def test_a_lane_that_never_gets_healthy_waits_no_longer_than_the_trial(tmp_path, monkeypatch):
+    """A profile allowing an hour to start, a trial of 2 s: the lane fails with the trial's
+    bound, its server process is gone and its socket directory removed (issue 43 item 7)."""
+    import os
+    import tempfile
+    import uuid
+
+    from metaeval.agents.types import Limits
+    from metaeval.protocols.improve.pact.meta_agent import PactMetaAgent
+    from metaeval.protocols.improve.profiles import SystemProfile
+
+    sockets = tmp_path / "tmp"
+    sockets.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
+    marker = f"silent-lane-{uuid.uuid4().hex}"
+    worktree = tmp_path / "worktree"
+    (worktree / ".aie_bench_recursive").mkdir(parents=True)
+    (worktree / ".aie_bench_recursive" / "optimizer_instruction.md").write_text("# Improve\n")
+    profile = SystemProfile(
+        name="silent",
+        command=["{python}", "-c", f"import time; time.sleep(3600)  # {marker}"],
+        startup_timeout_s=3600,
+    )
+    output = PactMetaAgent(profile).propose(
+        {"parent": {"id": "baseline"}}, worktree, Limits(time_limit_s=2, max_steps=3)
+    )
+    assert output.status == "error" and "not healthy" in (output.error or "")
+    assert "within 2s" in (output.error or "")
+    running = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = (Path("/proc") / pid / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            running.append(pid)
+    assert running == []
+    assert not list(sockets.glob("pact-*"))

@@ -202,6 +202,10 @@ def test_a_hosted_model_target_never_gets_the_key_and_no_form_of_it_is_published
     # OPENAI_API_KEY holds the gateway socket's token (redacted too), never the planted key
     # (checked in every form below, across all files).
     assert "'OPENAI_API_KEY'" in env_names and "mgw-" not in text
+    # and no encoded form of that token either: each one the target printed is scrubbed
+    token_forms = re.findall(r"^SNOOP-FORM (?:/proc/\S+:)?OPENAI_API_KEY (.*)$", text, re.M)
+    assert len(token_forms) >= len(forms("x")), token_forms
+    assert all("[REDACTED]" in form for form in token_forms), token_forms
     assert "SNOOP-PROVIDER unreachable" in text and "SNOOP-PROVIDER reachable" not in text
     assert "network=none" in text
     assert (bundle / "model_server" / "gateway.jsonl").is_file()

@@ -229,3 +229,25 @@ def test_encoded_forms_of_a_secret_value_are_redacted(monkeypatch: pytest.Monkey
     # Unrelated base64 and hex around it are kept.
     other = base64.b64encode(b"an ordinary payload of bytes").decode()
     assert redact_text(other) == other and redact_text("deadbeef") == "deadbeef"
+
+
+def test_a_secret_the_process_made_is_scrubbed_in_every_encoded_form() -> None:
+    import importlib
+    import secrets
+
+    redact = importlib.import_module("metaeval.records.redact")  # the module, not the function
+    token = "mgw-" + secrets.token_urlsafe(32)  # as a gateway makes one; never in os.environ
+    data = token.encode()
+    forms = [token[::-1], data.hex(), data.hex().upper()]
+    forms += [base64.b64encode(pad + data).decode() for pad in (b"", b"x", b"xy")]
+    forms += [base64.urlsafe_b64encode(pad + data).decode() for pad in (b"", b"x", b"xy")]
+    before = [redact.redact_text(f"printed: {form}") for form in forms]
+    redact.add_secret(token)
+    after = [redact.redact_text(f"printed: {form}") for form in forms]
+    assert before == [f"printed: {form}" for form in forms]  # the shape net alone misses them
+    for form, text in zip(forms, after, strict=True):
+        assert "[REDACTED]" in text and form not in text, (form, text)
+    for i in range(redact.MAX_ADDED_SECRETS + 3):  # only the most recent ones are kept
+        redact.add_secret(f"made-secret-{i:04d}")
+    assert len(redact._added_secrets) == redact.MAX_ADDED_SECRETS
+    assert "made-secret-0000" not in redact._added_secrets

@@ -4,7 +4,8 @@ Every user file goes through here, so every one is read the same strict way:
 
 - the file must be a regular file (never a FIFO or device) of at most `MAX_CONFIG_BYTES`;
 - JSON refuses duplicate keys (Python's parser would keep the last one silently);
-- YAML uses a SafeLoader that also refuses duplicate keys;
+- YAML uses a SafeLoader that also refuses duplicate keys, and a document whose aliases
+  would expand it by more than `MAX_ALIAS_NODES` values (a "billion laughs");
 - validation into a pydantic model turns the first problem into one `ConfigError` naming the
   file and the field, spelled the way pydantic spells a location (`suites.0.path`), with an
   unknown key reported before anything else (a typo also makes the intended key "missing").
@@ -23,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from metaeval.errors import ConfigError
-from metaeval.tasks.safe_files import read_regular
+from metaeval.records.nofollow import read_capped
 from metaeval.tasks.safe_json import MAX_JSON_DEPTH, json_type, nested_deeper_than
 
 M = TypeVar("M", bound=BaseModel)
@@ -76,10 +77,57 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any
 StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
+MAX_ALIAS_NODES = 100_000
+"""How many nodes a YAML document's aliases may add once expanded (a "billion laughs" of a few
+hundred bytes would add 10**9; everything downstream, JSON dumps and validation, expands them)."""
+
+
+def _alias_growth(root: yaml.Node, where: str) -> None:
+    """Refuse a document whose aliases, expanded, add more than `MAX_ALIAS_NODES` nodes (or
+    that refers to itself). Each distinct node is visited once (sizes are memoised), so this
+    takes time in the document's length, not in its expanded size."""
+    size: dict[int, int] = {}
+    distinct = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        if done:
+            open_nodes.discard(key)
+            size[key] = 1 + sum(size[id(child)] for child in children)
+            if size[key] - distinct > MAX_ALIAS_NODES:
+                raise ConfigError(
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} extra values; "
+                    "refused (an alias bomb?)",
+                    file=where,
+                )
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise ConfigError("invalid YAML: an alias refers to itself", file=where)
+        open_nodes.add(key)
+        distinct += 1
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in size)
+
+
 def parse_yaml(text: str, where: str) -> Any:
-    """The value of a YAML document; ConfigError naming `where` (with line and column)."""
+    """The value of a YAML document; ConfigError naming `where` (with line and column), or when
+    its aliases would expand it past `MAX_ALIAS_NODES`."""
+    loader = StrictYamlLoader(text)
     try:
-        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _alias_growth(node, where)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -90,6 +138,8 @@ def parse_yaml(text: str, where: str) -> Any:
         raise ConfigError(message, file=where) from None
     except RecursionError:
         raise ConfigError("invalid YAML: nested too deeply", file=where) from None
+    finally:
+        loader.dispose()
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -137,20 +187,13 @@ def parse_json(text: str, where: str) -> Any:
 def read_text(path: Path | str, *, max_bytes: int = MAX_CONFIG_BYTES) -> str:
     """The UTF-8 text of a user file that must be a regular file of at most `max_bytes`."""
     path = Path(path)
-    real = path.resolve()  # the user's own links are followed; FIFOs and devices are not read
     try:
-        size = real.stat().st_size
+        # the user's own link is followed, to a regular file only (`nofollow.read_capped`)
+        data = read_capped(path, max_bytes, follow_link=True)
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    if size > max_bytes:
-        raise ConfigError(
-            f"file is {size} bytes, more than the {max_bytes} a configuration file may have",
-            file=str(path),
-        )
-    try:
-        data = read_regular(real, real.parent, max_bytes=max_bytes)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    if data is None:
+        raise ConfigError("cannot read: No such file or directory", file=str(path))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -26,7 +26,7 @@ from metaeval.models.pricing import price_table
 from metaeval.models.registry import get_model
 from metaeval.records import RunDir
 from metaeval.records.names import SafeName
-from metaeval.report.markdown import markdown_table
+from metaeval.report.markdown import markdown_table, md_code, md_document
 from metaeval.sandbox.workspace import Workspace
 
 RECORDS = "answers"
@@ -262,9 +262,9 @@ def render_report(summary: dict[str, Any]) -> str:
         ]
         for r in summary["rows"]
     ]
-    return (
+    return md_document(
         "# metaeval demo\n\n"
-        f"Model `{summary['model']}` answered {summary['scored']} of {summary['questions']} "
+        f"Model {md_code(summary['model'])} answered {summary['scored']} of {summary['questions']} "
         f"questions about the bundled `tinyqueue` repository; {summary['correct']} correct "
         f"(accuracy {acc_text}). Infrastructure errors: {summary['infra_errors']}; "
         f"missing: {summary['missing']}.\n\n"

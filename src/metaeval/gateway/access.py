@@ -23,6 +23,8 @@ import secrets
 from email.message import Message
 from urllib.parse import parse_qsl
 
+from metaeval.records.redact import add_secret
+
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 KEY_HEADERS = ("x-api-key", "x-goog-api-key")
 TOKEN_PREFIX = "mgw-"
@@ -38,8 +40,11 @@ class Refused(Exception):
 
 
 def new_token() -> str:
-    """A fresh gateway token (256 random bits)."""
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+    """A fresh gateway token (256 random bits), scrubbed in every encoded form from whatever
+    the records layer writes from now on (`redact.add_secret`)."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    add_secret(token)
+    return token
 
 
 def check(

@@ -48,6 +48,7 @@ from metaeval.gateway.keepalive import HEARTBEAT_S, STREAM_COMMIT_S
 from metaeval.gateway.wire import Call
 from metaeval.models.base import Model
 from metaeval.models.types import ModelResult, Usage
+from metaeval.records.redact import add_secret
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY_BYTES = 32 * 1024 * 1024  # after decoding; the Anthropic Messages API's own limit
@@ -90,6 +91,7 @@ class Gateway:
         self.host = host
         self.port = port
         self.token = token or access.new_token()
+        add_secret(self.token)  # its encoded forms are scrubbed too, not only its shape
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
         self.stream_commit_s = stream_commit_s

@@ -17,7 +17,9 @@ Three nets, applied to every string (dict keys included):
   ``x-api-key``, ``password``, ``client_secret``, ``access_token``, ...).
 
 The environment's secret values are compiled into one pattern once and again whenever
-os.environ changes, so secrets set after import are covered.
+os.environ changes, so secrets set after import are covered. Secrets the process makes
+itself and never puts in its environment (a gateway's token) join them through `add_secret`,
+so their encoded forms are scrubbed too (the shape net alone sees only the token as it is).
 """
 
 from __future__ import annotations
@@ -122,14 +124,32 @@ def is_secret_field(name: str) -> bool:
     return any(norm == s or norm.endswith("_" + s) for s in _SECRET_FIELD_SUFFIXES)
 
 
+MAX_ADDED_SECRETS = 256
+"""`add_secret` keeps the most recent this many (a long audit makes a gateway token per agent
+run; the live ones are far fewer, and every one kept lengthens the pattern)."""
+_added_secrets: tuple[str, ...] = ()
+
+
+def add_secret(value: str) -> None:
+    """Scrub `value` and its encoded forms from everything redacted from now on, as if it were
+    a secret environment value (for the process's own secrets, such as a gateway token)."""
+    global _added_secrets
+    value = value.strip()
+    if len(value) >= MIN_ENV_SECRET_LEN and value not in _added_secrets:
+        _added_secrets = (*_added_secrets, value)[-MAX_ADDED_SECRETS:]
+
+
 def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values (length >= 6) of environment variables whose names look like credentials."""
+    """Values (length >= 6) of environment variables whose names look like credentials, and
+    (for the process's own environment) the secrets given to `add_secret`."""
     env = os.environ if environ is None else environ
     values = {
         v.strip()
         for k, v in env.items()
         if _ENV_NAME_RE.search(k) and len(v.strip()) >= MIN_ENV_SECRET_LEN
     }
+    if environ is None:
+        values.update(_added_secrets)
     return sorted(values, key=lambda v: (-len(v), v))
 
 
@@ -173,7 +193,7 @@ def _environ_fingerprint() -> object:
 def _env_pattern() -> re.Pattern[str] | None:
     """The pattern of secret environment values, rebuilt only when os.environ changed."""
     global _env_cache
-    fingerprint = _environ_fingerprint()
+    fingerprint = (_environ_fingerprint(), _added_secrets)
     if fingerprint != _env_cache[0]:
         values = secret_env_values()
         pattern = re.compile("|".join(_value_pattern(v) for v in values)) if values else None

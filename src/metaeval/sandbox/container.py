@@ -109,7 +109,8 @@ class Container:
             argv += ["--memory", f"{int(limits.memory_mb)}m"]
         if limits.workdir:
             argv += ["-w", limits.workdir]
-        argv += ["-v", f"{Path(logs).resolve()}:/logs/verifier", image, "sleep", "infinity"]
+        # `--`: an image name that starts with "-" is a name, never an option of the engine
+        argv += ["-v", f"{Path(logs).resolve()}:/logs/verifier", "--", image, "sleep", "infinity"]
         done = subprocess.run(
             engine.command(*argv), capture_output=True, text=True, timeout=120, check=False
         )

@@ -1,7 +1,12 @@
 """The image a Harbor task runs in: built from its environment/ or named in task.toml.
 
 The image is built from environment/Dockerfile with environment/ as the build context
-(`--pull=never`: nothing is fetched implicitly), or taken from `[environment] docker_image`.
+(`--pull=never`: nothing is fetched implicitly; `--network=none` when task.toml denies the
+environment a network, `allow_internet = false` or `network_mode = "no-network"`:
+`build_network`), or taken from `[environment] docker_image`. `ImageOutcome.image_id` is the
+image's id, resolved once when the image is found or built: every trial of the task runs that
+id, so a tag moved meanwhile cannot put the oracle and the null agent in different images, and
+the records name the id.
 Built images are tagged `localhost/metaeval-env:<digest>`, the sha256 of every file under
 environment/, so an unchanged environment is built once. `ImageOutcome.status` sorts a
 failure by cause: "task" (the task's own build is broken; the build log is the evidence) or
@@ -23,10 +28,11 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from metaeval.sandbox.container import LOG_LIMIT, Engine, as_text
 from metaeval.tasks.safe_files import walk_tree
+from metaeval.tasks.toml_schema import network_setting
 
 IMAGE_REPO = "localhost/metaeval-env"
 DEFAULT_BUILD_TIMEOUT_S = 900.0
@@ -76,10 +82,34 @@ class ImageOutcome:
     log: str = ""
     reason: str = ""
     cached: bool = False
+    image_id: str | None = None  # the id `image` named when it was found or built
+
+    @property
+    def run_ref(self) -> str | None:
+        """What trials run: the resolved id (the name when the engine gave none)."""
+        return self.image_id or self.image
+
+
+def image_id(engine: Engine, ref: str) -> str | None:
+    """The id of the image `ref` names now (None when the engine does not know it)."""
+    done = subprocess.run(
+        engine.command("image", "inspect", "--format", "{{.Id}}", "--", ref),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = done.stdout.strip() if done.returncode == 0 else ""
+    return found.removeprefix("sha256:") or None
+
+
+def _found(engine: Engine, ref: str, *, log: str = "", cached: bool = False) -> ImageOutcome:
+    return ImageOutcome("ok", ref, log=log, cached=cached, image_id=image_id(engine, ref))
 
 
 def image_exists(engine: Engine, image: str) -> bool:
-    args = ["image", "exists", image] if engine.name == "podman" else ["image", "inspect", image]
+    verb = ["image", "exists"] if engine.name == "podman" else ["image", "inspect"]
+    args = [*verb, "--", image]  # a name starting with "-" is never read as an option
     done = subprocess.run(engine.command(*args), capture_output=True, timeout=60, check=False)
     return done.returncode == 0
 
@@ -134,6 +164,7 @@ def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
                 "inspect",
                 "--format",
                 f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}',
+                "--",
                 ref,
             ),
             capture_output=True,
@@ -148,12 +179,19 @@ def stand_in_images(engine: Engine, refs: list[str]) -> list[str]:
     return found
 
 
+def build_network(config: dict[str, Any]) -> bool:
+    """Whether the build of a task's image may use a network: not when its task.toml denies
+    the environment one (a task silent about it keeps the engine's default)."""
+    return network_setting(config, "environment") is not False
+
+
 def ensure_image(
     engine: Engine,
     task_root: Path,
     docker_image: str | None,
     *,
     timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+    network: bool = True,
 ) -> ImageOutcome:
     """Build (or find) the image of one task; see the module docstring for the outcomes."""
     environment = Path(task_root) / "environment"
@@ -161,7 +199,7 @@ def ensure_image(
     if not dockerfile.is_file():
         if docker_image:
             if image_exists(engine, docker_image):
-                return ImageOutcome("ok", docker_image, cached=True)
+                return _found(engine, docker_image, cached=True)
             return ImageOutcome(
                 "infra",
                 reason=f"image {docker_image} is not present locally and no registry is used",
@@ -169,9 +207,10 @@ def ensure_image(
         return ImageOutcome("infra", reason="the task has no environment/Dockerfile")
     tag = f"{IMAGE_REPO}:{environment_digest(environment)[:20]}"
     if image_exists(engine, tag):
-        return ImageOutcome("ok", tag, cached=True)
+        return _found(engine, tag, cached=True)
+    offline = [] if network else ["--network=none"]
     argv = engine.command(
-        "build", "--pull=never", "-t", tag, "-f", str(dockerfile), str(environment)
+        "build", "--pull=never", *offline, "-t", tag, "-f", str(dockerfile), str(environment)
     )
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -184,7 +223,7 @@ def ensure_image(
         )
     log = _tail((done.stdout or "") + (done.stderr or ""))
     if done.returncode == 0:
-        return ImageOutcome("ok", tag, log=log)
+        return _found(engine, tag, log=log)
     infra = _INFRA_BUILD.search(log)
     if infra:
         return ImageOutcome(
@@ -229,7 +268,7 @@ def pull_image(
         args.append("--tls-verify=false")  # a loopback registry only: never for others
     try:
         done = subprocess.run(
-            engine.command(*args, ref),
+            engine.command(*args, "--", ref),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -208,32 +208,26 @@ def open_regular(
         path = Path(os.path.realpath(path))
     elif not is_inside(boundary, path.parent):
         raise UnsafeFileError(f"{path.name} is not inside {boundary}, not read")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return open_checked(path, follow_links=False)
+    except UnsafeFileError:
+        raise
     except OSError as exc:
         raise UnsafeFileError(f"{path.name}: cannot open ({exc.strerror})") from exc
-    kind = special_kind(os.fstat(fd).st_mode)
-    if kind is not None or stat.S_ISDIR(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafeFileError(f"{path.name} is not a regular file ({kind or 'directory'})")
-    return fd
 
 
 def open_checked(path: Path | str, *, follow_links: bool = True) -> int:
-    """A read-only descriptor of a path already classified as a file (or an inside link):
-    opened non-blocking and refused unless fstat says it is still a regular file. With
-    `follow_links=False` a symlink in its place is refused (O_NOFOLLOW)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= os.O_NOFOLLOW
-    fd = os.open(path, flags)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = special_kind(mode) or "directory"
-        raise UnsafeFileError(f"{Path(path).name} is not a regular file ({kind})")
-    return fd
+    """A read-only descriptor of a path already classified as a file (or an inside link), by
+    the one read rule (`records.nofollow.open_regular_fd`): refused unless fstat says it is
+    still a regular file. With `follow_links=False` a symlink in its place is refused."""
+    # imported here: metaeval.records imports this module (through tasks.safe_json)
+    from metaeval.records.nofollow import NotRegularFile, open_regular_fd
+
+    try:
+        return open_regular_fd(path, follow_link=follow_links)
+    except NotRegularFile as exc:
+        kind = special_kind(exc.mode) or "directory"
+        raise UnsafeFileError(f"{Path(path).name} is not a regular file ({kind})") from None
 
 
 def read_regular(

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.errors import ConfigError
+from metaeval.safe_text import printable
 from metaeval.tasks.safe_files import read_regular
 from metaeval.tasks.toml_schema import network_setting
 
 TASK_CONFIG = "task.toml"
 AGENT_RESULTS_DIR = "agent_results"
 IGNORED_DIR_NAMES = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".venv"})
+NOT_UTF8 = "folder name is not UTF-8 (metaeval records names as UTF-8): rename it to audit it"
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """A task.toml larger than this is not parsed (a config error)."""
 
@@ -33,7 +35,8 @@ def discover_tasks(bench_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     A task is a directory holding task.toml, found at any depth (a task's own
     subdirectories are not searched further). Directories without a task anywhere below
     them are reported once, at their topmost level, as (relative posix path, "no
-    task.toml"). Hidden directories, caches and the benchmark's own `agent_results/`
+    task.toml"); a directory whose name is not UTF-8 is skipped (`NOT_UTF8`, its name shown
+    with the undecodable bytes as ``\\xNN``). Hidden directories, caches and the benchmark's own `agent_results/`
     directory are not reported. Both lists are sorted.
     If `bench_dir` itself holds task.toml it is the only task.
     """
@@ -54,6 +57,9 @@ def _discover(
     """Collect tasks below `directory`; True when at least one was found."""
     found_any = False
     for child in sorted(_subdirs(directory), key=lambda p: p.name):
+        if not _utf8(child.name):  # records name tasks in UTF-8: one such folder is skipped
+            skipped.append((printable(child.relative_to(root).as_posix()), NOT_UTF8))
+            continue
         if (child / TASK_CONFIG).is_file():
             tasks.append(child)
             found_any = True
@@ -65,6 +71,14 @@ def _discover(
         elif not (directory == root and child.name == AGENT_RESULTS_DIR):
             skipped.append((child.relative_to(root).as_posix(), "no task.toml"))
     return found_any
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes, kept by "surrogateescape"
+        return False
+    return True
 
 
 def _subdirs(directory: Path) -> Iterator[Path]:

@@ -69,6 +69,7 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import (
     DEFAULT_BUILD_TIMEOUT_S,
     ImageOutcome,
+    build_network,
     ensure_image,
     stand_in_images,
 )
@@ -271,6 +272,7 @@ def run_in_container(
         task.root,
         env.get("docker_image") if isinstance(env.get("docker_image"), str) else None,
         timeout_s=timeout_s,
+        network=build_network(task.config),
     )
     result.build_log = image.log
     if image.status == "infra":
@@ -281,8 +283,9 @@ def run_in_container(
     if image.status == "task":
         return _build_failed(task, engine, result, image)
     assert image.image is not None
+    result.image_id = image.image_id  # both phases run this id, whatever the tag names later
     try:
-        _run_phases(task, ContainerBackend(engine, image.image), result, limits)
+        _run_phases(task, ContainerBackend(engine, image.run_ref or image.image), result, limits)
     except ContainerError as exc:
         result.skipped = f"{engine.name}: {exc}"
         result.oracle = PhaseOutcome(name="oracle")

@@ -51,6 +51,7 @@ class ExecutionCheckResult(BaseModel):
     stand_in: list[str] = Field(default_factory=list)  # base images played by local stand-ins
     mismatch: str | None = None  # a failure the real environment would not have
     build_log: str = ""
+    image_id: str | None = None  # the image both phases ran (containers only)
     oracle: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="oracle"))
     null_agent: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="null_agent"))
 

@@ -28,7 +28,10 @@ from metaeval.config_files import parse_json
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.findings import SUBCATEGORIES, TAXONOMY
 from metaeval.records import sha256_text
+from metaeval.records.nofollow import read_capped
 
+MAX_GOLD_BYTES = 64 * 1024 * 1024
+"""A gold file larger than this is not read."""
 ISSUE_FIELDS = {"id": True, "description": True, "category": True, "evidence": False}
 TASK_FIELDS = {"issues"}
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -203,12 +206,12 @@ def parse_gold(text: str, file: str = "<gold>") -> Gold:
 def load_gold(path: str | Path) -> Gold:
     """Load and validate a gold file; any problem raises ConfigError naming file and field."""
     path = Path(path)
+    # a benchmark's file: a regular file only (a FIFO or /dev/zero is refused at once), capped
+    data = read_capped(path, MAX_GOLD_BYTES, follow_link=True)
+    if data is None:
+        raise ConfigError("gold file not found", file=str(path))
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("gold file not found", file=str(path)) from None
-    except IsADirectoryError:
-        raise ConfigError("gold file is a directory", file=str(path)) from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"gold file is not UTF-8 text: {exc}", file=str(path)) from None
     return parse_gold(text, file=str(path))

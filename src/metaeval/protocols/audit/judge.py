@@ -19,18 +19,21 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from metaeval.errors import ConfigError
 from metaeval.models.base import Model
 from metaeval.models.types import Message, ModelRequest, Usage
 from metaeval.protocols.audit.findings import TAXONOMY, Finding
 from metaeval.protocols.audit.gold import GoldIssue
 from metaeval.records import sha256_text
 from metaeval.records.durable import atomic_write
+from metaeval.records.nofollow import read_capped
 
 VerdictLabel = Literal["ALIGNED", "PARTIAL", "UNRELATED"]
 VERDICTS: tuple[str, ...] = ("ALIGNED", "PARTIAL", "UNRELATED")
 REASONING_MAX = 300
 MALFORMED_REASONING = "judge output malformed"
 CACHE_FORMAT = 1
+MAX_CACHE_BYTES = 1024 * 1024
 
 # Prompt sizes: evidence is shown in part (the cache key still covers all of it).
 MAX_EVIDENCE_ITEMS = 5
@@ -354,9 +357,10 @@ class Judge:
         path = self.cache_path(key)
         if path is None:
             return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        try:  # a link, FIFO or device in the cache is refused, so counts as a miss
+            raw = read_capped(path, MAX_CACHE_BYTES)
+            data = None if raw is None else json.loads(raw.decode("utf-8"))
+        except (OSError, ConfigError, UnicodeDecodeError, json.JSONDecodeError):
             return None  # missing or unreadable: a miss (a good answer overwrites it)
         if not isinstance(data, dict) or data.get("key") != key:
             return None

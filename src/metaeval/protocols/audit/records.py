@@ -103,6 +103,7 @@ class ExecutionSummary(_Part):
     stand_in: list[str] = Field(default_factory=list)
     mismatch: str | None = None
     build_log_blob: str | None = None
+    image_id: str | None = None  # the image id both phases ran in (containers only)
     oracle: PhaseOutcome | None = None
     null_agent: PhaseOutcome | None = None
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from metaeval.errors import ConfigError
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.ensemble import ensemble_views, merge_findings
 from metaeval.protocols.audit.gold import Gold, load_gold
@@ -52,8 +53,11 @@ from metaeval.protocols.audit.summary import (
 from metaeval.protocols.audit.tables import paper_tables
 from metaeval.records import RunDir
 from metaeval.records.durable import atomic_write
+from metaeval.records.nofollow import read_capped
+from metaeval.report.markdown import md_document
 
 ALL_SOURCES = "all sources (any)"
+MAX_SCORE_BYTES = 64 * 1024 * 1024
 
 
 def _phase_outcome(phase: PhaseOutcome | None) -> CheckOutcome | None:
@@ -150,9 +154,13 @@ def write_reports(
 
 def load_score(run_dir: Path) -> ScoreReport | None:
     path = run_dir / SCORE_FILE
-    if not path.is_file():
+    data = read_capped(path, MAX_SCORE_BYTES)  # a link, FIFO or device is refused
+    if data is None:
         return None
-    return ScoreReport.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return ScoreReport.model_validate_json(data)
+    except ValueError as exc:
+        raise ConfigError(f"not a score report: {exc}", file=str(path)) from None
 
 
 def _open_existing(run_dir: Path) -> RunDir:
@@ -253,7 +261,7 @@ def score_run(
         payload["judge_prompt_sha256"] = _sha(JUDGE_PROMPT_TEMPLATE)
         payload["tables"] = tables.model_dump(mode="json")
         atomic_write(run.path / SCORE_FILE, json.dumps(payload, indent=2).encode("utf-8"))
-        markdown = report.to_markdown() + "\n" + tables.to_markdown()
+        markdown = md_document(report.to_markdown() + "\n" + tables.to_markdown())
         atomic_write(run.path / SCORE_MD, markdown.encode("utf-8"))
         write_reports(run, report, records)
         return report

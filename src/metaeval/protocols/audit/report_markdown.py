@@ -17,7 +17,7 @@ from metaeval.protocols.audit.report import (
     verified_text,
 )
 from metaeval.protocols.audit.score_report import fmt_cost
-from metaeval.report.markdown import markdown_table, md_code, md_fence, md_text
+from metaeval.report.markdown import markdown_table, md_code, md_document, md_fence, md_text
 
 
 def _one_line(text: str) -> str:
@@ -33,7 +33,7 @@ def render_markdown(data: AuditReportData) -> str:
         out.append(data.tables.to_markdown())
     if data.score is not None:
         out.append(data.score.to_markdown())
-    return "\n".join(out).rstrip() + "\n"
+    return md_document("\n".join(out).rstrip() + "\n")
 
 
 def _md_header(data: AuditReportData) -> list[str]:

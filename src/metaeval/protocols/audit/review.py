@@ -32,6 +32,8 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
 from metaeval.protocols.audit.records import REVIEW_FILE
 from metaeval.records.durable import atomic_write
+from metaeval.records.nofollow import open_file, read_capped
+from metaeval.safe_text import csv_cell, csv_value
 
 COLUMNS = (
     "finding_id",
@@ -46,6 +48,8 @@ COLUMNS = (
 )
 VERDICTS = ("confirmed", "rejected", "unsure")
 MAX_NOTE = 4000
+MAX_SHEET_BYTES = 32 * 1024 * 1024
+"""A review sheet larger than this is not read."""
 ALL_SOURCES = "all sources"
 _LOCK = threading.Lock()
 
@@ -79,7 +83,8 @@ class ReviewRow:
     note: str = ""
 
     def cells(self) -> list[str]:
-        return [str(getattr(self, c)) for c in COLUMNS]
+        """The row as written: every cell guarded against formulas (`csv_cell`)."""
+        return [csv_cell(str(getattr(self, c))) for c in COLUMNS]
 
 
 def row_for(f: Finding) -> ReviewRow:
@@ -116,14 +121,12 @@ def read_sheet(path: Path) -> list[ReviewRow]:
     naming the file, the row (as a spreadsheet numbers it, header = row 1) and the column."""
     file = str(path)
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise ConfigError(
-            "no review sheet (write one with `metaeval audit review RUN`)", file=file
-        ) from None
+        data = read_capped(path, MAX_SHEET_BYTES)  # a link, FIFO or device is refused
+        text = None if data is None else data.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the review sheet: {exc}", file=file) from None
+    if text is None:
+        raise ConfigError("no review sheet (write one with `metaeval audit review RUN`)", file=file)
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
@@ -136,7 +139,7 @@ def read_sheet(path: Path) -> list[ReviewRow]:
     seen: dict[str, int] = {}
     for record in reader:
         line = reader.line_num
-        values = {c: (record.get(c) or "").strip() for c in COLUMNS}
+        values = {c: csv_value((record.get(c) or "").strip()) for c in COLUMNS}
         fid = values["finding_id"]
         if not fid:
             raise ConfigError("empty finding_id", file=file, field=f"row {line}, column finding_id")
@@ -164,7 +167,7 @@ def write_sheet(path: Path, rows: list[ReviewRow]) -> None:
 def locked(run_dir: Path) -> Iterator[None]:
     """One writer of the sheet at a time (threads of the viewer, and processes)."""
     with _LOCK:
-        fd = os.open(Path(run_dir) / ".review.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = open_file(Path(run_dir) / ".review.lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -29,6 +29,9 @@ def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[s
         lines.append(
             f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else "")
         )
+    for name, reason in summary.get("skipped_dirs") or []:
+        if reason != "no task.toml":  # a folder that is not a task: not worth a line
+            lines.append(f"warning: folder {name} skipped: {reason}")
     for line in summary.get("execution") or []:
         if not line.startswith("disabled ("):  # --no-execution: the user knows
             lines.append(f"execution checks: {line}")

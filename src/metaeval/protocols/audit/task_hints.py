@@ -92,15 +92,13 @@ def _read_yaml(path: Path, bench_root: Path) -> Any:
         raise ConfigError(f"symlink leading outside the benchmark ({detail}), not read", file=where)
     if kind not in ("file", "link"):
         raise ConfigError("not a regular file, not read", file=where)
-    import yaml  # about 20 ms to import; most benchmarks have no hints file
+    from metaeval.config_files import parse_yaml  # YAML: most benchmarks have no hints file
 
     try:
         text = read_regular(path, bench_root, max_bytes=MAX_CONFIG_BYTES).decode("utf-8")
-        return yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read hints: {exc}", file=where) from exc
-    except RecursionError as exc:
-        raise ConfigError("cannot read hints: nested too deeply", file=where) from exc
+    return parse_yaml(text, where)  # duplicate keys and alias bombs refused, naming the file
 
 
 def _task_hints(raw_tasks: Any, where: str, local: list[str]) -> dict[str, str]:

@@ -55,13 +55,22 @@ def local_images(engine: Engine) -> frozenset[str] | None:
 
 def wanted_images(task: LoadedTask, env: dict) -> list[str]:
     """The images the task needs from outside: `docker_image` without a Dockerfile, else the
-    base images its Dockerfile starts from (not `scratch`, a digest or a `$VAR` reference)."""
+    base images its Dockerfile starts from (not `scratch` or a `$VAR` reference; a reference
+    pinned by digest, `name@sha256:...`, is wanted and pulled by that digest)."""
     if (task.root / "environment" / "Dockerfile").is_file():
         wanted = base_images(task, env)
     else:
         image = env.get("docker_image")
         wanted = [image] if isinstance(image, str) and image else []
-    return [w for w in wanted if w != "scratch" and "$" not in w and "@" not in w]
+    return [w for w in wanted if w != "scratch" and "$" not in w]
+
+
+def held(engine: Engine, ref: str, have: frozenset[str] | None) -> bool:
+    """Whether `engine` holds `ref`: by its name in the listing `have`, or asked of the engine
+    for a digest reference (the listing names tags, not digests) or without a listing."""
+    if have is None or "@" in ref:
+        return image_exists(engine, ref)
+    return local_image_key(ref) in have
 
 
 def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
@@ -71,7 +80,7 @@ def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
     have = local_images(engine) if wanted else None
     if have is None:
         return None
-    return next((w for w in wanted if local_image_key(w) not in have), None)
+    return next((w for w in wanted if not held(engine, w, have)), None)
 
 
 def pull_images(
@@ -85,14 +94,10 @@ def pull_images(
         return None
     wanted = wanted_images(task, env)
     have = local_images(engine) if wanted else None
-
-    def held(ref: str) -> bool:
-        return local_image_key(ref) in have if have is not None else image_exists(engine, ref)
-
     if pull == "missing":
-        wanted = [w for w in wanted if not held(w)]
+        wanted = [w for w in wanted if not held(engine, w, have)]
     else:
-        wanted = [w for w in wanted if not (w.startswith("localhost/") and held(w))]
+        wanted = [w for w in wanted if not (w.startswith("localhost/") and held(engine, w, have))]
     for image in wanted:
         error = pull_image(engine, image, timeout_s=timeout_s)
         if error is not None:

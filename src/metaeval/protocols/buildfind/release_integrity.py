@@ -1,12 +1,15 @@
 """The integrity checks of `verify-release` that read no table: the release's tree holds only
 regular files and directories, its record lines are not nested too deeply to parse, every file
-has the SHA-256 that SHA256SUMS lists (and none is unlisted), and the pack's specs, question
-banks and prompt templates have the hashes the run's manifest recorded for them."""
+has the SHA-256 that SHA256SUMS lists (and none is unlisted), every blob has the SHA-256 its
+name says, and the pack's specs, question banks and prompt templates have the hashes the run's
+manifest recorded for them (a manifest whose `layers` is not a list of objects, or that records
+no hash for a released spec, is a problem, not a reason to skip the check)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +107,54 @@ def check_checksums(root: Path, files: list[str] | None = None) -> list[str]:
     return problems
 
 
+BLOBS_DIR = "records/blobs/"
+_BLOB_NAME = re.compile(r"^records/blobs/([0-9a-f]{2})/([0-9a-f]{64})$")
+
+
+def check_blobs(root: Path, files: list[str]) -> list[str]:
+    """Every file under records/blobs/ is `<hex[:2]>/<hex>` and its bytes hash to `<hex>` (a
+    blob edited and re-listed in SHA256SUMS would otherwise pass)."""
+    problems = []
+    for rel in files:
+        if not rel.startswith(BLOBS_DIR):
+            continue
+        named = _BLOB_NAME.match(rel)
+        if named is None or not named.group(2).startswith(named.group(1)):
+            problems.append(f"{rel}: not a blob name (records/blobs/<hex[:2]>/<sha256 hex>)")
+        elif file_sha256(root, rel) != named.group(2):
+            problems.append(f"{rel}: content does not hash to its name")
+    return problems
+
+
 # ------------------------------------------------------------------------------- inputs
 
 
-def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Specs, question banks and prompt templates against the hashes of the run's manifest."""
-    layers = manifest.get("layers")
-    last = layers[-1] if isinstance(layers, list) and layers else {}
-    hashes = (last.get("hashes") if isinstance(last, dict) else None) or manifest.get("hashes")
-    hashes = hashes or {}
-    if not isinstance(hashes, dict):
-        return [f"records/manifest.json: field 'hashes' is {json_type(hashes)}, not an object"]
+def _recorded_hashes(manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(the input hashes of the manifest's last layer, or of the manifest itself, problems of
+    their shape: each one named, none skipping the check)."""
+    where = "records/manifest.json"
     problems = []
+    layers = manifest.get("layers", [])
+    if not isinstance(layers, list) or not all(isinstance(item, dict) for item in layers):
+        shown = json_type(layers) if not isinstance(layers, list) else "an array of non-objects"
+        problems.append(f"{where}: field 'layers' is {shown}, not an array of objects")
+        layers = []
+    hashes = (layers[-1].get("hashes") if layers else None) or manifest.get("hashes") or {}
+    if not isinstance(hashes, dict):
+        problems.append(f"{where}: field 'hashes' is {json_type(hashes)}, not an object")
+        hashes = {}
+    return hashes, problems
+
+
+def check_input_hashes(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Specs, question banks and prompt templates against the hashes of the run's manifest;
+    a released spec without a recorded hash is a problem too."""
+    hashes, problems = _recorded_hashes(manifest)
+    pack = root / "pack"
+    if pack.is_dir():
+        for task in sorted(p.name for p in pack.iterdir() if (p / "spec.yaml").is_file()):
+            if f"spec:{task}" not in hashes:
+                problems.append(f"pack/{task}/spec.yaml: records/manifest.json records no hash")
     for name, expected in sorted(hashes.items()):
         kind, _, key = name.partition(":")
         if kind == "spec":

@@ -36,6 +36,7 @@ import polars as pl
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
 from metaeval.protocols.buildfind.release_integrity import (
+    check_blobs,
     check_checksums,
     check_input_hashes,
     check_json_records,
@@ -364,6 +365,7 @@ def verify_release(root: Path) -> list[str]:
     if problems:
         return problems
     problems = _checked("SHA256SUMS", lambda: check_checksums(root, files))
+    problems += _checked("records/blobs", lambda: check_blobs(root, files))
     try:
         manifest = RecordFiles(root / "records").manifest
     except INPUT_ERRORS as exc:

@@ -35,7 +35,7 @@ from metaeval.protocols.buildfind.table_docs import (
 )
 from metaeval.records.durable import atomic_write
 from metaeval.report.html import printable_output, shared_css
-from metaeval.report.markdown import markdown_table, md_text
+from metaeval.report.markdown import markdown_table, md_document, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
 FIGURES_DIR = "figures"  # the report's figures as files: <figure id>.svg and .png
@@ -137,7 +137,7 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
             continue
         rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
         out += [markdown_table(df.columns, rows)]
-    return "\n".join(out).rstrip() + "\n"
+    return md_document("\n".join(out).rstrip() + "\n")
 
 
 def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:

@@ -17,9 +17,11 @@ import polars as pl
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.labels import FILLABLE_LABELS, PAIR_KEY
 from metaeval.records.durable import atomic_write
+from metaeval.records.nofollow import read_capped
 from metaeval.safe_text import csv_cell, csv_value
 
 REVIEW_REQUIRED = (*PAIR_KEY, "label")
+MAX_REVIEW_BYTES = 64 * 1024 * 1024
 
 
 def write_review_csv(df: pl.DataFrame, path: Path, root: Path | None = None) -> Path:
@@ -51,18 +53,20 @@ def read_review_csv(path: Path) -> pl.DataFrame:
     a bad label, a non-integer ``build_trial``, an empty key field or a pair listed twice.
     """
     source = str(path)
-    if not path.is_file():
+    # a regular file only (never a FIFO or a device), at most MAX_REVIEW_BYTES
+    data = read_capped(path, MAX_REVIEW_BYTES, follow_link=True)
+    if data is None:
         raise ConfigError("review file not found", file=source)
     try:
-        return _read_review_rows(path, source)
+        return _read_review_rows(data.decode("utf-8"), source)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", file=source) from exc
     except csv.Error as exc:
         raise ConfigError(f"malformed CSV: {exc}", file=source) from exc
 
 
-def _read_review_rows(path: Path, source: str) -> pl.DataFrame:
-    with path.open(encoding="utf-8", newline="") as fh:
+def _read_review_rows(text: str, source: str) -> pl.DataFrame:
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         missing = [c for c in REVIEW_REQUIRED if c not in header]

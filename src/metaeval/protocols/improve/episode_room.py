@@ -25,7 +25,7 @@ from typing import Any
 
 from metaeval.sandbox.container import SANDBOX_KINDS, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
-from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, ensure_image
+from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, build_network, ensure_image
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerBackend, ContainerRoom
 from metaeval.tasks.safe_files import walk_tree
 from metaeval.tasks.trial import Backend, Room
@@ -95,7 +95,13 @@ def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
     for entry in walk_tree(root, ignore_dirs=(".git",)):
         if entry.kind == "outside_link":
             raise RoomUnavailable(f"{entry.rel} is a symlink leading outside the task")
-    image = ensure_image(engine, root, _docker_image(config), timeout_s=_build_timeout(config))
+    image = ensure_image(
+        engine,
+        root,
+        _docker_image(config),
+        timeout_s=_build_timeout(config),
+        network=build_network(config),
+    )
     if image.status != "ok" or image.image is None:
         tail = "\n".join(image.log.strip().splitlines()[-5:])
         raise RoomUnavailable(

@@ -73,7 +73,11 @@ from metaeval.protocols.improve.patch_verdict import (
     ReasonCollector,
     format_verdict,
 )
+from metaeval.records.nofollow import read_capped
 from metaeval.safe_text import printable
+
+MAX_PATCH_FILE_BYTES = 64 * 1024 * 1024
+"""A patch file larger than this is not read (`check-patch`)."""
 
 
 def _roles(sec: FileSection) -> list[tuple[str, str]]:
@@ -227,10 +231,10 @@ def check_patch_cli(
 ) -> int:
     """`metaeval improve check-patch --boundary BOUNDARY.json PATCH`: 0 accepted, 1 rejected."""
     boundary = load_boundary(boundary_path)
-    try:
-        raw = Path(patch_path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read patch: {exc}", file=str(patch_path)) from exc
+    # a regular file only (a FIFO or /dev/zero is refused at once), capped
+    raw = read_capped(Path(patch_path), MAX_PATCH_FILE_BYTES, follow_link=True)
+    if raw is None:
+        raise ConfigError("patch file not found", file=str(patch_path))
     verdict = check_patch(raw.decode("utf-8", "surrogateescape"), boundary, worktree=worktree)
     # the reasons quote the patch's file names: no escape sequence of theirs reaches a terminal
     print(printable(format_verdict(verdict)), file=out or sys.stdout)

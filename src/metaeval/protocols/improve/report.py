@@ -40,7 +40,7 @@ from metaeval.protocols.improve.records import (
     trial_path,
 )
 from metaeval.report.html import shared_css
-from metaeval.report.markdown import markdown_table
+from metaeval.report.markdown import markdown_table, md_code, md_document, md_text
 
 FAILURE_CLASSES = (
     "meta_agent_failure",
@@ -295,9 +295,11 @@ def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]
 def render_markdown(
     run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]
 ) -> str:
-    """report.md: summary, the trial table, then one section per trial."""
-    lines = [f"# Improve run {run_id}", ""]
-    lines += [f"- **{label}**: {text}" for label, text in summary_items(run_id, summary)]
+    """report.md: summary, the trial table, then one section per trial. Text from the bundle
+    (the meta-agent's summary, reasons, evidence, file names) is shown as text (`md_text`,
+    `md_code`), and the whole document passes `md_document`."""
+    lines = [f"# Improve run {md_text(run_id)}", ""]
+    lines += [f"- **{label}**: {md_text(text)}" for label, text in summary_items(run_id, summary)]
     lines += ["", "## Trials", ""]
     rows = [
         [
@@ -316,12 +318,16 @@ def render_markdown(
         )
     )
     for trial in trials:
-        lines += [f"## Trial {trial['trial']:03d}: {trial['id']} (parent {trial['parent']})", ""]
+        head = f"Trial {trial['trial']:03d}: {trial['id']} (parent {trial['parent']})"
+        lines += [f"## {md_text(head)}", ""]
         if trial["summary"]:
-            lines += [f"Meta-agent: {trial['summary']}", ""]
-        lines += [f"Decision: {trial['reason']}.", ""]
+            # quoted: whatever Markdown the meta-agent wrote stays inside its own block
+            quoted = md_text(trial["summary"]).split("\n")
+            lines += ["Meta-agent:", "", *[f"> {line}" for line in quoted], ""]
+        lines += [f"Decision: {md_text(trial['reason'])}.", ""]
         if trial["failure_class"]:
-            lines += [f"Failure class: {trial['failure_class']} ({trial['failure_meaning']}).", ""]
+            failure = f"{trial['failure_class']} ({trial['failure_meaning']})"
+            lines += [f"Failure class: {md_text(failure)}.", ""]
         if trial["suites"]:
             lines.append(
                 markdown_table(
@@ -333,13 +339,14 @@ def render_markdown(
                 )
             )  # fmt: skip
         if trial["evidence"]:
-            lines += ["Evidence:", ""] + [f"- {e}" for e in trial["evidence"]] + [""]
-        files = ", ".join(f"`{f}`" for f in trial["files"]) or "none"
+            evidence = [f"- {' '.join(md_text(e).split())}" for e in trial["evidence"]]
+            lines += ["Evidence:", "", *evidence, ""]
+        files = ", ".join(md_code(f) for f in trial["files"]) or "none"
         lines += [
             f"Changed files: {files} (diff in `trials/{trial['trial']:03d}/candidate.patch`).",
             "",
         ]
-    return "\n".join(lines).rstrip() + "\n"
+    return md_document("\n".join(lines).rstrip() + "\n")
 
 
 def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]) -> str:

@@ -91,6 +91,7 @@ def execution_summary(result: Any, blobs: BlobStore) -> ExecutionSummary:
         stand_in=list(getattr(result, "stand_in", [])),
         mismatch=result.mismatch,
         build_log_blob=blobs.put(result.build_log) if result.build_log else None,
+        image_id=getattr(result, "image_id", None),
     )
     for name in ("oracle", "null_agent"):
         phase = getattr(result, name, None)

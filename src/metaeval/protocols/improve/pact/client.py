@@ -53,8 +53,8 @@ class PactError(MetaevalError):
 class _UnixHTTPConnection(http.client.HTTPConnection):
     """HTTP over a Unix socket (a server in a network-less sandbox, published by its relay)."""
 
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
+    def __init__(self, path: str, timeout: float, host: str = "localhost", port: int = 80):
+        super().__init__(host, port, timeout=timeout)  # the Host the server sees: its own
         self._path = path
 
     def connect(self) -> None:
@@ -84,6 +84,7 @@ class PactClient:
         *,
         health_timeout_s: float = 5.0,
         unix_socket: str | None = None,
+        token: str | None = None,
     ):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -96,6 +97,7 @@ class PactClient:
         self.timeout_s = timeout_s
         self.health_timeout_s = health_timeout_s
         self.unix_socket = unix_socket
+        self.token = token  # sent as `Authorization: Bearer` (metaeval's server checks it)
 
     def __repr__(self) -> str:
         return f"PactClient({self.base_url!r})"
@@ -165,7 +167,7 @@ class PactClient:
         where = f"{method} {self.base_url}{path}"
         conn: http.client.HTTPConnection
         if self.unix_socket is not None:
-            conn = _UnixHTTPConnection(self.unix_socket, timeout_s)
+            conn = _UnixHTTPConnection(self.unix_socket, timeout_s, self._host, self._port)
         elif self._scheme == "https":
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout_s)
         else:
@@ -174,6 +176,8 @@ class PactClient:
         headers = {"Accept": "application/json", "Connection": "close"}
         if body is not None:
             headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         try:
             try:
                 conn.request(method, self._prefix + path, body=body, headers=headers)

@@ -41,7 +41,9 @@ from subprocess import Popen
 from typing import IO
 
 from metaeval.errors import MetaevalError
+from metaeval.gateway.access import new_token
 from metaeval.protocols.improve.pact.client import PactClient
+from metaeval.protocols.improve.pact.protocol import TOKEN_ENV
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.records.nofollow import open_file
 from metaeval.records.redact import LineRedactor, redact_text
@@ -105,8 +107,10 @@ class RunningSystem:
         pump: threading.Thread | None = None,
         sandboxed: bool = False,
         unix_socket: Path | None = None,
+        token: str | None = None,
     ):
         self.profile = profile
+        self.token = token  # metaeval's own PACT server checks it (`server.TOKEN_ENV`)
         self.process = process
         self.host = host
         self.port = port
@@ -127,7 +131,9 @@ class RunningSystem:
 
     def client(self, timeout_s: float = 300.0) -> PactClient:
         socket_path = str(self.unix_socket) if self.unix_socket is not None else None
-        return PactClient(self.base_url, timeout_s=timeout_s, unix_socket=socket_path)
+        return PactClient(
+            self.base_url, timeout_s=timeout_s, unix_socket=socket_path, token=self.token
+        )
 
     def healthy(self, timeout_s: float = 5.0) -> bool:
         return self.client().health(self.profile.health_path, timeout_s=timeout_s)
@@ -208,6 +214,8 @@ def launch(
     """
     host = profile.host
     port = profile.port or free_port(host)
+    token = new_token()  # only the harness's client holds it (redacted from every log)
+    extra_env = {**(extra_env or {}), TOKEN_ENV: token}
     command = _server_command(profile, host, port, extra_env, sandbox)
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +244,7 @@ def launch(
         pump=pump,
         sandboxed=command.sandboxed,
         unix_socket=command.unix_socket,
+        token=token,
     )
     _wait_healthy(system, process, profile, log_path)
     return system

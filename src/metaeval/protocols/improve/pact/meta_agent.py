@@ -15,7 +15,9 @@ actions in the worktree up to the SUT config's `max_steps`:
 - submit: the proposal ends; its answer is the summary.
 
 Its server log is kept in the trial's trace (its last lines). A server that cannot start,
-or fails mid-trial, is a meta-agent error. Other lanes ignore no profile: the SUT config
+or fails mid-trial, is a meta-agent error; it gets at most the trial's time limit to become
+healthy (the profile's `startup_timeout_s` when shorter), and is stopped (its process group
+killed, its socket directory removed) whatever ends the trial. Other lanes ignore no profile: the SUT config
 refuses a `launch_profile` for any lane but this one (`config.resolve_manifest`).
 """
 
@@ -64,16 +66,21 @@ class PactMetaAgent:
         with tempfile.TemporaryDirectory(prefix="meta-pact-") as logs:
             log_path = Path(logs) / "server.log"
             output = MetaOutput(status="ok", parent=contract_input["parent"]["id"])
+            # its startup may take no longer than the trial may: a lane the harness gave up
+            # on never waits out the profile's own (up to an hour) startup time
+            startup = min(self.profile.startup_timeout_s, max(limits.time_limit_s, 1.0))
             try:
                 server = launch(
-                    self.profile.model_copy(update={"cwd": worktree}),
+                    self.profile.model_copy(update={"cwd": worktree, "startup_timeout_s": startup}),
                     log_path=log_path,
                     extra_env={"PYTHONPATH": str(SRC_DIR)},  # metaeval, as in the sandbox
                     sandbox=target_sandbox(worktree),
                 )
             except LaunchError as exc:
-                tail = "\n".join(str(exc).splitlines()[-LOG_TAIL_LINES:])[-2000:]
-                return MetaOutput(status="error", error=f"launch_profile server: {tail}")
+                reason, *log = str(exc).splitlines()  # why, then the log's tail
+                tail = "\n".join(log[-LOG_TAIL_LINES:])[-2000:]
+                error = f"launch_profile server: {reason}" + (f"\n{tail}" if tail else "")
+                return MetaOutput(status="error", error=error)
             try:
                 client = server.client(timeout_s=max(limits.time_limit_s, 1.0))
                 self._episode(client, instruction, worktree, limits, deadline, output)

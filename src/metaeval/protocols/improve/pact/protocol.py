@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PACT_VERSION = "pact/1"
+TOKEN_ENV = "METAEVAL_PACT_TOKEN"
+"""The variable `launcher.launch` puts a fresh token in for metaeval's own server to check."""
 
 
 class Health(BaseModel):

@@ -5,6 +5,14 @@ protocol.py and docs/pact.md). Errors are JSON objects {"error": KIND, "detail":
 status 400 (malformed body), 404 (unknown path), 405 (wrong method), 409 (act for an episode
 that is not the active one, or that already submitted), 500 (the policy raised).
 
+Who may call it (`gateway.access.check`, the gateway's rule): a request naming a ``Host``
+other than loopback with the server's port is refused (421: DNS rebinding; a server bound to
+a non-loopback address skips this), one from a web page (an ``Origin`` header, a cross-site
+``Sec-Fetch-Site``) too (403); with a token (``token=``, or ``METAEVAL_PACT_TOKEN`` in the
+process's environment, which `launcher.launch` sets and the server removes before a policy
+loads) every endpoint but /health needs ``Authorization: Bearer TOKEN`` (401). Other PACT
+servers ignore the variable; `PactClient` sends the header when given the token.
+
 One episode is active per server: /reset replaces whatever episode was running, and /reset
 and /act calls are serialized by a lock, so policies need not be thread-safe. /health never
 waits for the policy, so a server busy with a long model call still reports healthy.
@@ -18,8 +26,10 @@ It prints `PACT listening on http://HOST:PORT` once bound and serves until SIGTE
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -30,8 +40,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from metaeval.gateway import access
 from metaeval.protocols.improve.pact.policies import Policy, as_step
 from metaeval.protocols.improve.pact.protocol import (
+    TOKEN_ENV,
     ActRequest,
     ActResponse,
     Describe,
@@ -76,9 +88,11 @@ class PactServer:
         port: int = 0,
         *,
         log_requests: bool = False,
+        token: str | None = None,
     ):
         self.policy = policy
         self.log_requests = log_requests
+        self.token = token or None
         self._episode: _Episode | None = None
         self._lock = threading.Lock()  # serializes /reset and /act
         self._thread: threading.Thread | None = None
@@ -210,6 +224,28 @@ def _answer(
     return server.handle_act(read(ActRequest))
 
 
+def _admit(server: PactServer, handler: BaseHTTPRequestHandler, method: str) -> None:
+    """`gateway.access.check` for one request; _HttpError with its status when refused."""
+    path, _, query = handler.path.partition("?")
+    try:
+        loopback = ipaddress.ip_address(server.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    try:
+        access.check(
+            handler.headers,
+            query,
+            token=server.token or "",
+            port=server.port if loopback else None,
+            needs_token=server.token is not None and path.rstrip("/") != "/health",
+            json_body=False,  # bodies are parsed as JSON whatever they are declared as
+        )
+    except access.Refused as exc:
+        if exc.status == 421 and not loopback:
+            return
+        raise _HttpError(exc.status, "refused", str(exc)) from None
+
+
 def _read_body(handler: BaseHTTPRequestHandler, model: type[BaseModel]) -> Any:
     """The request's JSON body validated against `model`; _HttpError 400 when it is not."""
     length_header = handler.headers.get("Content-Length")
@@ -265,6 +301,7 @@ def _make_handler(server: PactServer) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, method: str) -> None:
             try:
+                _admit(server, self, method)
                 result = _answer(server, self.path, method, lambda model: _read_body(self, model))
             except _HttpError as err:
                 self._send_error(err)
@@ -323,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     from metaeval.errors import MetaevalError
     from metaeval.protocols.improve.pact.policies import ModelPolicy, load_policy
 
+    token = os.environ.pop(TOKEN_ENV, None)  # gone before any policy code is imported
     try:
         if args.policy:
             policy: Policy = load_policy(args.policy)
@@ -332,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
                 with open(args.system_prompt_file, encoding="utf-8") as f:
                     prompt = f.read()
             policy = ModelPolicy(args.model, prompt, max_tokens=args.max_tokens)
-        server = PactServer(policy, args.host, args.port, log_requests=args.log_requests)
+        server = PactServer(
+            policy, args.host, args.port, log_requests=args.log_requests, token=token
+        )
     except (MetaevalError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

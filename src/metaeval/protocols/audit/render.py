@@ -222,6 +222,16 @@ def coverage_warnings(cells: Cells, gold: Gold, models: list[str]) -> list[str]:
     return warnings
 
 
+def earlier_judge(run_dir: Path) -> str | None:
+    """The judge of the run's score.json, None when the run has no readable score yet."""
+    try:
+        data = json.loads((run_dir / SCORE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    judge = data.get("judge_model") if isinstance(data, dict) else None
+    return judge if isinstance(judge, str) else None
+
+
 def score_run(
     run_dir: Path, gold_path: Path, judge_model: str, min_tier: str | None = None
 ) -> ScoreReport:

@@ -94,7 +94,9 @@ def _failed_finds(run: Run, left_out: Sequence[str]) -> dict[str, Counter[str]]:
         slice_name, finder = str(key[0]), str(key[4])
         if finder in left_out:
             continue
-        kind = "unparsable" if rec.get("answers_status") == "unparsable" else rec.get("status")
+        kind = rec.get("status")
+        if kind not in ("timeout", "error") and rec.get("answers_status") == "unparsable":
+            kind = "unparsable"
         if kind in ("timeout", "error", "unparsable"):
             out.setdefault(slice_name, Counter())[str(kind)] += 1
     return out

@@ -45,9 +45,8 @@ def main() -> None:
     try:
         home = viewer.page("/")
         runs = dict(re.findall(r'href="/run/([^"]+)">([^<]+)</a>', home))
-        by_name = {name: rid for rid, name in runs.items()}
         pages = {"runs": "/"}
-        for name, rid in by_name.items():
+        for rid in runs:
             html = viewer.page(f"/run/{rid}")
             if "Audit:" in html and "audit" not in pages:
                 pages["audit"] = f"/run/{rid}"
@@ -57,7 +56,9 @@ def main() -> None:
                 pages["cell"] = first(r'href="(/run/[^"]+/cell\?[^"]+)"', html)
                 pages["build"] = first(r'href="(/run/[^"]+/build\?[^"]+)"', html)
                 pages["questions"] = f"/run/{rid}/questions"
-                pages["find"] = first(r'href="(/run/[^"]+/find\?[^"]+)"', viewer.page(pages["cell"]))
+                pages["find"] = first(
+                    r'href="(/run/[^"]+/find\?[^"]+)"', viewer.page(pages["cell"])
+                )
             if "Improve bundle:" in html and "improve" not in pages:
                 pages["improve"] = f"/run/{rid}"
                 pages["trial"] = first(r'href="(/run/[^"]+/trial/\d+)"', html)

@@ -48,9 +48,9 @@ def main() -> None:
         pages = {"runs": "/"}
         for rid in runs:
             html = viewer.page(f"/run/{rid}")
-            if "Audit:" in html and "audit" not in pages:
-                pages["audit"] = f"/run/{rid}"
-                pages["finding"] = first(r'href="(/run/[^"]+/finding/\d+)"', html)
+            if "Audit:" in html and "audit-run" not in pages:
+                pages["audit-run"] = f"/run/{rid}"
+                pages["audit-finding"] = first(r'href="(/run/[^"]+/finding/\d+)"', html)
             if "Build-and-find:" in html and "(run)" in html and "buildfind" not in pages:
                 pages["buildfind"] = f"/run/{rid}"
                 pages["cell"] = first(r'href="(/run/[^"]+/cell\?[^"]+)"', html)

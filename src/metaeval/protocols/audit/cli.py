@@ -135,7 +135,12 @@ def run_cmd(
 ) -> None:
     """Audit every task of BENCH_DIR; re-running resumes."""
     from metaeval.protocols.audit.run import AuditRun
-    from metaeval.protocols.audit.run_console import cell_failures, run_lines
+    from metaeval.protocols.audit.run_console import (
+        cell_failures,
+        left_alone_lines,
+        of_this_run,
+        run_lines,
+    )
     from metaeval.protocols.audit.run_options import ModelFlags, RunOptions, resolve_run
 
     settings = resolve_run(
@@ -162,7 +167,10 @@ def run_cmd(
     summary = AuditRun(settings).run()
     for line in run_lines(summary, settings.run_dir, bench_dir):
         out.print(line)
-    raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
+    ours, others = of_this_run(summary.get("failed_cells") or [], settings.models)
+    for line in left_alone_lines(others):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(report_failures(out, cell_failures(ours)))
 
 
 @audit_app.command("agent-run")

@@ -90,6 +90,8 @@ def test_buildfind_cards_equal_table_1_and_say_why_a_figure_is_na(timed_out_run:
     assert "ref left out" in formal and "<b data-scored>n/a</b>" in formal
     assert "n/a: no scored find run on this slice (1 timeout)" in formal
     assert "1 timeout" in re.search(r'id="failed-cells">(.*?)</p>', html, re.S).group(1)
+    grid = table(html, "grid")
+    assert grid[1][grid[0].index("model")] == "no scored run: 1 timeout"  # not "no runs"
     # one find trial per cell: Table 2 names its own trial count and explains the n/a
     assert "1-trial agreement" in html and "3-trial agreement" not in html
     assert "r_find: 1" in html

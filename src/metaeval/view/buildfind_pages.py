@@ -94,11 +94,9 @@ def _failed_finds(run: Run, left_out: Sequence[str]) -> dict[str, Counter[str]]:
         slice_name, finder = str(key[0]), str(key[4])
         if finder in left_out:
             continue
-        kind = rec.get("status")
-        if kind not in ("timeout", "error") and rec.get("answers_status") == "unparsable":
-            kind = "unparsable"
-        if kind in ("timeout", "error", "unparsable"):
-            out.setdefault(slice_name, Counter())[str(kind)] += 1
+        kind = failure_kind(rec)
+        if kind:
+            out.setdefault(slice_name, Counter())[kind] += 1
     return out
 
 
@@ -257,7 +255,28 @@ def grid(run: Run) -> dict[str, Any]:
         }
         for f in finder_specs
     ]
-    return {"builders": builders, "finders": finders, "cells": cells, "source": source}
+    failed: dict[tuple[str, str], Counter[str]] = {}
+    for key, rec in finds(run).items():
+        kind = failure_kind(rec)
+        if key[0] == "formal" and kind:
+            failed.setdefault((str(key[2]), str(key[4])), Counter())[kind] += 1
+    return {
+        "builders": builders,
+        "finders": finders,
+        "cells": cells,
+        "failed": {
+            k: ", ".join(f"{n} {kind}" for kind, n in sorted(v.items())) for k, v in failed.items()
+        },
+        "source": source,
+    }
+
+
+def failure_kind(rec: dict[str, Any]) -> str:
+    """How a find run failed (timeout, error, unparsable), "" when it was scored."""
+    status = rec.get("status")
+    if status in ("timeout", "error"):
+        return str(status)
+    return "unparsable" if rec.get("answers_status") == "unparsable" else ""
 
 
 def cell_runs(run: Run, builder: str, finder: str) -> list[dict[str, Any]]:

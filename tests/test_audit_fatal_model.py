@@ -41,3 +41,7 @@ def test_a_mistyped_model_is_named_and_does_not_block_the_next_run(tmp_path: Pat
     cells = [json.loads(x) for x in (run / "audits.jsonl").read_text().splitlines()]
     assert [c["infra_error"] for c in cells if c["source"] == "openai/goood"] == [True]
     assert [c["status"] for c in cells if c["source"] == "openai/good"] == ["ok"]
+    # the report's header names both models: the errors it lists name the mistyped one
+    report = (run / "report.md").read_text()
+    header = next(line for line in report.splitlines() if "openai/good" in line)
+    assert "openai/goood" in header

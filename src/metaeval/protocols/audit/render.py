@@ -123,7 +123,9 @@ def report_data(
     return AuditReportData(
         benchmark=str(config.get("benchmark", "")),
         run_id=run.path.name,
-        models=list(config.get("models", [])),
+        # every model the run used: the config names this invocation's, the cells also
+        # those of earlier invocations into the same directory (whose errors the report shows)
+        models=list(dict.fromkeys([*config.get("models", []), *model_sources(cells)])),
         tier=str(config.get("tier", "")),
         created_at=manifest.get("created_at"),
         tasks=_task_entries(cells),

@@ -21,9 +21,10 @@ Reply = Callable[[list[dict[str, Any]]], str]
 class OpenAIStub:
     """Start with `with OpenAIStub(reply) as stub:`; `stub.base_url` ends in /v1."""
 
-    def __init__(self, reply: Reply, model: str = "stub"):
+    def __init__(self, reply: Reply, model: str = "stub", known_only: bool = False):
         self.reply = reply
         self.model = model
+        self.known_only = known_only  # another model name gets 404 model_not_found
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # of each chat request, as received
         self._lock = threading.Lock()
@@ -99,6 +100,11 @@ class OpenAIStub:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "not found"}})
+                    return
+                if stub.known_only and body.get("model") != stub.model:
+                    error = {"message": f"The model `{body.get('model')}` does not exist",
+                             "type": "invalid_request_error", "code": "model_not_found"}  # fmt: skip
+                    self._send(404, {"error": error})
                     return
                 with stub._lock:
                     stub.requests.append(body)

@@ -299,7 +299,23 @@ def test_load_pack_with_one_problem_sets_file_and_field(tmp_path):
         load_pack(tmp_path)
     assert info.value.file == str(tmp_path / "good" / "questions.yaml")
     assert info.value.field == "questions.0.gold"
-    assert "questions.yaml: field 'questions.0.gold': gold 'E'" in str(info.value)
+    # the message names the question a person wrote, not only its 0-based position
+    assert "questions.yaml: field 'questions.0.gold': question 'q1': gold 'E'" in str(info.value)
+
+
+def test_validate_fails_when_expected_answers_miss_a_question(tmp_path):
+    import shutil
+
+    shutil.copytree(EXAMPLE / "http-router", tmp_path / "http-router")
+    assert validate_pack(tmp_path) == []
+    expected = tmp_path / "http-router" / "reference" / "expected_answers.yaml"
+    data = yaml.safe_load(expected.read_text())
+    dropped = sorted(data["terse"])[-1]
+    del data["terse"][dropped]
+    _write(expected, data)
+    [problem] = validate_pack(tmp_path)
+    assert problem.file == "http-router/reference/expected_answers.yaml"
+    assert problem.field == f"terse.{dropped}" and problem.message == "question not covered"
 
 
 def test_format_problems():

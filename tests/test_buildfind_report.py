@@ -261,6 +261,9 @@ def test_heatmaps_annotated() -> None:
     tables = sample_tables()
     affinity = affinity_figure(tables["affinity"])
     assert "+0.076" in affinity and "-0.041" in affinity
+    # the paper's matrix has no panel column: one matrix over every effort, titled so (not n/a)
+    assert "effort_panel" not in tables["affinity"].columns
+    assert "every effort panel pooled" in affinity and "effort panel: n/a" not in affinity
     kendall = kendall_figure(tables["kendall_tau"])
     assert "0.50" in kendall and "-0.20" in kendall
     assert "high / minidb" in kendall and "low / nanoweb" in kendall

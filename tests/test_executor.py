@@ -188,3 +188,18 @@ def test_lane_jobs_hold_no_concurrency_slot_and_respect_their_own_bound():
 def test_a_lane_bound_below_one_is_rejected():
     with pytest.raises(ValueError):
         LocalExecutor(concurrency=2, lanes={"cpu": 0})
+
+
+def test_a_job_whose_record_says_it_timed_out_is_not_printed_done():
+    import io
+
+    from rich.console import Console
+
+    piped = io.StringIO()
+    records = [{"status": "ok"}, {"status": "timeout"}, {"status": "error"}]
+    jobs = [Job(key=f"k{i}", fn=lambda r=r: r, label=f"cell {i}") for i, r in enumerate(records)]
+    LocalExecutor(1, None, "cells", console=Console(file=piped, width=200)).run(
+        jobs, lambda o: None
+    )
+    ended = [line.split(": ", 1)[1].rsplit(" in ", 1)[0] for line in piped.getvalue().splitlines()]
+    assert ended == ["cell 0 done", "cell 1 timeout", "cell 2 error"]

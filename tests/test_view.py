@@ -330,7 +330,7 @@ def test_chromium_runs_the_viewers_script_but_no_payload(viewer, runs, tmp_path)
 
 
 @pytest.mark.bwrap
-def test_buildfind_grid_cell_transcript_and_build_files(viewer):
+def test_buildfind_grid_cell_transcript_and_build_files(viewer, runs):
     rid = viewer.run_id("bf")
     html = viewer.page(f"/run/{rid}")
     for name in ("documented", "terse", "divergent", "ref-finder-a", "ref-finder-b"):
@@ -345,7 +345,25 @@ def test_buildfind_grid_cell_transcript_and_build_files(viewer):
     assert "<b>tool_call</b> <code>read_file</code> (read)" in transcript
     assert re.search(r"\+\d+ novel retrieval bytes", transcript)
     assert re.search(r"\+\d+ novel tool-call bytes", transcript)
-    assert "<th>question</th><th>answer</th><th>gold</th>" in transcript  # the answer
+    # the answer: each letter as the finder saw it beside the pack's option it stands for
+    assert "<th>letter the finder gave</th><th>= pack option</th>" in transcript
+    key = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(steps[0].replace("&amp;", "&")).query))
+    *_, record = (
+        r
+        for r in map(json.loads, (runs["bf"] / "finds.jsonl").read_text().splitlines())
+        if all(str(r.get(k)) == v for k, v in key.items())
+    )
+    table = re.search(r'<table class="sortable" id="answers">.*?</table>', transcript, re.S)
+    shown = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>"
+                       r"<td>([^<]+)</td>", table.group(0))  # fmt: skip
+    assert len(shown) == len(record["answers"])
+    for question, letter, option, gold, gold_letter in shown:
+        order = record["permutation"][question]  # shown letter i is option order[i]
+        assert (
+            option == record["answers"][question]["answer"]
+            and gold == record["answers"][question]["gold"]
+        )
+        assert order["ABCD".index(letter)] == option and order["ABCD".index(gold_letter)] == gold
     build = re.search(r'href="(/run/[^"]+/build\?[^"]+)">transcript and files', html).group(1)
     build_html = viewer.page(build.replace("&amp;", "&"))
     assert "Built repository" in build_html and "/router.py</li>" in build_html

@@ -47,7 +47,8 @@ class Chromium:
         self._id = 0
         self.session = ""
 
-    def call(self, method: str, **params: object) -> dict:
+    def request(self, method: str, **params: object) -> dict:
+        """The whole reply to one DevTools command (its result, or its error)."""
         self._id += 1
         message = {"id": self._id, "method": method, "params": params}
         if self.session:
@@ -61,8 +62,12 @@ class Chromium:
             raw, self._buffer = self._buffer.split(b"\0", 1)
             reply = json.loads(raw)
             if reply.get("id") == self._id:
-                assert "error" not in reply, reply
-                return reply["result"]
+                return reply
+
+    def call(self, method: str, **params: object) -> dict:
+        reply = self.request(method, **params)
+        assert "error" not in reply, reply
+        return reply["result"]
 
     def open(self, url: str) -> None:
         target = self.call("Target.createTarget", url=url)["targetId"]

@@ -79,6 +79,10 @@ def test_review_controls_write_the_sheet_and_the_score_follows(served, tmp_path)
         ({**form, "csrf": "x" * 32}, {}),
         (form, {"Origin": "http://evil.example"}),
         (form, {"Sec-Fetch-Site": "cross-site"}),
+        # a hidden origin passes only when the browser vouches the page is this site's own
+        (form, {"Origin": "null"}),
+        (form, {"Origin": "null", "Sec-Fetch-Site": "cross-site"}),
+        (form, {"Origin": "null", "Sec-Fetch-Site": "same-site"}),
     ]
     for data, headers in bad:
         status, _, _ = post(v, f"/run/{rid}/review", {**data, "verdict": "confirmed"}, headers)

@@ -22,6 +22,7 @@ class ConfigError(MetaevalError):
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None):
         self.file = file
         self.field = field
+        self.message = message  # without the file and field it is prefixed with
         where = ""
         if file and field:
             where = f"{file}: field '{field}': "

@@ -3,6 +3,7 @@ in the README, "Exit codes"), and the console lines of a run whose cells did not
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,12 @@ BAD_INPUT = 2  # bad input or an operator fault; records written so far are inta
 CELLS_FAILED = 3  # a run finished, but some cells failed, timed out or hit infra errors
 
 REASON_CHARS = 300
+SETUP_REFUSAL = re.compile(
+    r"\b(?:401|403|404|407)\b|model_not_found|NotFoundError|AuthenticationError|"
+    r"PermissionDeniedError"
+)
+"""A failure reason that says the provider refused the run's setup (`transient.SETUP_STATUS`):
+rerunning the same command cannot help until the setup is fixed."""
 
 
 @dataclass(frozen=True)
@@ -51,9 +58,17 @@ def failure_lines(failures: Iterable[CellFailure]) -> list[str]:
     retried = sum(n for f, n in groups.items() if f.retried)
     final = sum(n for f, n in groups.items() if not f.retried)
     hint = []
-    if retried:
+    setup = sum(n for f, n in groups.items() if f.retried and SETUP_REFUSAL.search(f.reason))
+    if setup:
         hint.append(
-            f"run the same command again to resume: it retries the {retried} cell(s) "
+            f"the provider refused {setup} cell(s) for the run's setup (a model name it does "
+            "not know, a key or a permission): fix it, e.g. the --model name, and run again; "
+            "a model left out of the next run keeps its failed cells as they are, and they "
+            "no longer count"
+        )
+    if retried - setup:
+        hint.append(
+            f"run the same command again to resume: it retries the {retried - setup} cell(s) "
             "with infrastructure errors (fix the cause first, e.g. start the model endpoint)"
         )
     if final:

@@ -211,8 +211,19 @@ class LocalExecutor(Executor):
     def _line(self, outcome: JobOutcome, done: int, total: int) -> None:
         """One plain line per finished job, for output that is not a terminal."""
         name = outcome.job.label or outcome.job.key
-        line = f"{self.description} {done}/{total}: {name} {outcome.status} in {outcome.duration_s:.1f}s"
+        status = ended(outcome)
+        line = f"{self.description} {done}/{total}: {name} {status} in {outcome.duration_s:.1f}s"
         write_line(self.console, line)
+
+
+def ended(outcome: JobOutcome) -> str:
+    """How a job ended, for its progress line: the job's status, or, when the job returned a
+    record that says it did not end ok (a cell that timed out or failed inside), that."""
+    value = outcome.value
+    inner = value.get("status") if isinstance(value, dict) else getattr(value, "status", None)
+    if outcome.status == "done" and isinstance(inner, str) and inner not in ("ok", "done"):
+        return inner
+    return outcome.status
 
 
 async def _run_job(

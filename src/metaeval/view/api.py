@@ -5,7 +5,7 @@
 - ``/api/run/ID/state``: size and mtime of the run's record files and whether a process holds
   its lock, with a `version` that changes whenever any of them does (what a page polls);
 - ``/api/run/ID/findings``: an audit run's findings table, filtered and paginated as the page
-  (``severity tier subcategory task model review q page``);
+  (``severity evidence confidence subcategory task model review q page``);
 - ``/api/run/ID/cells``: audit cells (task x source), build-and-find grid cells, or improve
   trials, paginated (``page``, ``per_page`` up to 1,000).
 """
@@ -108,8 +108,8 @@ def findings_json(run: Run, params: dict[str, str]) -> dict[str, Any]:
             "finding_id": finding_id(f),
             "task": f.task_id,
             "severity": f.severity,
-            "tier": f.tier,
-            "evidence_tier": f.evidence_tier,
+            "evidence_tier": f.evidence_tier or "assumed",
+            "confidence_tier": f.tier,
             "confidence": f.confidence,
             "subcategory": f.subcategory,
             "sources": f.sources,

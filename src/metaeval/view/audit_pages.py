@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit import review, review_results
-from metaeval.protocols.audit.findings import SEVERITY_ORDER, Finding
+from metaeval.protocols.audit.findings import EVIDENCE_TIERS, SEVERITY_ORDER, Finding
 from metaeval.protocols.audit.records import STATIC_SOURCE, CellRecord, Cells
 from metaeval.protocols.audit.score_report import ScoreReport
 from metaeval.protocols.audit.summary import (
@@ -30,7 +30,7 @@ PAGE_SIZE = 500
 MAX_TASK_FILE_BYTES = 2 << 20
 CONTEXT_LINES = 12
 SEVERITIES = tuple(SEVERITY_ORDER)
-TIERS = ("Confirmed", "Likely", "Possible", "Suppressed")
+TIERS = ("Confirmed", "Likely", "Possible", "Suppressed")  # confidence, not evidence
 
 
 @dataclass
@@ -86,11 +86,32 @@ def planned_cells(config: dict[str, Any]) -> int | None:
     return len(tasks) + per_model * len(models)
 
 
+def failed_cells(view: AuditView) -> list[dict[str, str]]:
+    """Each cell that failed (an infrastructure error, retried on resume, or a final audit
+    failure) with its task, source (the model), kind and message."""
+    return [
+        {
+            "task": task,
+            "source": source,
+            "kind": "infrastructure error" if rec.infra_error else "audit failed",
+            "error": rec.error or "(no message recorded)",
+        }
+        for (task, source), rec in sorted(view.cells.items())
+        if rec.infra_error or rec.failed_audit
+    ]
+
+
 def status(view: AuditView) -> str:
     done = sum(1 for rec in view.cells.values() if rec.is_final)
     planned = planned_cells(view.run.config)
+    of = planned if planned is not None else len(view.cells)
     if view.run.in_use():
         return f"running ({done} of {planned if planned is not None else '?'} cells)"
+    failed = failed_cells(view)
+    if failed:
+        retried = sum(f["kind"] == "infrastructure error" for f in failed)
+        again = f"; the same command retries the {retried} infrastructure errors" if retried else ""
+        return f"{len(failed)} of {of} cells failed{again}"
     if planned is not None and done < planned:
         return f"resumable ({done} of {planned} cells done)"
     return f"complete ({done} cells)"
@@ -117,18 +138,26 @@ def headline(view: AuditView) -> dict[str, Any]:
         "tasks": len({t for t, _ in view.cells}),
         "tasks_flagged": len({f.task_id for f in reported}),
         "by_severity": {s: n for s in SEVERITIES if (n := sum(f.severity == s for f in reported))},
-        "by_tier": dict(Counter(f.tier for f in reported)),
+        "by_confidence": dict(Counter(f.tier for f in reported)),
+        "by_evidence": dict(Counter(f.evidence_tier or "assumed" for f in reported)),
         "by_subcategory": dict(Counter(f.subcategory for f in reported)),
         "by_source": dict(Counter(f.source for f in reported)),
-        "models": sorted({s for _, s in view.cells if s != STATIC_SOURCE}),
+        "models": run_models(view),
         "cost_usd": sum(known) if len(known) == len(costs) else None,
         "failures": sorted(f"{t} | {s}" for (t, s), r in view.cells.items() if r.failed_audit),
-        "infra_errors": sum(1 for r in view.cells.values() if r.infra_error),
+        "failed_cells": failed_cells(view),
         "score": report,
         "review": review_summary(view),
         "review_error": view.review_error,
         "status": status(view),
     }
+
+
+def run_models(view: AuditView) -> list[str]:
+    """Every model the run used: those its config names and those its cells record."""
+    named = view.run.config.get("models")
+    configured = [str(m) for m in named] if isinstance(named, list) else []
+    return sorted(set(configured) | {s for _, s in view.cells if s != STATIC_SOURCE})
 
 
 def short_headline(view: AuditView) -> str:
@@ -145,7 +174,22 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
-FILTERS = ("severity", "tier", "subcategory", "task", "model", "review", "q")
+def table_order(f: Finding) -> tuple[int, float, str]:
+    """Where a finding sits in the findings table: severity, then confidence, then task."""
+    return SEVERITY_ORDER[f.severity], -f.confidence, f.task_id
+
+
+def neighbours(view: AuditView, index: int) -> tuple[int | None, int | None, int]:
+    """The findings before and after `index` in the unfiltered table's order, and its
+    position (1-based) there."""
+    order = sorted(range(len(view.findings)), key=lambda i: table_order(view.findings[i]))
+    at = order.index(index)
+    before = order[at - 1] if at > 0 else None
+    after = order[at + 1] if at + 1 < len(order) else None
+    return before, after, at + 1
+
+
+FILTERS = ("severity", "evidence", "confidence", "subcategory", "task", "model", "review", "q")
 REVIEW_CHOICES = ("confirmed", "rejected", "unsure", "unreviewed")
 
 
@@ -156,7 +200,9 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
     for index, f in enumerate(view.findings):
         if params.get("severity") and f.severity != params["severity"]:
             continue
-        if params.get("tier") and f.tier != params["tier"]:
+        if params.get("evidence") and (f.evidence_tier or "assumed") != params["evidence"]:
+            continue
+        if params.get("confidence") and f.tier != params["confidence"]:
             continue
         if params.get("subcategory") and f.subcategory != params["subcategory"]:
             continue
@@ -170,7 +216,7 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
         if needle and needle not in f"{f.title} {f.description} {f.task_id}".lower():
             continue
         rows.append((index, f))
-    rows.sort(key=lambda r: (SEVERITY_ORDER[r[1].severity], -r[1].confidence, r[1].task_id))
+    rows.sort(key=lambda r: table_order(r[1]))
     try:
         page = max(1, int(params.get("page", "1")))
     except ValueError:
@@ -186,7 +232,8 @@ def finding_rows(view: AuditView, params: dict[str, str]) -> dict[str, Any]:
         "pages": pages,
         "choices": {
             "severity": list(SEVERITIES),
-            "tier": list(TIERS),
+            "evidence": list(EVIDENCE_TIERS),
+            "confidence": list(TIERS),
             "subcategory": sorted({f.subcategory for f in view.findings}),
             "task": sorted({f.task_id for f in view.findings}),
             "model": sorted({s for f in view.findings for s in f.sources}),
@@ -308,8 +355,13 @@ def finding_page(view: AuditView, index: int) -> dict[str, Any] | None:
     static = _as_record(view.cells.get((finding.task_id, STATIC_SOURCE)))
     own = _as_record(view.cells.get((finding.task_id, finding.source)))
     fid = review.finding_id(finding)
+    before, after, position = neighbours(view, index)
     return {
         "index": index,
+        "previous": before,
+        "next": after,
+        "position": position,
+        "count": len(view.findings),
         "f": finding,
         "fid": fid,
         "review_row": view.verdicts.get(fid),

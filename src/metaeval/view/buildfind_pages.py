@@ -9,6 +9,8 @@ import base64
 import csv
 import io
 import os
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,10 @@ from pydantic import ValidationError
 from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
+from metaeval.protocols.buildfind.finalize import HEADLINE, reference_finders
 from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
 from metaeval.protocols.buildfind.table_docs import TABLE_TITLES
+from metaeval.safe_text import csv_value
 from metaeval.tasks.safe_files import is_inside, read_regular, walk_tree
 from metaeval.view.runs import Run
 
@@ -28,30 +32,117 @@ PAPER_TABLES = ("paper_table1", "paper_table2", "paper_table3")
 MAX_TABLE_BYTES = 1 << 20
 MAX_FIGURE_BYTES = 4 << 20
 MAX_FIGURES = 40
+AGREEMENT = "3-trial agreement"  # Table 2's column as the analysis names it
+
+
+def table_csv(run: Run, name: str) -> list[list[str]]:
+    """A table the run wrote (`tables/NAME.csv`) as rows of cell values (the CSV formula
+    guard taken off again); [] when it is absent, a link or too large."""
+    try:
+        data = read_regular(
+            run.path / "tables" / f"{name}.csv", run.path, max_bytes=MAX_TABLE_BYTES
+        )
+    except OSError:
+        return []
+    text = data.decode("utf-8", errors="replace")
+    return [[csv_value(cell) for cell in row] for row in csv.reader(io.StringIO(text))]
+
+
+def find_trials(run: Run) -> int | None:
+    """The run's find trials per cell (`r_find`), None when not recorded."""
+    value = run.config.get("r_find")
+    return value if isinstance(value, int) else None
 
 
 def paper_tables(run: Run) -> list[dict[str, Any]]:
-    """Tables 1-3 in the paper's shape, as the run wrote them (`tables/paper_table*.csv`);
-    a table that is absent, a link or too large is left out."""
+    """Tables 1-3 in the paper's shape, as the run wrote them (`tables/paper_table*.csv`).
+    Table 2's agreement column is named for the run's own find trials, and with one trial
+    per cell it says why there is no agreement to show."""
+    trials = find_trials(run)
     found = []
     for name in PAPER_TABLES:
-        try:
-            data = read_regular(
-                run.path / "tables" / f"{name}.csv", run.path, max_bytes=MAX_TABLE_BYTES
-            )
-        except OSError:
+        rows = table_csv(run, name)
+        if not rows:
             continue
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))))
-        if rows:
-            found.append(
-                {
-                    "name": name,
-                    "title": TABLE_TITLES.get(name, name),
-                    "header": rows[0],
-                    "rows": rows[1:],
-                }
-            )
+        header, body, note = rows[0], rows[1:], ""
+        if AGREEMENT in header and trials is not None:
+            at = header.index(AGREEMENT)
+            header = [*header[:at], f"{trials}-trial agreement", *header[at + 1 :]]
+            if trials == 1:
+                body = [[*r[:at], "n/a", *r[at + 1 :]] for r in body]
+                note = (
+                    "n/a: this run has one find trial per cell (r_find: 1), so there is no "
+                    "agreement between trials to measure."
+                )
+        found.append(
+            {
+                "name": name,
+                "title": TABLE_TITLES.get(name, name),
+                "header": header,
+                "rows": body,
+                "note": note,
+            }
+        )
     return found
+
+
+def _failed_finds(run: Run, left_out: Sequence[str]) -> dict[str, Counter[str]]:
+    """Per slice, the failed find runs (timeout, error, unparsable) of the finders not
+    `left_out`, by kind: they contribute no scored row to any accuracy."""
+    out: dict[str, Counter[str]] = {}
+    for key, rec in finds(run).items():
+        slice_name, finder = str(key[0]), str(key[4])
+        if finder in left_out:
+            continue
+        kind = failure_kind(rec)
+        if kind:
+            out.setdefault(slice_name, Counter())[kind] += 1
+    return out
+
+
+def headline_cards(run: Run) -> list[dict[str, Any]]:
+    """The headline figures, each named for what it includes: over all finders it is Table
+    1's accuracy (the calibration table, task "all"); over the scored finders (reference
+    finders left out, as the CLI and summary.json report it) it is the summary's value. A
+    missing figure says why (no scored run on the slice, and how many failed)."""
+    summary = run.summary()
+    pooled = {}
+    rows = table_csv(run, "calibration")
+    if rows:
+        head = rows[0]
+        for row in rows[1:]:
+            record = dict(zip(head, row, strict=False))
+            if record.get("task") == "all":
+                pooled[record.get("slice", "")] = _number(record.get("accuracy"))
+    references = reference_finders(run.config)
+    names = [str(f.get("name")) for f in run.config.get("finders", []) if isinstance(f, dict)]
+    left_out = references if any(n not in references for n in names) else []
+    failed = _failed_finds(run, left_out)
+    cards = []
+    for key, (calibration_slice, name) in HEADLINE.items():
+        record_slice = "formal" if calibration_slice == "compile_pass" else calibration_slice
+        kinds = failed.get(record_slice, Counter())
+        why = "no scored find run on this slice"
+        if kinds:
+            why += " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+        cards.append(
+            {
+                "name": name,
+                "all": pooled.get(calibration_slice),
+                "scored": summary.get(key) if left_out else None,
+                "left_out": left_out,
+                "why": why,
+                "failed": sum(kinds.values()),
+            }
+        )
+    return cards
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
 
 
 def figures(run: Run) -> list[dict[str, str]]:
@@ -164,7 +255,28 @@ def grid(run: Run) -> dict[str, Any]:
         }
         for f in finder_specs
     ]
-    return {"builders": builders, "finders": finders, "cells": cells, "source": source}
+    failed: dict[tuple[str, str], Counter[str]] = {}
+    for key, rec in finds(run).items():
+        kind = failure_kind(rec)
+        if key[0] == "formal" and kind:
+            failed.setdefault((str(key[2]), str(key[4])), Counter())[kind] += 1
+    return {
+        "builders": builders,
+        "finders": finders,
+        "cells": cells,
+        "failed": {
+            k: ", ".join(f"{n} {kind}" for kind, n in sorted(v.items())) for k, v in failed.items()
+        },
+        "source": source,
+    }
+
+
+def failure_kind(rec: dict[str, Any]) -> str:
+    """How a find run failed (timeout, error, unparsable), "" when it was scored."""
+    status = rec.get("status")
+    if status in ("timeout", "error"):
+        return str(status)
+    return "unparsable" if rec.get("answers_status") == "unparsable" else ""
 
 
 def cell_runs(run: Run, builder: str, finder: str) -> list[dict[str, Any]]:
@@ -184,6 +296,40 @@ def find_record(run: Run, params: dict[str, str]) -> dict[str, Any] | None:
         ):
             return rec
     return None
+
+
+def shown_letter(canonical: Any, order: Any) -> str | None:
+    """The letter the finder saw for a canonical option key, given the run's option order
+    for the question (shown letter i is canonical key order[i]); None when unknown."""
+    from metaeval.protocols.buildfind.seeds import LETTERS
+
+    if not isinstance(order, list) or canonical not in order or len(order) != len(LETTERS):
+        return None
+    return LETTERS[order.index(canonical)]
+
+
+def answer_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A find record's answers, each with the letters as the finder saw them (options are
+    shuffled per run: `permutation`) beside the canonical ones that are scored."""
+    answers = rec.get("answers")
+    found = rec.get("permutation")
+    orders: dict[str, Any] = found if isinstance(found, dict) else {}
+    out = []
+    for question, given in (answers if isinstance(answers, dict) else {}).items():
+        a: dict[str, Any] = given if isinstance(given, dict) else {}
+        order = orders.get(question)
+        out.append(
+            {
+                "question": question,
+                "answer": a.get("answer"),
+                "answer_shown": shown_letter(a.get("answer"), order),
+                "gold": a.get("gold"),
+                "gold_shown": shown_letter(a.get("gold"), order),
+                "correct": a.get("correct"),
+                "rationale": a.get("rationale", ""),
+            }
+        )
+    return out
 
 
 def build_record(run: Run, params: dict[str, str]) -> dict[str, Any] | None:

@@ -18,7 +18,8 @@ from metaeval.tasks.safe_files import read_head
 from metaeval.view.runs import Run
 
 MAX_TRACE_BYTES = 4 << 20
-NODE_W, NODE_H = 170, 92
+NODE_W, NODE_H = 200, 112
+LABEL_CHARS = 24  # what fits in a box's width at the label's font size
 
 
 def ledger(run: Run) -> list[dict[str, Any]]:
@@ -135,17 +136,17 @@ def lineage_svg(items: list[dict[str, Any]], link: str) -> Markup:
             html.escape(
                 decision + (f" ({node['failure_class']})" if node.get("failure_class") else "")
             ),
-            "optimize "
-            + ("n/a" if score is None else f"{score:.3f}")
-            + " · held-out "
-            + ("n/a" if held is None else f"{held:.3f}"),
+            "optimize " + ("n/a" if score is None else f"{score:.3f}"),
+            "held-out " + ("n/a" if held is None else f"{held:.3f}"),
         ]
         box = (
             f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" '
             'stroke="#333"/>'
-            f'<text x="{x + 10}" y="{y + 24}" class="node-id">{lines[0]}</text>'
-            f'<text x="{x + 10}" y="{y + 46}" class="node-text">{lines[1][:40]}</text>'
-            f'<text x="{x + 10}" y="{y + 68}" class="node-text">{lines[2]}</text>'
+            f'<text x="{x + 10}" y="{y + 24}" class="node-id">{_clip(lines[0])}</text>'
+            f'<text x="{x + 10}" y="{y + 48}" class="node-text">{_clip(lines[1])}</text>'
+            f'<text x="{x + 10}" y="{y + 70}" class="node-text">{lines[2]}</text>'
+            f'<text x="{x + 10}" y="{y + 92}" class="node-text">{lines[3]}</text>'
+            f"<title>{' · '.join(lines)}</title>"
         )
         if node.get("decision") != "baseline":
             trial = node["id"].rsplit("-", 1)[-1]
@@ -153,6 +154,13 @@ def lineage_svg(items: list[dict[str, Any]], link: str) -> Markup:
         parts.append(box)
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _clip(escaped: str) -> str:
+    """An escaped label cut to what fits in a box (an ellipsis marks the cut; the box's
+    tooltip has it whole)."""
+    text = html.unescape(escaped)
+    return escaped if len(text) <= LABEL_CHARS else html.escape(text[: LABEL_CHARS - 1]) + "…"
 
 
 def overview(run: Run) -> dict[str, Any]:

@@ -222,6 +222,7 @@ class Viewer:
                 version=api.state(run)["version"],
                 grid=buildfind_pages.grid(run),
                 paper_tables=buildfind_pages.paper_tables(run),
+                cards=buildfind_pages.headline_cards(run),
                 figures=buildfind_pages.figures(run),
                 summary=run.summary(),
                 status=buildfind_pages.status(run),
@@ -239,7 +240,13 @@ class Viewer:
         if rec is None:
             raise NotFound("find run")
         t = buildfind_pages.transcript(run, rec.get("transcript_blob"))
-        return Page(render("transcript.html", run=run, rec=rec, t=t, what="find", params=params))
+        answers = buildfind_pages.answer_rows(rec)
+        return Page(
+            render(
+                "transcript.html", run=run, rec=rec, t=t, what="find", params=params,
+                answers=answers,
+            )
+        )  # fmt: skip
 
     def build_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:
         rec = buildfind_pages.build_record(run, params)
@@ -248,7 +255,16 @@ class Viewer:
         t = buildfind_pages.transcript(run, rec.get("transcript_blob"))
         tree = buildfind_pages.artifact_tree(run, rec)
         return Page(
-            render("transcript.html", run=run, rec=rec, t=t, what="build", params=params, tree=tree)
+            render(
+                "transcript.html",
+                run=run,
+                rec=rec,
+                t=t,
+                what="build",
+                params=params,
+                tree=tree,
+                answers=[],
+            )  # fmt: skip
         )
 
     def questions_page(self, run: Run, rest: list[str], params: dict[str, str]) -> Page:

@@ -7,8 +7,8 @@ and stylesheet, so even markup that escaped escaping could not run.
 Writes: the one thing the viewer writes is an audit run's review sheet (`POST
 /run/ID/review`, from a finding's review controls). Such a request passes the same access
 checks, and must carry the form token of this server's pages (a secret a page of another site
-cannot read) and, when the browser sends them, an ``Origin`` of this server and
-``Sec-Fetch-Site: same-origin``.
+cannot read) and, when the browser sends them, an ``Origin`` of this server (or ``null``
+vouched for by ``Sec-Fetch-Site: same-origin``) and ``Sec-Fetch-Site: same-origin``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ HEADERS = {
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer Chromium sends ``Origin: null`` with the
+    # review form's POST, which the origin rule must refuse; other sites still get no referrer
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

@@ -15,6 +15,7 @@ from metaeval.cli_options import (
     ModelTimeout,
 )
 from metaeval.console import make_console
+from metaeval.errors import ConfigError
 from metaeval.exit_codes import report_failures
 from metaeval.protocols.audit.scaffold import init_cmd
 
@@ -134,7 +135,12 @@ def run_cmd(
 ) -> None:
     """Audit every task of BENCH_DIR; re-running resumes."""
     from metaeval.protocols.audit.run import AuditRun
-    from metaeval.protocols.audit.run_console import cell_failures, run_lines
+    from metaeval.protocols.audit.run_console import (
+        cell_failures,
+        left_alone_lines,
+        of_this_run,
+        run_lines,
+    )
     from metaeval.protocols.audit.run_options import ModelFlags, RunOptions, resolve_run
 
     settings = resolve_run(
@@ -161,7 +167,10 @@ def run_cmd(
     summary = AuditRun(settings).run()
     for line in run_lines(summary, settings.run_dir, bench_dir):
         out.print(line)
-    raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
+    ours, others = of_this_run(summary.get("failed_cells") or [], settings.models)
+    for line in left_alone_lines(others):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(report_failures(out, cell_failures(ours)))
 
 
 @audit_app.command("agent-run")
@@ -216,12 +225,17 @@ def score_cmd(
     run_dir: Annotated[Path, typer.Argument(help="An audit run directory.")],
     gold: Annotated[Path, typer.Option(help="Known issues (gold.json).")],
     judge: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Alignment judge: a provider/model, or 'category' for the rule judge (same "
-            "subcategory = aligned, same category = partial; no model)."
+            help="Alignment judge (required): a provider/model (a strong one for numbers you "
+            "publish), or 'category' for the rule judge (same subcategory = aligned, same "
+            "category = partial; no model)."
         ),
-    ] = "local/smollm2",
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Overwrite a score.json made by another judge."),
+    ] = False,
     model_arg: ModelArgs = None,
     model_base_url: ModelBaseUrl = None,
     model_timeout: ModelTimeout = None,
@@ -231,10 +245,27 @@ def score_cmd(
     """Score findings against known issues: recall, flagged-task precision, per category."""
     from metaeval.cli_options import apply_model_options
     from metaeval.protocols.audit.findings import parse_evidence_tier
-    from metaeval.protocols.audit.render import score_run
+    from metaeval.protocols.audit.gold import load_gold
+    from metaeval.protocols.audit.render import earlier_judge, score_run
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
-
+    load_gold(gold)  # a bad gold file is named before anything else
+    if judge is None:
+        raise ConfigError(
+            "choose the alignment judge: --judge category (the rule judge, no model) or "
+            "--judge PROVIDER/MODEL (a strong model for numbers you publish)",
+            field="--judge",
+        )
+    earlier = earlier_judge(run_dir)
+    if earlier is not None and earlier != judge and not replace:
+        raise ConfigError(
+            f"it holds the score of judge {earlier!r}; scoring with {judge!r} would overwrite "
+            "it: pass --replace to do so, or score a copy of the run",
+            file=str(run_dir / "score.json"),
+            field="judge",
+        )
+    if earlier is not None:
+        out.print(f"replacing the earlier score.json (judge {earlier})", style="yellow")
     report = score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
     out.print(report.to_markdown(), markup=False, highlight=False, soft_wrap=True)
     if judge == "category":

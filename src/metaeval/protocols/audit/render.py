@@ -127,7 +127,9 @@ def report_data(
     return AuditReportData(
         benchmark=str(config.get("benchmark", "")),
         run_id=run.path.name,
-        models=list(config.get("models", [])),
+        # every model the run used: the config names this invocation's, the cells also
+        # those of earlier invocations into the same directory (whose errors the report shows)
+        models=list(dict.fromkeys([*config.get("models", []), *model_sources(cells)])),
         tier=str(config.get("tier", "")),
         created_at=manifest.get("created_at"),
         tasks=_task_entries(cells),
@@ -228,6 +230,16 @@ def coverage_warnings(cells: Cells, gold: Gold, models: list[str]) -> list[str]:
                 f"cell), so their issues count as missed by it: {', '.join(unaudited)}."
             )
     return warnings
+
+
+def earlier_judge(run_dir: Path) -> str | None:
+    """The judge of the run's score.json, None when the run has no readable score yet."""
+    try:
+        data = json.loads((run_dir / SCORE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    judge = data.get("judge_model") if isinstance(data, dict) else None
+    return judge if isinstance(judge, str) else None
 
 
 def score_run(

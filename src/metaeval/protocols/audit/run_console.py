@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from metaeval.exit_codes import CellFailure
+from metaeval.protocols.audit.records import STATIC_SOURCE
 
 
 def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[str]:
@@ -43,6 +44,27 @@ def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[s
             "--judge category (a rule judge, no model; or --judge provider/model)"
         )
     return lines
+
+
+def of_this_run(failed: list[dict], models: list[str]) -> tuple[list[dict], list[dict]]:
+    """The failed cells of the sources this run audits (the static checks and `models`),
+    and those of models an earlier run of the directory asked for and this one does not."""
+    asked = {STATIC_SOURCE, *models}
+    return [r for r in failed if r["source"] in asked], [
+        r for r in failed if r["source"] not in asked
+    ]
+
+
+def left_alone_lines(rows: list[dict]) -> list[str]:
+    """What the console says about failed cells of models this run does not audit."""
+    if not rows:
+        return []
+    names = ", ".join(sorted({str(r["source"]) for r in rows}))
+    return [
+        f"note: {len(rows)} failed cell(s) of {names}, which this run does not audit, are "
+        "kept as they are and do not count in its exit code (audit into a new directory, "
+        "-o, for a run without them)"
+    ]
 
 
 def cell_failures(failed: list[dict]) -> list[CellFailure]:

@@ -13,6 +13,7 @@ reports each with the file, relative to the pack root, and the dotted field it c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -120,13 +121,27 @@ class _Collector:
         return text, data
 
     def validate(self, model: type[BaseModel], data: Any, path: Path) -> Any:
-        """The validated model, or None after recording each schema error with its field."""
+        """The validated model, or None after recording each schema error with its field
+        (and, for an entry of a list with ids, the entry's id in the message)."""
         try:
             return model.model_validate(data)
         except ValidationError as exc:
             for error in exc.errors(include_url=False):
-                self.add(path, field_path(error["loc"]) or None, error["msg"])
+                loc = error["loc"]
+                self.add(path, field_path(loc) or None, named(loc, data) + error["msg"])
             return None
+
+
+def named(loc: Sequence[int | str], data: Any) -> str:
+    """``question 'q3': `` when `loc` points into a list entry that has an id (the 0-based
+    field path alone does not say which question a person wrote), else ``""``."""
+    if len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data, dict):
+        entries = data.get(loc[0])
+        entry = entries[loc[1]] if isinstance(entries, list) and loc[1] < len(entries) else None
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(entry_id, str) and entry_id:
+            return f"{str(loc[0]).removesuffix('s')} {entry_id!r}: "
+    return ""
 
 
 def _raw_list(data: Any, key: str) -> list[Any]:
@@ -159,7 +174,7 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
     bank, questions_text = _check_questions(questions_path, spec_ids, out)
     if len(out.problems) > before or config is None or spec is None or bank is None:
         return None
-    return PackTask(
+    task = PackTask(
         task_id=task_id,
         root=task_dir,
         config=config,
@@ -168,6 +183,27 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
         spec_text=spec_text,
         questions_text=questions_text,
     )
+    return task if _expected_answers_ok(task, out) else None
+
+
+def _expected_answers_ok(task: PackTask, out: _Collector) -> bool:
+    """Whether the task's reference/expected_answers.yaml, when it has one, covers exactly
+    its questions for every reference builder (a problem is recorded otherwise)."""
+    from metaeval.protocols.buildfind.reference_builders import (
+        EXPECTED_ANSWERS_FILE,
+        REFERENCE_DIR,
+        load_expected_answers,
+    )
+
+    path = task.root / REFERENCE_DIR / EXPECTED_ANSWERS_FILE
+    if not path.exists():
+        return True
+    try:
+        load_expected_answers(task)
+    except ConfigError as exc:
+        out.add(path, exc.field, exc.message)
+        return False
+    return True
 
 
 def _check_task_config(task_dir: Path, task_path: Path, out: _Collector) -> TaskConfig | None:

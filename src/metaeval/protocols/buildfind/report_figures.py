@@ -107,6 +107,10 @@ def _mesh(ax: Any, matrix: np.ndarray, limit: float) -> Any:
     return image
 
 
+POOLED = "every effort panel pooled"
+"""The title of a matrix computed over every agent and effort at once (no panel column)."""
+
+
 def _colorbar(fig: Figure, image: Any, ax: Any, label: str) -> None:
     bar = fig.colorbar(image, ax=ax, label=label, shrink=0.8)
     if bar.solids is not None:
@@ -220,8 +224,8 @@ def affinity_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
     if not ok:
         return _svg("fig-affinity", lambda fig: _no_data(fig, why), (6, 1.6), files)
     assert df is not None
-    if "effort_panel" not in df.columns:
-        df = df.with_columns(effort_panel=pl.lit(NA))
+    if "effort_panel" not in df.columns:  # affinity_matrix: one matrix over every effort
+        df = df.with_columns(effort_panel=pl.lit(POOLED))
     df = df.with_columns(pl.col("effort_panel").cast(pl.Utf8).fill_null(NA))
     cells = df.group_by("effort_panel", "builder", "finder").agg(
         pl.col("residual").cast(pl.Float64).mean()
@@ -250,7 +254,7 @@ def affinity_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
             ax.set_yticks(_centres(builders), [_label(b) for b in builders])
             ax.set_xlabel("finder")
             ax.set_ylabel("builder")
-            ax.set_title(_label(f"effort panel: {panel}"))
+            ax.set_title(_label(panel if panel == POOLED else f"effort panel: {panel}"))
             _annotate(ax, matrix, limit, lambda v: f"{v:+.3f}")
         if image is not None:
             _colorbar(fig, image, axes.tolist(), "residual (red: above marginal)")

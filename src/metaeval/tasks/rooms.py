@@ -6,14 +6,19 @@
   limit (RLIMIT_AS), its CPUs as an affinity to that many cores (a process could widen it),
   its storage as the size of /tmp and a cap on /app and /logs/verifier
   (`metaeval.sandbox.storage`), and /tests or /solution only when shown. The agent phase gets a scratch
-  directory at /logs/verifier, the verifier phase the real one.
+  directory at /logs/verifier, the verifier phase the real one. Each command is its own PID
+  namespace, so nothing it started outlives it: no process of the agent phase runs when the
+  tests do.
 
 In both, a command's `env` (task.toml's `[solution.env]` or `[verifier.env]`) reaches only
 that command, through its stdin (`metaeval.sandbox.stdin_env`).
 - `ContainerBackend`: one fresh container of the task's image per trial (`metaeval.sandbox.
   container`), with the trial's memory (a cgroup limit), CPUs and working directory; /tests
   and /solution are copied in when first shown; the network is attached only while a phase
-  that may use it runs.
+  that may use it runs. Before the tests the container is restarted (every process the
+  agent phase left is killed, its files stay) and /logs/verifier is made afresh by root;
+  afterwards the reward files are taken out through the engine's tar stream
+  (`Container.read_regular_files`). No host directory is mounted in the container.
 """
 
 from __future__ import annotations
@@ -23,11 +28,26 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from metaeval.sandbox.container import Container, Engine, Limits, describe_engine
+from metaeval.sandbox.container import (
+    Container,
+    ContainerError,
+    Engine,
+    Limits,
+    describe_engine,
+)
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.harbor_root import run_harbor_phase, seed_app
 from metaeval.tasks.limits import Phase, TrialLimits
+from metaeval.tasks.reward import MAX_REWARD_BYTES, REWARD_JSON, REWARD_TXT
 from metaeval.tasks.trial import Backend, Room
+
+VERIFIER_LOGS = "/logs/verifier"
+FRESH_VERIFIER_LOGS = (
+    "if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -f /logs; fi; "
+    f"rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod 777 {VERIFIER_LOGS}"
+)
+"""Run as root after the restart: a root-owned /logs/verifier nothing of the agent made (it
+is 0777 because the tests may run as the image's non-root user)."""
 
 
 def _phase_timeout(limits: TrialLimits, phase: Phase, timeout_s: float | None) -> float:
@@ -70,6 +90,10 @@ class BwrapRoom(Room):
             storage_mb=self.limits.storage_mb,
         )
 
+    def end_agent_phase(self) -> None:
+        """Nothing to kill: each agent command ran in its own PID namespace, which ended
+        with it; the tests get `verifier_logs`, which no agent command had bound."""
+
 
 class BwrapBackend(Backend):
     """Trials in bubblewrap (callers check `harbor_sandbox_unavailable` first)."""
@@ -89,12 +113,10 @@ class ContainerRoom(Room):
         super().__init__(limits, scratch / "verifier")
         self.task_root = task_root
         self.verifier_logs.mkdir()
-        self.verifier_logs.chmod(0o777)  # the image may run as a non-root user
         self.shown: set[str] = set()
         self.box = Container(
             engine,
             image,
-            self.verifier_logs,
             Limits(
                 cpus=limits.cpus,
                 memory_mb=limits.memory_mb,
@@ -122,6 +144,23 @@ class ContainerRoom(Room):
             timeout_s=_phase_timeout(self.limits, phase, timeout_s),
             env=self.limits.with_environment(env),
         )
+
+    def end_agent_phase(self) -> None:
+        """Restart the container (killing whatever the agent left running), then make
+        /logs/verifier afresh as root."""
+        self.box.restart()
+        fresh = self.box.exec(FRESH_VERIFIER_LOGS, timeout_s=60, user="0")
+        if not fresh.ok:
+            raise ContainerError(f"cannot make {VERIFIER_LOGS}: {fresh.stderr.strip()[-300:]}")
+
+    def collect_verifier_logs(self) -> None:
+        """Copy the tests' reward files to `verifier_logs`, one byte past the reward size
+        cap at most (so an oversized file is still refused as one)."""
+        found = self.box.read_regular_files(
+            VERIFIER_LOGS, (REWARD_TXT, REWARD_JSON), MAX_REWARD_BYTES + 1
+        )
+        for name, data in found.items():
+            (self.verifier_logs / name).write_bytes(data)
 
     def write_file(self, path: str, data: bytes, timeout_s: float) -> ExecResult:
         """Write `data` to the absolute container path `path` in the agent phase, as the

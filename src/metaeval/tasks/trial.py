@@ -67,13 +67,30 @@ class Room(abc.ABC):
         variables `env` set for this command only."""
 
     def test(self) -> ExecResult:
-        """Run the task's tests in the verifier phase, on an emptied /logs/verifier (the
-        reward read afterwards is what the tests wrote, never a leftover of the agent)."""
+        """Run the task's tests in the verifier phase and leave what they wrote as reward
+        files in `verifier_logs`.
+
+        First `end_agent_phase` kills every process the agent phase started and gives the
+        tests a fresh /logs/verifier; afterwards `collect_verifier_logs` brings the reward
+        files to the host. So the reward read afterwards is what the tests wrote, never a
+        leftover of the agent nor the write of a process it left running.
+        """
         for entry in list(self.verifier_logs.iterdir()):
-            remove_tree(entry)  # never follows a link the agent left there
-        return self.exec(
+            remove_tree(entry)  # never follows a link left there
+        self.end_agent_phase()
+        result = self.exec(
             TEST_COMMAND, "verifier", show=("tests",), env=self.limits.verifier_env.values
         )
+        self.collect_verifier_logs()
+        return result
+
+    @abc.abstractmethod
+    def end_agent_phase(self) -> None:
+        """Make sure no process of the agent phase runs any more, and that the tests' own
+        /logs/verifier is empty and was never writable by the agent phase."""
+
+    def collect_verifier_logs(self) -> None:  # noqa: B027 - a bound host directory needs nothing
+        """Bring the reward files the tests wrote into `verifier_logs` (regular files only)."""
 
     def close(self) -> None:  # noqa: B027 - rooms without resources need nothing
         """Release what the room holds (a container)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from metaeval.sandbox.container import (
     Container,
@@ -35,13 +35,17 @@ from metaeval.sandbox.container import (
     Limits,
     describe_engine,
 )
+from metaeval.sandbox.environment import MAX_READ_BYTES, WorkspaceError
 from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.app_paths import APP_DIR, app_file, app_relative, write_app_file
 from metaeval.tasks.harbor_root import run_harbor_phase, seed_app
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.reward import MAX_REWARD_BYTES, REWARD_JSON, REWARD_TXT
+from metaeval.tasks.safe_files import UnsafeFileError, read_regular
 from metaeval.tasks.trial import Backend, Room
 
 VERIFIER_LOGS = "/logs/verifier"
+WRITE_TIMEOUT_S = 60.0
 FRESH_VERIFIER_LOGS = (
     "if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -f /logs; fi; "
     f"rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod 777 {VERIFIER_LOGS}"
@@ -90,12 +94,26 @@ class BwrapRoom(Room):
             storage_mb=self.limits.storage_mb,
         )
 
+    def read_file(self, path: str) -> bytes:
+        target, shown = app_file(self.app, path, make_dirs=False)
+        try:
+            return read_regular(
+                target, self.app, max_bytes=MAX_READ_BYTES, follow_inside_links=False
+            )
+        except UnsafeFileError as exc:
+            raise WorkspaceError(f"{shown}: {exc}") from None
+
+    def write_file(self, path: str, data: bytes) -> str:
+        """Written on the host, refusing any symlink on the way (one made inside the sandbox
+        may point anywhere on the host)."""
+        return write_app_file(self.app, path, data)
+
     def end_agent_phase(self) -> None:
         """Nothing to kill: each agent command ran in its own PID namespace, which ended
         with it; the tests get `verifier_logs`, which no agent command had bound."""
 
 
-class BwrapBackend(Backend):
+class BwrapBackend(Backend[BwrapRoom]):
     """Trials in bubblewrap (callers check `harbor_sandbox_unavailable` first)."""
 
     description = "bubblewrap"
@@ -162,19 +180,38 @@ class ContainerRoom(Room):
         for name, data in found.items():
             (self.verifier_logs / name).write_bytes(data)
 
-    def write_file(self, path: str, data: bytes, timeout_s: float) -> ExecResult:
-        """Write `data` to the absolute container path `path` in the agent phase, as the
-        image's user (what the agent's own commands could write), creating its directory."""
+    def read_file(self, path: str) -> bytes:
+        """Read through the engine's tar stream (nothing runs in the container)."""
+        shown = PurePosixPath(APP_DIR) / app_relative(path)
+        found = self.box.read_regular_files(str(shown.parent), (shown.name,), MAX_READ_BYTES + 1)
+        if shown.name not in found:
+            raise WorkspaceError(f"{shown}: no such regular file")
+        if len(found[shown.name]) > MAX_READ_BYTES:
+            raise WorkspaceError(f"{shown} is larger than {MAX_READ_BYTES} bytes, not read")
+        return found[shown.name]
+
+    def write_file(self, path: str, data: bytes) -> str:
+        """Written inside, as the image's user (what the agent's own commands could write),
+        where a symlink reaches only the container; OSError when the write fails."""
+        shown = f"{APP_DIR}/{app_relative(path).as_posix()}"
         self.box.set_network(self.limits.agent.network)
-        quoted = shlex.quote(path)
-        script = f'mkdir -p -- "$(dirname -- {quoted})" && cat > {quoted}'
-        return self.box.exec(script, timeout_s=timeout_s, data=data)
+        quoted = shlex.quote(shown)
+        script = (
+            f"if [ -d {quoted} ]; then exit 3; fi; "
+            f'mkdir -p -- "$(dirname -- {quoted})" && cat > {quoted}'
+        )
+        done = self.box.exec(script, timeout_s=WRITE_TIMEOUT_S, data=data)
+        if done.returncode == 3:
+            raise WorkspaceError(f"{shown} is a directory")
+        if not done.ok:
+            raise OSError(0, (done.stderr or done.stdout).strip()[-300:] or "timed out")
+        return shown
 
     def close(self) -> None:
         self.box.remove()
 
 
-class ContainerBackend(Backend):
+class ContainerBackend(Backend[ContainerRoom]):
     """Trials in containers of one image through Docker or Podman (`ContainerError` on an
     engine failure: infrastructure, not the task)."""
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, Self, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +67,21 @@ class Room(abc.ABC):
         by `timeout_s`), with the task directories named in `show` visible and the
         variables `env` set for this command only."""
 
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """The regular file `path` (`/app/<rel>` or `<rel>`) of /app as the agent left it
+        (errors as `metaeval.sandbox.environment` documents)."""
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes) -> str:
+        """Write an agent's file to `/app/<rel>` (`path` is `/app/<rel>` or `<rel>`) as the
+        agent phase could, and return `/app/<rel>` (errors as `metaeval.sandbox.environment`
+        documents)."""
+
+    def agent_env(self) -> AgentPhase:
+        """The agent phase of this room as an `Environment`."""
+        return AgentPhase(self)
+
     def test(self) -> ExecResult:
         """Run the task's tests in the verifier phase and leave what they wrote as reward
         files in `verifier_logs`.
@@ -95,7 +111,7 @@ class Room(abc.ABC):
     def close(self) -> None:  # noqa: B027 - rooms without resources need nothing
         """Release what the room holds (a container)."""
 
-    def __enter__(self) -> Room:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -104,8 +120,33 @@ class Room(abc.ABC):
         self.close()
 
 
-class Backend(abc.ABC):
-    """Where trials run: opens a fresh room per trial."""
+class AgentPhase:
+    """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
+    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's."""
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+
+    def exec(
+        self, command: str, *, timeout_s: float = 60, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        return self.room.exec(command, "agent", timeout_s=timeout_s, env=env)
+
+    def read_file(self, path: str) -> bytes:
+        return self.room.read_file(path)
+
+    def write_file(self, path: str, data: bytes) -> str:
+        return self.room.write_file(path, data)
+
+    def close(self) -> None:
+        """Nothing: the room closes with its trial."""
+
+
+RoomT = TypeVar("RoomT", bound=Room)
+
+
+class Backend(abc.ABC, Generic[RoomT]):
+    """Where trials run: opens a fresh room (of type RoomT) per trial."""
 
     @property
     @abc.abstractmethod
@@ -113,7 +154,7 @@ class Backend(abc.ABC):
         """For reports: "bubblewrap", "podman 4.3.1"."""
 
     @abc.abstractmethod
-    def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> Room:
+    def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> RoomT:
         """A fresh room for one trial of the task at `task_root`; host files go to `scratch`."""
 
 
@@ -137,11 +178,11 @@ class TrialResult(BaseModel):
 
 def run_trial(
     task_root: Path,
-    backend: Backend,
+    backend: Backend[RoomT],
     *,
     limits: TrialLimits,
     scratch: Path,
-    solve: Solve | Callable[[Room], object] | None = None,
+    solve: Solve | Callable[[RoomT], object] | None = None,
     cap: Callable[[str], str] | None = None,
 ) -> TrialResult:
     """Run one trial of the Harbor task at `task_root` and return its reward and log.

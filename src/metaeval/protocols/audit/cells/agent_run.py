@@ -58,7 +58,7 @@ from metaeval.tasks.limits import timeout_s, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
 from metaeval.tasks.safe_files import remove_tree
 from metaeval.tasks.task_workspace import TaskRootWorkspace
-from metaeval.tasks.trial import Room, TrialResult, run_trial
+from metaeval.tasks.trial import TrialResult, run_trial
 
 PROTOCOL = "audit-agent"
 RECORDS = AGENT_RUNS
@@ -268,8 +268,7 @@ class AgentRuns:
         agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
         ran: list[AgentResult] = []
 
-        def drive(room: Room) -> None:
-            assert isinstance(room, BwrapRoom)  # what BwrapBackend opens
+        def drive(room: BwrapRoom) -> None:
             workspace = TaskRootWorkspace(room.app, room.agent_logs)
             ran.append(self.agent.run(agent_task, workspace, limits))
 

@@ -165,11 +165,18 @@ class ContainerRoom(Room):
 
     def end_agent_phase(self) -> None:
         """Restart the container (killing whatever the agent left running), then make
-        /logs/verifier afresh as root."""
+        /logs/verifier afresh as root, and check from outside, the way the reward is read
+        later, that no reward file is left (the agent may have replaced `rm` or `mkdir`)."""
         self.box.restart()
         fresh = self.box.exec(FRESH_VERIFIER_LOGS, timeout_s=60, user="0")
         if not fresh.ok:
             raise ContainerError(f"cannot make {VERIFIER_LOGS}: {fresh.stderr.strip()[-300:]}")
+        left = self.box.read_regular_files(VERIFIER_LOGS, (REWARD_TXT, REWARD_JSON), 1)
+        if left:
+            raise ContainerError(
+                f"{VERIFIER_LOGS} still holds {', '.join(sorted(left))} after it was made "
+                "afresh (the container's own tools were changed): the tests are not run"
+            )
 
     def collect_verifier_logs(self) -> None:
         """Copy the tests' reward files to `verifier_logs`, one byte past the reward size

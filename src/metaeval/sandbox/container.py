@@ -232,9 +232,15 @@ class Container:
             )
 
     def read_regular_files(
-        self, directory: str, names: Collection[str], max_bytes: int, timeout_s: float = 120
+        self,
+        directory: str,
+        names: Collection[str] | None,
+        max_bytes: int,
+        timeout_s: float = 120,
     ) -> dict[str, bytes]:
-        """The first `max_bytes` of each regular file of `names` directly in `directory`.
+        """The first `max_bytes` of each regular file of `names` directly in `directory`
+        (`names` None: of every regular file below it, by its relative path, as long as
+        their sum stays within `max_bytes`).
 
         Read from the engine's tar stream of the directory (`cp NAME:DIR -`), so nothing in
         the container runs and no entry is ever created on the host: a link, FIFO, device or
@@ -247,7 +253,8 @@ class Container:
         watchdog.start()
         try:
             assert proc.stdout is not None and proc.stderr is not None
-            found = _regular_members(proc.stdout, set(names), max_bytes)
+            wanted = None if names is None else set(names)
+            found = _regular_members(proc.stdout, wanted, max_bytes)
             while proc.stdout.read(1 << 16):  # the rest, so the engine ends on its own
                 pass
             stderr = proc.stderr.read().decode("utf-8", "replace")
@@ -285,14 +292,23 @@ class ContainerError(RuntimeError):
     """The engine failed to start, copy into or run a container (infrastructure)."""
 
 
-def _regular_members(stream: IO[bytes], names: set[str], max_bytes: int) -> dict[str, bytes]:
-    """Regular files named in `names` at the top of a tar stream's one directory."""
+def _regular_members(stream: IO[bytes], names: set[str] | None, max_bytes: int) -> dict[str, bytes]:
+    """Regular files named in `names` at the top of a tar stream's one directory (None:
+    every regular file below it, while their sum stays within `max_bytes`)."""
     found: dict[str, bytes] = {}
+    budget = max_bytes
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
             for member in archive:
                 parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "/")]
-                if len(parts) == 2 and parts[1] in names and member.isreg():
+                if len(parts) < 2 or not member.isreg() or ".." in parts:
+                    continue
+                if names is None and member.size <= budget:
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        found["/".join(parts[1:])] = handle.read(member.size)
+                        budget -= member.size
+                elif names is not None and len(parts) == 2 and parts[1] in names:
                     handle = archive.extractfile(member)
                     if handle is not None:
                         found[parts[1]] = handle.read(max_bytes)

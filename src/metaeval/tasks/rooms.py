@@ -23,6 +23,7 @@ that command, through its stdin (`metaeval.sandbox.stdin_env`).
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -46,6 +47,7 @@ from metaeval.tasks.trial import Backend, Room
 
 VERIFIER_LOGS = "/logs/verifier"
 WRITE_TIMEOUT_S = 60.0
+SNAPSHOT_BYTES = 64 * 1024 * 1024
 FRESH_VERIFIER_LOGS = (
     "if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -f /logs; fi; "
     f"rm -rf {VERIFIER_LOGS} && mkdir -p {VERIFIER_LOGS} && chmod 777 {VERIFIER_LOGS}"
@@ -107,6 +109,9 @@ class BwrapRoom(Room):
         """Written on the host, refusing any symlink on the way (one made inside the sandbox
         may point anywhere on the host)."""
         return write_app_file(self.app, path, data)
+
+    def app_snapshot(self, dest: Path) -> Path:
+        return self.app
 
     def end_agent_phase(self) -> None:
         """Nothing to kill: each agent command ran in its own PID namespace, which ended
@@ -196,6 +201,18 @@ class ContainerRoom(Room):
         if len(found[shown.name]) > MAX_READ_BYTES:
             raise WorkspaceError(f"{shown} is larger than {MAX_READ_BYTES} bytes, not read")
         return found[shown.name]
+
+    def app_snapshot(self, dest: Path) -> Path:
+        """Copied out through the engine's tar stream: regular files only, at most
+        SNAPSHOT_BYTES in all (links, FIFOs and devices, and files past the cap, left out)."""
+        files = self.box.read_regular_files(APP_DIR, None, SNAPSHOT_BYTES)
+        dest.mkdir(parents=True)
+        for rel, data in files.items():
+            target = dest / rel
+            with contextlib.suppress(OSError):  # a name both file and directory: left out
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        return dest
 
     def write_file(self, path: str, data: bytes) -> str:
         """Written inside, as the image's user (what the agent's own commands could write),

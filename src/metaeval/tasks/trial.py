@@ -78,6 +78,11 @@ class Room(abc.ABC):
         agent phase could, and return `/app/<rel>` (errors as `metaeval.sandbox.environment`
         documents)."""
 
+    @abc.abstractmethod
+    def app_snapshot(self, dest: Path) -> Path:
+        """A host directory holding /app's regular files as they are now (`dest`, an absent
+        path, when /app has to be copied out; else the room's own host copy)."""
+
     def agent_env(self) -> AgentPhase:
         """The agent phase of this room as an `Environment`."""
         return AgentPhase(self)

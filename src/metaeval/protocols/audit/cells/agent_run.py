@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from metaeval.agents.registry import get_agent
+from metaeval.agents.registry import BUILTIN_AGENTS, get_agent
 from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
 from metaeval.engine.executor import JobResources
@@ -53,9 +53,11 @@ from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.records import AGENT_RUNS, AgentRunRecord
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
+from metaeval.sandbox.container import SANDBOX_KINDS, ContainerError, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
+from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, ensure_image
 from metaeval.tasks.limits import timeout_s, trial_limits
-from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerBackend, ContainerRoom
 from metaeval.tasks.safe_files import remove_tree
 from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import TrialResult, run_trial
@@ -85,6 +87,9 @@ class AgentRunSettings:
     new_layer: str | None = None
     # Host variables task.toml's [verifier.env] may read as ${NAME} (`metaeval.tasks.limits`)
     host_env: tuple[str, ...] = ()
+    # Where the agent works: "bwrap" (the task's bubblewrap root), or "podman" / "docker" /
+    # "auto" (a fresh container of the task's image, for agents that take any Environment)
+    sandbox: str = "bwrap"
 
 
 class AgentRuns:
@@ -96,6 +101,17 @@ class AgentRuns:
             raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
         if not settings.agent:
             raise ConfigError("give an agent, e.g. claude-code:local/smollm2", field="agent")
+        if settings.sandbox not in SANDBOX_KINDS:
+            raise ConfigError(
+                f"unknown sandbox '{settings.sandbox}' ({', '.join(SANDBOX_KINDS)})",
+                field="sandbox",
+            )
+        if settings.sandbox != "bwrap" and settings.agent.split(":")[0] not in BUILTIN_AGENTS:
+            raise ConfigError(
+                f"--sandbox {settings.sandbox} runs toolloop or scripted agents only (a CLI "
+                "agent needs the bubblewrap root)",
+                field="sandbox",
+            )
         self.settings = settings
         self.task_dirs, _ = plan_tasks(settings.bench_dir, settings.task_filter)
         self._given = agent
@@ -128,6 +144,7 @@ class AgentRuns:
             "test_timeout_s": s.test_timeout_s,
             "memory_cgroup_mb": getattr(self.agent, "memory_cgroup_mb", None),
             **({"host_env": list(s.host_env)} if s.host_env else {}),
+            **({"sandbox": s.sandbox} if s.sandbox != "bwrap" else {}),
         }
 
     def meaning_settings(self) -> dict[str, Any]:
@@ -268,20 +285,54 @@ class AgentRuns:
         agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
         ran: list[AgentResult] = []
 
+        before, after = [start], []
+
         def drive(room: BwrapRoom) -> None:
             workspace = TaskRootWorkspace(room.app, room.agent_logs)
             ran.append(self.agent.run(agent_task, workspace, limits))
+            after.append(room.app)
 
-        trial = run_trial(
-            task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
-        )
+        def drive_inside(room: ContainerRoom) -> None:
+            before[0] = room.app_snapshot(scratch / "app-before")  # the image's own /app
+            ran.append(self.agent.run(agent_task, room.agent_env(), limits))
+            after.append(room.app_snapshot(scratch / "app-after"))
+
+        if self.settings.sandbox == "bwrap":
+            trial = run_trial(
+                task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
+            )
+        else:
+            backend = container_backend(task.root, task.config, self.settings.sandbox)
+            trial = run_trial(
+                task.root, backend, limits=trial_limits_, scratch=scratch, solve=drive_inside
+            )
         result = ran[0]
-        diff = tree_diff(start, scratch / "app")
+        diff = tree_diff(before[0], after[0])
         record = AgentRunRecord(
             **base, **_attempt_record(run, result, trial, limits, diff)
         ).as_record()
         summary = transcript_summary(result.transcript, result.submission)
         return record, documents(record, diff, summary, trial.log)
+
+
+def container_backend(root: Path, config: dict[str, Any], sandbox: str) -> ContainerBackend:
+    """A backend on the task's own image (its Dockerfile built, or `docker_image`) in the
+    engine `sandbox` names; ContainerError saying why there is none (infrastructure)."""
+    engine, why = find_engine(sandbox)
+    if engine is None:
+        raise ContainerError(why or f"{sandbox} is not available")
+    environment = config.get("environment")
+    environment = environment if isinstance(environment, dict) else {}
+    named = environment.get("docker_image")
+    image = ensure_image(
+        engine,
+        root,
+        named if isinstance(named, str) and named else None,
+        timeout_s=DEFAULT_BUILD_TIMEOUT_S,
+    )
+    if image.status != "ok" or image.image is None:
+        raise ContainerError(f"{engine.name}: {image.reason or 'no image'}")
+    return ContainerBackend(engine, image.image)
 
 
 def _attempt_record(

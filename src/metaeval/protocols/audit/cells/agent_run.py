@@ -30,7 +30,6 @@ OS error) is an infrastructure error, retried on resume.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cell
 from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.cells.agent_results import (
+    attempt_record,
     documents,
     transcript_summary,
     tree_diff,
@@ -53,14 +53,14 @@ from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.records import AGENT_RUNS, AgentRunRecord
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
-from metaeval.sandbox.container import SANDBOX_KINDS, ContainerError, find_engine
+from metaeval.sandbox.container import SANDBOX_KINDS
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
-from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, ensure_image
+from metaeval.tasks.image_backend import container_backend
 from metaeval.tasks.limits import timeout_s, trial_limits
-from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerBackend, ContainerRoom
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerRoom
 from metaeval.tasks.safe_files import remove_tree
 from metaeval.tasks.task_workspace import TaskRootWorkspace
-from metaeval.tasks.trial import TrialResult, run_trial
+from metaeval.tasks.trial import run_trial
 
 PROTOCOL = "audit-agent"
 RECORDS = AGENT_RUNS
@@ -309,71 +309,10 @@ class AgentRuns:
         result = ran[0]
         diff = tree_diff(before[0], after[0])
         record = AgentRunRecord(
-            **base, **_attempt_record(run, result, trial, limits, diff)
+            **base, **attempt_record(run, result, trial, limits, diff)
         ).as_record()
         summary = transcript_summary(result.transcript, result.submission)
         return record, documents(record, diff, summary, trial.log)
-
-
-def container_backend(root: Path, config: dict[str, Any], sandbox: str) -> ContainerBackend:
-    """A backend on the task's own image (its Dockerfile built, or `docker_image`) in the
-    engine `sandbox` names; ContainerError saying why there is none (infrastructure)."""
-    engine, why = find_engine(sandbox)
-    if engine is None:
-        raise ContainerError(why or f"{sandbox} is not available")
-    environment = config.get("environment")
-    environment = environment if isinstance(environment, dict) else {}
-    named = environment.get("docker_image")
-    image = ensure_image(
-        engine,
-        root,
-        named if isinstance(named, str) and named else None,
-        timeout_s=DEFAULT_BUILD_TIMEOUT_S,
-    )
-    if image.status != "ok" or image.image is None:
-        raise ContainerError(f"{engine.name}: {image.reason or 'no image'}")
-    return ContainerBackend(engine, image.image)
-
-
-def _attempt_record(
-    run: RunDir, result: AgentResult, trial: TrialResult, limits: Limits, diff: str
-) -> dict[str, Any]:
-    """The record of one agent attempt but its task, agent and attempt id: the agent's
-    outcome, the tests' reward, usage and effort; the diff, transcript and tests log go to
-    blobs."""
-    test, log = trial.test, trial.log
-    assert test is not None  # run_trial always runs the tests after the solve step
-    reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
-    return {
-        "status": result.status,
-        "classification": classify(result),
-        "stop_reason": result.stop_reason,
-        "infra_error": result.infra_error,
-        "error": result.error,
-        "reward": reward,
-        "reward_source": reward_source,
-        "reward_error": reward_error,
-        "passed": reward is not None and reward >= 1,
-        "tests": {
-            "returncode": test.returncode,
-            "timed_out": test.timed_out,
-            "duration_s": test.duration_s,
-        },
-        "time_limit_s": limits.time_limit_s,
-        "usage": result.usage.model_dump(),
-        "cli_usage": result.cli_usage.model_dump() if result.cli_usage else None,
-        "cost_usd": result.cost_usd,
-        "steps": result.steps,
-        "wall_clock_s": round(result.wall_clock_s, 3),
-        "files_produced": result.files_produced,
-        "effort": result.effort.model_dump(),
-        "model_calls": len(result.model_calls),
-        "diff_blob": run.blobs.put(diff),
-        "transcript_blob": run.blobs.put(
-            json.dumps([e.model_dump(mode="json") for e in result.transcript])
-        ),
-        "tests_log_blob": run.blobs.put(log),
-    }
 
 
 _agents: dict[tuple[int, str, int | None], Any] = {}
@@ -403,23 +342,6 @@ def _not_runnable(task: LoadedTask) -> str | None:
     if unsafe is not None:
         return unsafe
     return harbor_sandbox_unavailable()
-
-
-def classify(result: AgentResult) -> str:
-    """The agent run's outcome class: ok, timeout, out_of_memory, crashed (killed by a
-    signal or no result at all), error, or infra_error."""
-    if result.infra_error:
-        return "infra_error"
-    if result.status == "timeout":
-        return "timeout"
-    if result.stop_reason == "out_of_memory":
-        return "out_of_memory"
-    if result.status == "ok":
-        return "ok"
-    error = result.error or ""
-    if "without reporting a result" in error or "signal" in error:
-        return "crashed"
-    return "error"
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:

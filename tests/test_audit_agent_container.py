@@ -112,3 +112,26 @@ def test_a_cli_agent_in_a_container_is_refused_naming_the_option(tmp_path: Path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "--sandbox podman runs toolloop or scripted agents only" in done.stderr
     assert not (tmp_path / "out" / "agent_runs.jsonl").exists()
+
+
+def test_a_task_without_an_image_is_an_infra_error_retried_on_resume(
+    podman: None, tmp_path: Path
+) -> None:
+    bench = stamp_bench(tmp_path)
+    task = bench / "stamp"
+    (task / "environment" / "Dockerfile").unlink()
+    missing = "localhost/metaeval-missing:none"
+    (task / "task.toml").write_text(
+        (task / "task.toml").read_text() + f'docker_image = "{missing}"\n'
+    )
+    out = tmp_path / "runs"
+    model = ScriptedModel([call("submit", answer="done")] * 2, name="scripted/toolloop")
+    settings = AgentRunSettings(bench_dir=bench, out_dir=out, agent="toolloop", sandbox="podman")
+    settings.progress = False
+    for _ in range(2):  # the second run retries the task: an infra error is never final
+        summary = AgentRuns(settings, agent=ToolLoopAgent(model)).run()
+        assert summary["ran"] == 1 and summary["classifications"] == {"infra_error": 1}
+    records = [json.loads(line) for line in (out / "agent_runs.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    assert all(f"image {missing} is not present locally" in r["error"] for r in records)
+    assert all(r.get("reward") is None for r in records)

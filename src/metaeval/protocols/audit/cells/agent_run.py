@@ -53,7 +53,7 @@ from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.records import AGENT_RUNS, AgentRunRecord
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
-from metaeval.sandbox.container import SANDBOX_KINDS
+from metaeval.sandbox.container import SANDBOX_KINDS, ContainerError
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
 from metaeval.tasks.image_backend import container_backend
 from metaeval.tasks.limits import timeout_s, trial_limits
@@ -259,6 +259,15 @@ class AgentRuns:
         scratch = run.path / WORK_DIR / f"{base['attempt']}"
         try:
             return self._attempt(run, task, base, scratch)
+        except ContainerError as exc:  # no image or engine: infrastructure, retried on resume
+            record = AgentRunRecord(
+                **base,
+                status="error",
+                classification="infra_error",
+                infra_error=True,
+                error=str(exc),
+            ).as_record()
+            return record, documents(record, "", "", f"not run: {exc}\n")
         finally:
             remove_tree(scratch)
 

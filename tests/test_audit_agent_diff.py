@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 from metaeval.agents.types import AgentResult, TranscriptEvent
-from metaeval.protocols.audit.cells.agent_results import transcript_summary, tree_diff
-from metaeval.protocols.audit.cells.agent_run import classify
+from metaeval.protocols.audit.cells.agent_results import classify, transcript_summary, tree_diff
 
 
 def test_tree_diff_shows_text_changes_and_names_what_it_does_not_read(tmp_path: Path):

@@ -19,12 +19,12 @@ from metaeval.agents.types import (
     Limits,
     Task,
     TranscriptEvent,
-    list_files,
+    env_files,
 )
 from metaeval.errors import MetaevalError
 
 if TYPE_CHECKING:
-    from metaeval.sandbox.workspace import Workspace
+    from metaeval.sandbox.environment import Environment
 
 Action = tuple[str, dict[str, Any]]
 ActionSource = Sequence[Action] | Callable[[Task], Sequence[Action]]
@@ -37,10 +37,10 @@ class ScriptedAgent:
         self.actions = actions
         self.name = name
 
-    def run(self, task: Task, workspace: Workspace, limits: Limits) -> AgentResult:
+    def run(self, task: Task, env: Environment, limits: Limits) -> AgentResult:
         """Execute the actions in order under the same step and time limits as any agent."""
         started = time.monotonic()
-        before = list_files(workspace.path)
+        before = env_files(env)
         actions = self.actions(task) if callable(self.actions) else self.actions
         transcript = [TranscriptEvent(type="user", text=task.instruction, t=0.0)]
         status: AgentStatus = "timeout"
@@ -54,7 +54,7 @@ class ScriptedAgent:
             if time.monotonic() - started > limits.time_limit_s:
                 reason = "time_limit"
                 break
-            output = _act(workspace, task, limits, tool, args, steps, transcript, started)
+            output = _act(env, task, limits, tool, args, steps, transcript, started)
             if output.submitted is not None:
                 status, reason, submission = "ok", "submitted", output.submitted
                 break
@@ -65,7 +65,7 @@ class ScriptedAgent:
             stop_reason=reason,
             error=error,
             submission=submission,
-            files_produced=sorted(list_files(workspace.path) - before),
+            files_produced=sorted(env_files(env) - before),
             cost_usd=0.0,
             effort=compute_effort(transcript),
             steps=steps,
@@ -76,7 +76,7 @@ class ScriptedAgent:
 
 
 def _act(
-    workspace: Workspace,
+    env: Environment,
     task: Task,
     limits: Limits,
     tool: str,
@@ -101,7 +101,7 @@ def _act(
     remaining = limits.time_limit_s - (time.monotonic() - started)
     try:
         output = run_tool(
-            workspace,
+            env,
             tool,
             args,
             limits.max_tool_output_bytes,

@@ -21,7 +21,7 @@ from metaeval.agents.types import (
     Limits,
     Task,
     TranscriptEvent,
-    list_files,
+    env_files,
 )
 from metaeval.errors import MetaevalError
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
@@ -29,7 +29,7 @@ from metaeval.transient import is_transient
 
 if TYPE_CHECKING:
     from metaeval.models.base import Model
-    from metaeval.sandbox.workspace import Workspace
+    from metaeval.sandbox.environment import Environment
 
 SYSTEM_PROMPT = """\
 You are a careful software agent working inside a repository. Use the tools to look at files,
@@ -101,19 +101,19 @@ class ToolLoopAgent:
             Message(role="user", content=task.instruction),
         ]
 
-    def run(self, task: Task, workspace: Workspace, limits: Limits) -> AgentResult:
+    def run(self, task: Task, env: Environment, limits: Limits) -> AgentResult:
         """Run the loop until submit or a limit; never raises for model or tool failures.
 
         A model call still running at the time limit is abandoned (its answer discarded):
         the run returns at the limit, as a timeout."""
         started = time.monotonic()
-        before = list_files(workspace.path)
+        before = env_files(env)
         native = self.model.supports_native_tools()
         specs = tool_specs(task.allow_write, task.metadata.get("answer_schema"), task.tools)
         messages = self._initial_messages(task, specs, native)
         run = _Run(
             task=task,
-            workspace=workspace,
+            workspace=env,
             limits=limits,
             native=native,
             specs=specs,
@@ -142,7 +142,7 @@ class ToolLoopAgent:
             infra_error=state.infra_error,
             error=state.error,
             submission=state.submission,
-            files_produced=sorted(list_files(workspace.path) - before),
+            files_produced=sorted(env_files(env) - before),
             usage=state.usage,
             cost_usd=state.cost_usd,
             effort=compute_effort(run.transcript),
@@ -320,7 +320,7 @@ class _Run:
     """One run in progress: its task and limits, the conversation so far, and its state."""
 
     task: Task
-    workspace: Workspace
+    workspace: Environment
     limits: Limits
     native: bool
     specs: list[ToolSpec]

@@ -1,7 +1,13 @@
 """The toolloop agent's tools: list_dir, read_file, grep, bash, write_file, submit.
 
-Every tool works inside one workspace. Output longer than the step's byte budget is cut at a
-line boundary; the caller records both the raw and the delivered size.
+Every tool works inside one `metaeval.sandbox.environment.Environment`. Output longer than
+the step's byte budget is cut at a line boundary; the caller records both the raw and the
+delivered size.
+
+In a workspace (a host directory) the file tools read the files themselves. In an environment
+without one (a task's container) read_file uses the environment's own `read_file`, and
+list_dir and grep run `ls` and `grep -E` there (a POSIX extended regular expression, not
+Python's).
 
 The agent's own bash can create symlinks, FIFOs and huge sparse files in the workspace, so
 the file tools read through `metaeval.tasks.safe_files`: a symlink whose target leaves the
@@ -15,17 +21,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from metaeval.agents.types import Span, ToolKind
 from metaeval.errors import MetaevalError
 from metaeval.models.types import ToolSpec
+from metaeval.sandbox.environment import Environment
+from metaeval.sandbox.workspace import Workspace
 from metaeval.tasks.safe_files import TreeEntry, classify, read_head, walk_tree
-
-if TYPE_CHECKING:
-    from metaeval.sandbox.workspace import Workspace
 
 MAX_READ_LINES = 400
 MAX_GREP_HITS = 200
@@ -142,8 +148,11 @@ def _plain(text: str, budget: int) -> ToolOutput:
     return ToolOutput(text=delivered, raw_bytes=raw)
 
 
-def list_dir(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
+def list_dir(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
     rel = str(args.get("path") or ".")
+    if not isinstance(env, Workspace):
+        return _in_env(env, f"ls -1Ap -- {shlex.quote(rel)}", budget)
+    ws = env
     root = ws.resolve(rel)
     if not root.is_dir():
         raise MetaevalError(f"not a directory: {args.get('path')}")
@@ -160,18 +169,12 @@ def list_dir(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
     return _plain("\n".join(lines) + "\n", budget)
 
 
-def read_file(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
+def read_file(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
     rel = str(args.get("path", ""))
-    target = ws.resolve(rel)  # symlinks resolved, refused when they leave the workspace
-    if not os.path.lexists(target) or target.is_dir():
-        raise MetaevalError(f"no such file: {rel}")
-    try:
-        # opened without following a link (the path is already resolved), never a FIFO or device
-        data, longer = read_head(
-            target, ws.path, max_bytes=MAX_FILE_BYTES, follow_inside_links=False
-        )
-    except OSError as exc:
-        raise MetaevalError(f"cannot read {rel}: {exc}") from None
+    if isinstance(env, Workspace):
+        data, longer, span_path = _read_host(env, rel)
+    else:
+        data, longer, span_path = env.read_file(rel), False, rel
     lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
     offset = max(1, int(args.get("offset") or 1))
     limit = max(1, min(int(args.get("limit") or MAX_READ_LINES), MAX_READ_LINES))
@@ -186,11 +189,42 @@ def read_file(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
         )
     elif offset - 1 + shown < len(lines):
         note = f"[file has {len(lines)} lines; shown {offset}-{offset + shown - 1}; use offset]\n"
-    span = Span(path=str(target.relative_to(ws.path)), start_line=offset)
+    span = Span(path=span_path, start_line=offset)
     return ToolOutput(text=delivered, raw_bytes=len(chunk.encode("utf-8")), span=span, note=note)
 
 
-def grep(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
+def _read_host(ws: Workspace, rel: str) -> tuple[bytes, bool, str]:
+    """(head of the file, whether it is longer, its workspace-relative path)."""
+    target = ws.resolve(rel)  # symlinks resolved, refused when they leave the workspace
+    if not os.path.lexists(target) or target.is_dir():
+        raise MetaevalError(f"no such file: {rel}")
+    try:
+        # opened without following a link (the path is already resolved), never a FIFO or device
+        data, longer = read_head(
+            target, ws.path, max_bytes=MAX_FILE_BYTES, follow_inside_links=False
+        )
+    except OSError as exc:
+        raise MetaevalError(f"cannot read {rel}: {exc}") from None
+    return data, longer, str(target.relative_to(ws.path))
+
+
+def _in_env(env: Environment, command: str, budget: int) -> ToolOutput:
+    """A file tool run as a command in an environment without a host directory."""
+    result = env.exec(command, timeout_s=60)
+    if result.returncode not in (0, 1) or (result.returncode == 1 and result.stderr):
+        raise MetaevalError((result.stderr or result.stdout).strip()[-300:] or "failed")
+    return _plain(result.stdout or "(no matches)\n", budget)
+
+
+def grep(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
+    if not isinstance(env, Workspace):
+        where = shlex.quote(str(args.get("path") or "."))
+        expression = shlex.quote(str(args.get("pattern", "")))
+        command = (
+            f"grep -rnIE -m {MAX_GREP_HITS} -e {expression} -- {where} | head -n {MAX_GREP_HITS}"
+        )
+        return _in_env(env, f"set -o pipefail; {command}", budget)
+    ws = env
     try:
         pattern = re.compile(str(args.get("pattern", "")))
     except re.error as exc:
@@ -238,22 +272,27 @@ def grep(ws: Workspace, args: dict[str, Any], budget: int) -> ToolOutput:
     return output
 
 
-def bash(ws: Workspace, args: dict[str, Any], budget: int, timeout_s: float) -> ToolOutput:
-    result = ws.exec(str(args.get("command", "")), timeout_s=timeout_s)
+def bash(env: Environment, args: dict[str, Any], budget: int, timeout_s: float) -> ToolOutput:
+    result = env.exec(str(args.get("command", "")), timeout_s=timeout_s)
     status = "timed out" if result.timed_out else f"exit code {result.returncode}"
     return _plain(f"[{status}]\n{result.stdout}{result.stderr}", budget)
 
 
-def write_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+def write_file(env: Environment, args: dict[str, Any]) -> ToolOutput:
     rel = str(args.get("path", ""))
     content = str(args.get("content", ""))
-    ws.write_text(rel, content)
+    env.write_file(rel, content.encode("utf-8"))
     text = f"wrote {len(content.encode('utf-8'))} bytes to {rel}\n"
     return ToolOutput(text=text, raw_bytes=len(text))
 
 
 def run_tool(
-    ws: Workspace, name: str, args: dict[str, Any], budget: int, timeout_s: float, allow_write: bool
+    ws: Environment,
+    name: str,
+    args: dict[str, Any],
+    budget: int,
+    timeout_s: float,
+    allow_write: bool,
 ) -> ToolOutput:
     """Execute one tool call; raises MetaevalError for a bad call (reported back to the model)."""
     if name == "list_dir":

@@ -1,4 +1,4 @@
-"""The agent contract: run(task, workspace, limits) -> AgentResult, and the common transcript."""
+"""The agent contract: run(task, env, limits) -> AgentResult, and the common transcript."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from metaeval.models.types import Usage
 
 if TYPE_CHECKING:
-    from metaeval.sandbox.workspace import Workspace
+    from metaeval.sandbox.environment import Environment
 
 EventType = Literal["system", "user", "assistant", "tool_call", "tool_result", "error", "info"]
 ToolKind = Literal["read", "search", "write", "exec", "submit", "other"]
@@ -105,11 +105,24 @@ class AgentResult(BaseModel):
 
 
 class Agent(Protocol):
-    """Anything that can run a task in a workspace."""
+    """Anything that can run a task in an environment (the toolloop and scripted agents take
+    any `Environment`; a CLI adapter needs a `Workspace`, a host directory it binds)."""
 
     name: str
 
-    def run(self, task: Task, workspace: Workspace, limits: Limits) -> AgentResult: ...
+    def run(self, task: Task, workspace: Any, limits: Limits) -> AgentResult: ...
+
+
+def env_files(env: Environment) -> set[str]:
+    """Paths of every regular file under the environment's working directory, relative to
+    it (for files_produced): read on the host for a workspace, listed by `find` inside
+    any other environment."""
+    from metaeval.sandbox.workspace import Workspace
+
+    if isinstance(env, Workspace):
+        return list_files(env.path)
+    found = env.exec("find . -type f -printf '%P\\n'", timeout_s=60)
+    return set(found.stdout.splitlines()) if found.returncode == 0 else set()
 
 
 def list_files(root: Path) -> set[str]:

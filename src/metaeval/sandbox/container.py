@@ -1,10 +1,12 @@
 """A container engine for Harbor tasks: Docker or Podman through their command lines.
 
 Each trial runs in a fresh container of its task's image (`metaeval.tasks.images` builds or
-finds it): `sleep infinity` as PID 1, commands through `exec`, the CPUs and memory the trial
-grants, the host's verifier log directory mounted at /logs/verifier, and the default
-network attached only while a phase that may use it runs (`set_network`);
-`metaeval.tasks.rooms` copies /tests or /solution in for the phase that may see them.
+finds it): `sleep infinity` under an init as PID 1, commands through `exec`, the CPUs and
+memory the trial grants, and the default network attached only while a phase that may use
+it runs (`set_network`); `metaeval.tasks.rooms` copies /tests or /solution in for the phase
+that may see them. No host directory is mounted: `restart` ends every process (the PID
+namespace dies with its init) and keeps the filesystem, and `read_regular_files` takes
+files out through the engine's tar stream, regular files only.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tarfile
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePosixPath
+from typing import IO, Literal
 
 from metaeval.sandbox.process import ExecResult
 from metaeval.sandbox.stdin_env import shell_with_env
@@ -95,7 +99,7 @@ DEFAULT_NETWORKS = {"podman": "podman", "docker": "bridge"}
 class Container:
     """One running container of a task image (a fresh one per trial)."""
 
-    def __init__(self, engine: Engine, image: str, logs: Path, limits: Limits):
+    def __init__(self, engine: Engine, image: str, limits: Limits):
         self.engine = engine
         self.name = f"metaeval-{uuid.uuid4().hex[:12]}"
         self.networked = limits.network  # started with a network it may be detached from
@@ -110,7 +114,7 @@ class Container:
         if limits.workdir:
             argv += ["-w", limits.workdir]
         # `--`: an image name that starts with "-" is a name, never an option of the engine
-        argv += ["-v", f"{Path(logs).resolve()}:/logs/verifier", "--", image, "sleep", "infinity"]
+        argv += ["--", image, "sleep", "infinity"]
         done = subprocess.run(
             engine.command(*argv), capture_output=True, text=True, timeout=120, check=False
         )
@@ -209,6 +213,65 @@ class Container:
             stderr_truncated=len(err) > LOG_LIMIT,
         )
 
+    def restart(self) -> None:
+        """Kill every process in the container and start it again with its filesystem kept.
+
+        SIGKILL goes to the init at once (`-t 0`); the kernel then kills everything else in
+        the container's PID namespace, however it was detached (`setsid`, `nohup`, a double
+        fork, an `exec` whose client timed out). The network stays as `set_network` left it.
+        """
+        done = subprocess.run(
+            self.engine.command("restart", "-t", "0", self.name),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ContainerError(
+                f"{self.engine.name} restart failed: {(done.stderr or '').strip()[-300:]}"
+            )
+
+    def read_regular_files(
+        self,
+        directory: str,
+        names: Collection[str] | None,
+        max_bytes: int,
+        timeout_s: float = 120,
+    ) -> dict[str, bytes]:
+        """The first `max_bytes` of each regular file of `names` directly in `directory`
+        (`names` None: of every regular file below it, by its relative path, as long as
+        their sum stays within `max_bytes`).
+
+        Read from the engine's tar stream of the directory (`cp NAME:DIR -`), so nothing in
+        the container runs and no entry is ever created on the host: a link, FIFO, device or
+        directory of that name counts as absent. A missing directory gives {};
+        ContainerError when the engine fails otherwise or the stream outlasts `timeout_s`.
+        """
+        argv = self.engine.command("cp", f"{self.name}:{directory}", "-")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        watchdog = threading.Timer(timeout_s, proc.kill)
+        watchdog.start()
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            wanted = None if names is None else set(names)
+            found = _regular_members(proc.stdout, wanted, max_bytes)
+            while proc.stdout.read(1 << 16):  # the rest, so the engine ends on its own
+                pass
+            stderr = proc.stderr.read().decode("utf-8", "replace")
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+            proc.kill()
+            proc.wait()
+        if code < 0:
+            raise ContainerError(f"{self.engine.name} cp of {directory} took over {timeout_s:g} s")
+        if code != 0:
+            if "no such file or directory" in stderr.lower():
+                return {}
+            raise ContainerError(f"{self.engine.name} cp failed: {stderr.strip()[-300:]}")
+        return found
+
     def remove(self) -> None:
         subprocess.run(
             self.engine.command("rm", "-f", "-t", "0", self.name)
@@ -228,6 +291,31 @@ class Container:
 
 class ContainerError(RuntimeError):
     """The engine failed to start, copy into or run a container (infrastructure)."""
+
+
+def _regular_members(stream: IO[bytes], names: set[str] | None, max_bytes: int) -> dict[str, bytes]:
+    """Regular files named in `names` at the top of a tar stream's one directory (None:
+    every regular file below it, while their sum stays within `max_bytes`)."""
+    found: dict[str, bytes] = {}
+    budget = max_bytes
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "/")]
+                if len(parts) < 2 or not member.isreg() or ".." in parts:
+                    continue
+                if names is None and member.size <= budget:
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        found["/".join(parts[1:])] = handle.read(member.size)
+                        budget -= member.size
+                elif names is not None and len(parts) == 2 and parts[1] in names:
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        found[parts[1]] = handle.read(max_bytes)
+    except tarfile.TarError:
+        pass  # an empty or cut stream: the caller reads the engine's exit and message
+    return found
 
 
 def describe_engine(engine: Engine) -> str:

@@ -1,4 +1,5 @@
-"""Workspaces: one isolated directory per run, and command execution inside it."""
+"""Workspaces: one isolated directory per run, and command execution inside it (an
+`metaeval.sandbox.environment.Environment`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from metaeval.errors import MetaevalError
 from metaeval.sandbox.bwrap import SANDBOX_HOME, build_bwrap_argv, sandbox_env, use_bwrap
+from metaeval.sandbox.environment import (
+    MAX_READ_BYTES,
+    PathEscapeError,
+    ReadOnlyWorkspaceError,
+    WorkspaceError,
+)
 from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
+from metaeval.tasks.safe_files import UnsafeFileError, read_regular
+
+__all__ = ["PathEscapeError", "ReadOnlyWorkspaceError", "Workspace", "WorkspaceError", "exec_in"]
 
 STRIPPED_DIR_NAMES = frozenset(
     {
@@ -30,18 +39,6 @@ STRIPPED_DIR_NAMES = frozenset(
 )
 STRIPPED_DIR_SUFFIXES = (".egg-info",)
 STRIPPED_FILE_SUFFIXES = (".pyc",)
-
-
-class WorkspaceError(MetaevalError):
-    """A workspace cannot be created, or a path or operation on it is not allowed."""
-
-
-class PathEscapeError(WorkspaceError):
-    """A path that leads outside its workspace (via '..', an absolute path or a symlink)."""
-
-
-class ReadOnlyWorkspaceError(WorkspaceError):
-    """A write to a read-only workspace."""
 
 
 def _is_stripped_dir(name: str) -> bool:
@@ -154,17 +151,34 @@ class Workspace:
 
     def write_text(self, rel: str | os.PathLike[str], content: str) -> Path:
         """Write `content` (UTF-8) to a file inside the workspace, creating parent dirs."""
+        return Path(self.write_file(os.fspath(rel), content.encode("utf-8")))
+
+    def write_file(self, path: str, data: bytes) -> str:
+        """Write `data` to `path` inside the workspace (see `write_text`); the path written."""
         if self.read_only:
-            raise ReadOnlyWorkspaceError(f"workspace {self.path} is read-only; cannot write {rel}")
-        target = self.resolve(rel)
+            raise ReadOnlyWorkspaceError(f"workspace {self.path} is read-only; cannot write {path}")
+        target = self.resolve(path)
         if target == self.path or target.is_dir():
-            raise WorkspaceError(f"{str(rel)!r} is a directory")
+            raise WorkspaceError(f"{path!r} is a directory")
         target.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-        fd = os.open(target, flags, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        return target
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return str(target)
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of the regular file `path` inside the workspace (links resolved inside
+        it, never followed out; FIFOs and devices never opened), at most MAX_READ_BYTES."""
+        target = self.resolve(path)
+        try:
+            return read_regular(
+                target, self.path, max_bytes=MAX_READ_BYTES, follow_inside_links=False
+            )
+        except UnsafeFileError as exc:
+            raise WorkspaceError(f"{path}: {exc}") from None
+
+    def close(self) -> None:
+        """Nothing to release: the directory stays until `remove`."""
 
     def list_files(self) -> list[str]:
         """Sorted POSIX-style relative paths of all non-directory entries (links not followed)."""

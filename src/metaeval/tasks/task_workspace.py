@@ -42,6 +42,11 @@ class TaskRootWorkspace(Workspace):
             rel = str(self.path) + text[len(APP_DIR) :]
         return super().resolve(rel)
 
+    def write_file(self, path: str, data: bytes) -> str:
+        """As `Workspace.write_file`; the path returned is the one the agent sees (/app/...)."""
+        target = Path(super().write_file(path, data))
+        return APP_DIR + "/" + target.relative_to(self.path).as_posix()
+
     def exec(
         self,
         command: str | Sequence[str],

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, Self, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -66,19 +67,56 @@ class Room(abc.ABC):
         by `timeout_s`), with the task directories named in `show` visible and the
         variables `env` set for this command only."""
 
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """The regular file `path` (`/app/<rel>` or `<rel>`) of /app as the agent left it
+        (errors as `metaeval.sandbox.environment` documents)."""
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes) -> str:
+        """Write an agent's file to `/app/<rel>` (`path` is `/app/<rel>` or `<rel>`) as the
+        agent phase could, and return `/app/<rel>` (errors as `metaeval.sandbox.environment`
+        documents)."""
+
+    @abc.abstractmethod
+    def app_snapshot(self, dest: Path) -> Path:
+        """A host directory holding /app's regular files as they are now (`dest`, an absent
+        path, when /app has to be copied out; else the room's own host copy)."""
+
+    def agent_env(self) -> AgentPhase:
+        """The agent phase of this room as an `Environment`."""
+        return AgentPhase(self)
+
     def test(self) -> ExecResult:
-        """Run the task's tests in the verifier phase, on an emptied /logs/verifier (the
-        reward read afterwards is what the tests wrote, never a leftover of the agent)."""
+        """Run the task's tests in the verifier phase and leave what they wrote as reward
+        files in `verifier_logs`.
+
+        First `end_agent_phase` kills every process the agent phase started and gives the
+        tests a fresh /logs/verifier; afterwards `collect_verifier_logs` brings the reward
+        files to the host. So the reward read afterwards is what the tests wrote, never a
+        leftover of the agent nor the write of a process it left running.
+        """
         for entry in list(self.verifier_logs.iterdir()):
-            remove_tree(entry)  # never follows a link the agent left there
-        return self.exec(
+            remove_tree(entry)  # never follows a link left there
+        self.end_agent_phase()
+        result = self.exec(
             TEST_COMMAND, "verifier", show=("tests",), env=self.limits.verifier_env.values
         )
+        self.collect_verifier_logs()
+        return result
+
+    @abc.abstractmethod
+    def end_agent_phase(self) -> None:
+        """Make sure no process of the agent phase runs any more, and that the tests' own
+        /logs/verifier is empty and was never writable by the agent phase."""
+
+    def collect_verifier_logs(self) -> None:  # noqa: B027 - a bound host directory needs nothing
+        """Bring the reward files the tests wrote into `verifier_logs` (regular files only)."""
 
     def close(self) -> None:  # noqa: B027 - rooms without resources need nothing
         """Release what the room holds (a container)."""
 
-    def __enter__(self) -> Room:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -87,8 +125,33 @@ class Room(abc.ABC):
         self.close()
 
 
-class Backend(abc.ABC):
-    """Where trials run: opens a fresh room per trial."""
+class AgentPhase:
+    """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
+    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's."""
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+
+    def exec(
+        self, command: str, *, timeout_s: float = 60, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        return self.room.exec(command, "agent", timeout_s=timeout_s, env=env)
+
+    def read_file(self, path: str) -> bytes:
+        return self.room.read_file(path)
+
+    def write_file(self, path: str, data: bytes) -> str:
+        return self.room.write_file(path, data)
+
+    def close(self) -> None:
+        """Nothing: the room closes with its trial."""
+
+
+RoomT = TypeVar("RoomT", bound=Room)
+
+
+class Backend(abc.ABC, Generic[RoomT]):
+    """Where trials run: opens a fresh room (of type RoomT) per trial."""
 
     @property
     @abc.abstractmethod
@@ -96,7 +159,7 @@ class Backend(abc.ABC):
         """For reports: "bubblewrap", "podman 4.3.1"."""
 
     @abc.abstractmethod
-    def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> Room:
+    def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> RoomT:
         """A fresh room for one trial of the task at `task_root`; host files go to `scratch`."""
 
 
@@ -120,11 +183,11 @@ class TrialResult(BaseModel):
 
 def run_trial(
     task_root: Path,
-    backend: Backend,
+    backend: Backend[RoomT],
     *,
     limits: TrialLimits,
     scratch: Path,
-    solve: Solve | Callable[[Room], object] | None = None,
+    solve: Solve | Callable[[RoomT], object] | None = None,
     cap: Callable[[str], str] | None = None,
 ) -> TrialResult:
     """Run one trial of the Harbor task at `task_root` and return its reward and log.

@@ -189,6 +189,13 @@ def agent_run_cmd(
     max_connections: MaxConnections = None,
     new_layer: NewLayer = None,
     allow_host_env: AllowHostEnv = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Where the agent works: bwrap (the task's bubblewrap root), or podman, "
+            "docker or auto (a container of the task's image; toolloop and scripted only)."
+        ),
+    ] = "bwrap",
 ) -> None:
     """Run an agent on every task in its sandbox, score it with the task's tests, and write
     the agent results the execution tier reads; re-running resumes."""
@@ -213,6 +220,7 @@ def agent_run_cmd(
             flags=ModelFlags(model_arg, model_base_url, model_timeout, max_connections),
             new_layer=new_layer,
             allow_host_env=allow_host_env,
+            sandbox=sandbox,
         )
     )
     summary = AgentRuns(settings).run()

@@ -136,6 +136,7 @@ class AgentRunOptions:
     flags: ModelFlags | None = None
     new_layer: str | None = None
     allow_host_env: list[str] | None = None
+    sandbox: str = "bwrap"
 
 
 def resolve_agent_run(o: AgentRunOptions) -> AgentRunSettings:
@@ -155,4 +156,5 @@ def resolve_agent_run(o: AgentRunOptions) -> AgentRunSettings:
         memory_cgroup_mb=o.memory_mb,
         new_layer=o.new_layer,
         host_env=host_env_names(o.allow_host_env or []),
+        sandbox=o.sandbox,
     )

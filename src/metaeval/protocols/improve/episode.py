@@ -18,10 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.protocols.improve.episode_room import (
     DEFAULT_SANDBOX,
-    Refused,
     RoomUnavailable,
     choose_backend,
-    write_in_room,
 )
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
@@ -39,6 +37,7 @@ from metaeval.protocols.improve.task_outcome import (
     describe_error,
     opaque_task_id,
 )
+from metaeval.sandbox.environment import Environment, WorkspaceError
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.safe_files import read_regular
@@ -90,7 +89,7 @@ class Episode:
         self.episode_id = episode_id
         self.scratch = scratch
         self.config: dict[str, Any] = {}
-        self.room: Room | None = None
+        self.env: Environment | None = None  # the room's agent phase
         self.ending = ""
 
     # ---------------------------------------------------------------- phases
@@ -103,7 +102,7 @@ class Episode:
             raise EpisodeStop("infra_error", str(exc)) from exc
 
         def episode(room: Room) -> None:
-            self.room = room
+            self.env = room.agent_env()
             self._reset(instruction)
             self.ending = self._loop()
 
@@ -240,8 +239,8 @@ class Episode:
             return Observation(
                 kind="error", step=step, message="no time left in the episode to run a command"
             )
-        assert self.room is not None
-        result = self.room.exec(action.command, "agent", timeout_s=limit)
+        assert self.env is not None
+        result = self.env.exec(action.command, timeout_s=limit)
         if _sandbox_broke(result):
             raise EpisodeStop(
                 "infra_error", f"sandbox failed at step {step}: {result.stderr.strip()}"
@@ -265,10 +264,9 @@ class Episode:
                 message=f"refused: content is {len(data)} bytes (limit {MAX_WRITE_BYTES})",
             )
         try:
-            assert self.room is not None
-            limit = min(self.command_timeout_s, max(self._left(), 1.0))
-            shown = write_in_room(self.room, action.path, data, limit)
-        except Refused as exc:
+            assert self.env is not None
+            shown = self.env.write_file(action.path, data)
+        except WorkspaceError as exc:
             return Observation(kind="error", step=step, message=f"refused: {exc}")
         except OSError as exc:
             return Observation(kind="error", step=step, message=f"cannot write: {exc.strerror}")

@@ -1,4 +1,4 @@
-"""Where an improve episode and its tests run, and how a write_file action reaches its /app.
+"""Where an improve episode and its tests run.
 
 `--sandbox` (`improve run`) picks the room of each task's trial (`metaeval.tasks.rooms`):
 
@@ -12,23 +12,24 @@
   infra_error, so the evaluation is an evaluation-framework failure, never a task failure).
 
 In a container, as in bubblewrap, the target never sees the task's tests or solution:
-/tests is copied in only for the verifier phase, /solution never. Multi-container (compose)
+/tests is copied in only for the verifier phase, /solution never. The episode works through
+the room's agent phase (`Room.agent_env`, an `Environment`): a write_file action is written
+on the host refusing any symlink in bubblewrap, inside the container as the image's user. Multi-container (compose)
 environments are not supported, and a task with a symlink leading outside it is not built or
 copied from (its files would carry host files into the container).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from metaeval.sandbox.container import SANDBOX_KINDS, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, build_network, ensure_image
-from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerBackend, ContainerRoom
+from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import walk_tree
-from metaeval.tasks.trial import Backend, Room
+from metaeval.tasks.trial import Backend
 
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 DEFAULT_SANDBOX = "bwrap"
@@ -36,10 +37,6 @@ DEFAULT_SANDBOX = "bwrap"
 
 class RoomUnavailable(Exception):
     """The task cannot run where `--sandbox` asks (infrastructure, never the task's fault)."""
-
-
-class Refused(Exception):
-    """A write_file path the harness will not write."""
 
 
 def check_sandbox(kind: str) -> str:
@@ -108,71 +105,3 @@ def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
             f"{engine.name}: {image.reason or 'no image'}" + (f"\n{tail}" if tail else "")
         )
     return ContainerBackend(engine, image.image)
-
-
-def write_in_room(room: Room, path: str, data: bytes, timeout_s: float) -> str:
-    """Write an agent's file to `/app/<rel>` (`path` is `/app/<rel>` or `<rel>`) and return
-    how to show it; Refused for a path the harness will not write, OSError when writing
-    fails. In bubblewrap the file is written on the host, refusing any symlink on the way
-    (one made inside the sandbox may point anywhere on the host); in a container it is
-    written inside, as the image's user, where a symlink reaches only the container."""
-    if isinstance(room, BwrapRoom):
-        target, shown = resolve_app_path(room.app, path)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        return shown
-    if not isinstance(room, ContainerRoom):  # pragma: no cover - the two backends
-        raise Refused(f"cannot write files in a {type(room).__name__}")
-    shown = "/app/" + _app_relative(path).as_posix()
-    result = room.write_file(shown, data, timeout_s)
-    if not result.ok:
-        detail = (result.stderr or result.stdout).strip()[-300:] or "timed out"
-        raise OSError(0, detail)
-    return shown
-
-
-def _app_relative(path: str) -> PurePosixPath:
-    """`path` relative to /app; Refused for other absolute paths, `..`, NUL or /app itself."""
-    if not path or "\x00" in path:
-        raise Refused("empty path or NUL byte in the path")
-    pure = PurePosixPath(path)
-    if pure.is_absolute():
-        try:
-            pure = pure.relative_to("/app")
-        except ValueError:
-            raise Refused(f"{path!r} is outside /app") from None
-    if not pure.parts:
-        raise Refused(f"{path!r} names /app itself, not a file")
-    if ".." in pure.parts:
-        raise Refused(f"{path!r} leaves /app ('..' is not allowed)")
-    return pure
-
-
-def resolve_app_path(app: Path, path: str) -> tuple[Path, str]:
-    """The host path for an agent's write_file path, and how to show it (/app/...).
-
-    Accepts `/app/<rel>` and `<rel>`. Refuses other absolute paths, `..`, NUL bytes, an
-    existing directory as the target, and any symlink on the way. Missing parent
-    directories are created.
-    """
-    parts = _app_relative(path).parts
-    current = app
-    for part in parts[:-1]:
-        current = current / part
-        if current.is_symlink():
-            raise Refused(f"{path!r} goes through a symlink ({_shown(app, current)})")
-        if not current.exists():
-            current.mkdir()
-        elif not current.is_dir():
-            raise Refused(f"{_shown(app, current)} is not a directory")
-    target = current / parts[-1]
-    if target.is_symlink():
-        raise Refused(f"{_shown(app, target)} is a symlink")
-    if target.is_dir():
-        raise Refused(f"{_shown(app, target)} is a directory")
-    return target, _shown(app, target)
-
-
-def _shown(app: Path, path: Path) -> str:
-    return "/app/" + path.relative_to(app).as_posix()

@@ -1,5 +1,6 @@
 """The agent-results folder of one task: what an agent run leaves for the execution tier.
 
+What its record holds (`attempt_record`, with the run's class from `classify`), and
 ``program.diff`` (a unified diff of /app from start to end: the agent's program),
 ``result.json`` (the run's record without its blob references), ``transcript.md`` (a digest of
 the transcript, one line per step) and ``tests.log`` (the verifier's output). The audit loads
@@ -14,9 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from metaeval.agents.types import TranscriptEvent
+from metaeval.agents.types import AgentResult, Limits, TranscriptEvent
 from metaeval.records import RunDir
 from metaeval.tasks.safe_files import read_regular, walk_tree
+from metaeval.tasks.trial import TrialResult
 
 DIFF_FILE_BYTES = 256 * 1024  # a file larger than this shows in the diff by size only
 
@@ -127,3 +129,61 @@ def transcript_summary(events: list[TranscriptEvent], submission: str | None) ->
 def _short(text: str, limit: int = SUMMARY_TEXT_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def attempt_record(
+    run: RunDir, result: AgentResult, trial: TrialResult, limits: Limits, diff: str
+) -> dict[str, Any]:
+    """The record of one agent attempt but its task, agent and attempt id: the agent's
+    outcome, the tests' reward, usage and effort; the diff, transcript and tests log go to
+    blobs."""
+    test, log = trial.test, trial.log
+    assert test is not None  # run_trial always runs the tests after the solve step
+    reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
+    return {
+        "status": result.status,
+        "classification": classify(result),
+        "stop_reason": result.stop_reason,
+        "infra_error": result.infra_error,
+        "error": result.error,
+        "reward": reward,
+        "reward_source": reward_source,
+        "reward_error": reward_error,
+        "passed": reward is not None and reward >= 1,
+        "tests": {
+            "returncode": test.returncode,
+            "timed_out": test.timed_out,
+            "duration_s": test.duration_s,
+        },
+        "time_limit_s": limits.time_limit_s,
+        "usage": result.usage.model_dump(),
+        "cli_usage": result.cli_usage.model_dump() if result.cli_usage else None,
+        "cost_usd": result.cost_usd,
+        "steps": result.steps,
+        "wall_clock_s": round(result.wall_clock_s, 3),
+        "files_produced": result.files_produced,
+        "effort": result.effort.model_dump(),
+        "model_calls": len(result.model_calls),
+        "diff_blob": run.blobs.put(diff),
+        "transcript_blob": run.blobs.put(
+            json.dumps([e.model_dump(mode="json") for e in result.transcript])
+        ),
+        "tests_log_blob": run.blobs.put(log),
+    }
+
+
+def classify(result: AgentResult) -> str:
+    """The agent run's outcome class: ok, timeout, out_of_memory, crashed (killed by a
+    signal or no result at all), error, or infra_error."""
+    if result.infra_error:
+        return "infra_error"
+    if result.status == "timeout":
+        return "timeout"
+    if result.stop_reason == "out_of_memory":
+        return "out_of_memory"
+    if result.status == "ok":
+        return "ok"
+    error = result.error or ""
+    if "without reporting a result" in error or "signal" in error:
+        return "crashed"
+    return "error"

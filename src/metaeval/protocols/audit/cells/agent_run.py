@@ -30,7 +30,6 @@ OS error) is an infrastructure error, retried on resume.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -38,12 +37,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from metaeval.agents.registry import get_agent
+from metaeval.agents.registry import BUILTIN_AGENTS, get_agent
 from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
 from metaeval.engine.executor import JobResources
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.cells.agent_results import (
+    attempt_record,
     documents,
     transcript_summary,
     tree_diff,
@@ -53,12 +53,14 @@ from metaeval.protocols.audit.plan import plan_tasks
 from metaeval.protocols.audit.records import AGENT_RUNS, AgentRunRecord
 from metaeval.protocols.audit.task_view import LoadedTask, load_task
 from metaeval.records import RunDir
+from metaeval.sandbox.container import SANDBOX_KINDS, ContainerError
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable, seed_app
+from metaeval.tasks.image_backend import container_backend
 from metaeval.tasks.limits import timeout_s, trial_limits
-from metaeval.tasks.rooms import BwrapBackend, BwrapRoom
+from metaeval.tasks.rooms import BwrapBackend, BwrapRoom, ContainerRoom
 from metaeval.tasks.safe_files import remove_tree
 from metaeval.tasks.task_workspace import TaskRootWorkspace
-from metaeval.tasks.trial import Room, TrialResult, run_trial
+from metaeval.tasks.trial import run_trial
 
 PROTOCOL = "audit-agent"
 RECORDS = AGENT_RUNS
@@ -85,6 +87,9 @@ class AgentRunSettings:
     new_layer: str | None = None
     # Host variables task.toml's [verifier.env] may read as ${NAME} (`metaeval.tasks.limits`)
     host_env: tuple[str, ...] = ()
+    # Where the agent works: "bwrap" (the task's bubblewrap root), or "podman" / "docker" /
+    # "auto" (a fresh container of the task's image, for agents that take any Environment)
+    sandbox: str = "bwrap"
 
 
 class AgentRuns:
@@ -96,6 +101,17 @@ class AgentRuns:
             raise ConfigError("benchmark directory not found", file=str(settings.bench_dir))
         if not settings.agent:
             raise ConfigError("give an agent, e.g. claude-code:local/smollm2", field="agent")
+        if settings.sandbox not in SANDBOX_KINDS:
+            raise ConfigError(
+                f"unknown sandbox '{settings.sandbox}' ({', '.join(SANDBOX_KINDS)})",
+                field="sandbox",
+            )
+        if settings.sandbox != "bwrap" and settings.agent.split(":")[0] not in BUILTIN_AGENTS:
+            raise ConfigError(
+                f"--sandbox {settings.sandbox} runs toolloop or scripted agents only (a CLI "
+                "agent needs the bubblewrap root)",
+                field="sandbox",
+            )
         self.settings = settings
         self.task_dirs, _ = plan_tasks(settings.bench_dir, settings.task_filter)
         self._given = agent
@@ -128,6 +144,7 @@ class AgentRuns:
             "test_timeout_s": s.test_timeout_s,
             "memory_cgroup_mb": getattr(self.agent, "memory_cgroup_mb", None),
             **({"host_env": list(s.host_env)} if s.host_env else {}),
+            **({"sandbox": s.sandbox} if s.sandbox != "bwrap" else {}),
         }
 
     def meaning_settings(self) -> dict[str, Any]:
@@ -242,6 +259,15 @@ class AgentRuns:
         scratch = run.path / WORK_DIR / f"{base['attempt']}"
         try:
             return self._attempt(run, task, base, scratch)
+        except ContainerError as exc:  # no image or engine: infrastructure, retried on resume
+            record = AgentRunRecord(
+                **base,
+                status="error",
+                classification="infra_error",
+                infra_error=True,
+                error=str(exc),
+            ).as_record()
+            return record, documents(record, "", "", f"not run: {exc}\n")
         finally:
             remove_tree(scratch)
 
@@ -268,62 +294,34 @@ class AgentRuns:
         agent_task = Task(id=task.task_id, instruction=instruction, allow_write=True)
         ran: list[AgentResult] = []
 
-        def drive(room: Room) -> None:
-            assert isinstance(room, BwrapRoom)  # what BwrapBackend opens
+        before, after = [start], []
+
+        def drive(room: BwrapRoom) -> None:
             workspace = TaskRootWorkspace(room.app, room.agent_logs)
             ran.append(self.agent.run(agent_task, workspace, limits))
+            after.append(room.app)
 
-        trial = run_trial(
-            task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
-        )
+        def drive_inside(room: ContainerRoom) -> None:
+            before[0] = room.app_snapshot(scratch / "app-before")  # the image's own /app
+            ran.append(self.agent.run(agent_task, room.agent_env(), limits))
+            after.append(room.app_snapshot(scratch / "app-after"))
+
+        if self.settings.sandbox == "bwrap":
+            trial = run_trial(
+                task.root, BwrapBackend(), limits=trial_limits_, scratch=scratch, solve=drive
+            )
+        else:
+            backend = container_backend(task.root, task.config, self.settings.sandbox)
+            trial = run_trial(
+                task.root, backend, limits=trial_limits_, scratch=scratch, solve=drive_inside
+            )
         result = ran[0]
-        diff = tree_diff(start, scratch / "app")
+        diff = tree_diff(before[0], after[0])
         record = AgentRunRecord(
-            **base, **_attempt_record(run, result, trial, limits, diff)
+            **base, **attempt_record(run, result, trial, limits, diff)
         ).as_record()
         summary = transcript_summary(result.transcript, result.submission)
         return record, documents(record, diff, summary, trial.log)
-
-
-def _attempt_record(
-    run: RunDir, result: AgentResult, trial: TrialResult, limits: Limits, diff: str
-) -> dict[str, Any]:
-    """The record of one agent attempt but its task, agent and attempt id: the agent's
-    outcome, the tests' reward, usage and effort; the diff, transcript and tests log go to
-    blobs."""
-    test, log = trial.test, trial.log
-    assert test is not None  # run_trial always runs the tests after the solve step
-    reward, reward_source, reward_error = trial.reward, trial.reward_source, trial.reward_error
-    return {
-        "status": result.status,
-        "classification": classify(result),
-        "stop_reason": result.stop_reason,
-        "infra_error": result.infra_error,
-        "error": result.error,
-        "reward": reward,
-        "reward_source": reward_source,
-        "reward_error": reward_error,
-        "passed": reward is not None and reward >= 1,
-        "tests": {
-            "returncode": test.returncode,
-            "timed_out": test.timed_out,
-            "duration_s": test.duration_s,
-        },
-        "time_limit_s": limits.time_limit_s,
-        "usage": result.usage.model_dump(),
-        "cli_usage": result.cli_usage.model_dump() if result.cli_usage else None,
-        "cost_usd": result.cost_usd,
-        "steps": result.steps,
-        "wall_clock_s": round(result.wall_clock_s, 3),
-        "files_produced": result.files_produced,
-        "effort": result.effort.model_dump(),
-        "model_calls": len(result.model_calls),
-        "diff_blob": run.blobs.put(diff),
-        "transcript_blob": run.blobs.put(
-            json.dumps([e.model_dump(mode="json") for e in result.transcript])
-        ),
-        "tests_log_blob": run.blobs.put(log),
-    }
 
 
 _agents: dict[tuple[int, str, int | None], Any] = {}
@@ -353,23 +351,6 @@ def _not_runnable(task: LoadedTask) -> str | None:
     if unsafe is not None:
         return unsafe
     return harbor_sandbox_unavailable()
-
-
-def classify(result: AgentResult) -> str:
-    """The agent run's outcome class: ok, timeout, out_of_memory, crashed (killed by a
-    signal or no result at all), error, or infra_error."""
-    if result.infra_error:
-        return "infra_error"
-    if result.status == "timeout":
-        return "timeout"
-    if result.stop_reason == "out_of_memory":
-        return "out_of_memory"
-    if result.status == "ok":
-        return "ok"
-    error = result.error or ""
-    if "without reporting a result" in error or "signal" in error:
-        return "crashed"
-    return "error"
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -63,6 +63,15 @@ MaxTokens = Annotated[
         "a run keeps the budget it was started with unless this is given.",
     ),
 ]
+ModelsFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--models",
+        help="A models file (YAML/JSON): several models, each with its own temperature, "
+        "max_tokens, reasoning, key variable and provider options (docs/audit.md).",
+        show_default=False,
+    ),
+]
 NoExecution = Annotated[bool, typer.Option(help="Skip the sandboxed oracle/null-agent runs.")]
 NewLayer = Annotated[str | None, typer.Option(help="Start a new evidence layer.")]
 Sandbox = Annotated[
@@ -113,6 +122,7 @@ audit_app.command("init")(init_cmd)
 def run_cmd(
     bench_dir: BenchDir,
     model: Models = None,
+    models: ModelsFile = None,
     static_only: StaticOnly = False,
     tier: Annotated[str, typer.Option(help="minimal | definition | execution")] = "definition",
     agent_results: AgentResults = None,
@@ -156,6 +166,7 @@ def run_cmd(
             pull=pull,
             allow_host_env=allow_host_env,
             min_tier=min_tier,
+            models_file=models,
         )
     )
     summary = AuditRun(settings).run()

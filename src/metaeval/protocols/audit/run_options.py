@@ -17,6 +17,7 @@ from metaeval.cli_options import apply_model_options, host_env_names, parse_mode
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.call_options import AUDIT_KEYS, PAPER_MAX_TOKENS, split_model_args
 from metaeval.protocols.audit.findings import parse_evidence_tier
+from metaeval.protocols.audit.models_file import load_models_file, resolve_models
 from metaeval.protocols.audit.settings import AuditSettings, default_concurrency
 from metaeval.records.layers import recorded_setting
 from metaeval.tasks.images import PULL_POLICIES
@@ -60,6 +61,7 @@ class RunOptions:
     pull: str = "never"
     allow_host_env: list[str] | None = None
     min_tier: str | None = None
+    models_file: Path | None = None
 
 
 def default_run_dir(bench_dir: Path) -> Path:
@@ -77,7 +79,10 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     from metaeval.models.registry import prefetch_sdks
 
     flags = o.flags or ModelFlags()
-    models = [] if o.static_only else list(o.models or [DEFAULT_MODEL])
+    listed = load_models_file(o.models_file) if o.models_file is not None else None
+    from_file = [entry.model for entry in listed.models] if listed else []
+    models = [] if o.static_only else list(o.models or ([] if from_file else [DEFAULT_MODEL]))
+    models = list(dict.fromkeys([*from_file, *models])) if not o.static_only else []
     prefetch_sdks(models)  # the provider SDK imports while the run plans
     audit_pairs = [p for p in flags.model_args or [] if p.partition("=")[0].strip() in AUDIT_KEYS]
     run_dir = o.output or default_run_dir(o.bench_dir)
@@ -88,6 +93,7 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     provider_pairs = [p for p in flags.model_args or [] if p not in audit_pairs]
     apply_model_options(provider_pairs, flags.base_url, flags.timeout, flags.max_connections)
     check_choices(o.tier, o.sandbox, o.pull)
+    per_model = resolve_models(listed, call, max_tokens) if listed else {}
     return AuditSettings(
         bench_dir=o.bench_dir,
         run_dir=run_dir,
@@ -100,6 +106,7 @@ def resolve_run(o: RunOptions) -> AuditSettings:
         concurrency=o.concurrency or default_concurrency(o.static_only),
         max_tokens=max_tokens,
         model_call=call,
+        per_model=per_model,
         execution_checks=not o.no_execution,
         new_layer=o.new_layer,
         sandbox=o.sandbox,

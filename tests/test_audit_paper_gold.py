@@ -1,0 +1,123 @@
+"""The ground truth BenchGuard prints, shipped as gold files: ScienceAgentBench's 12 confirmed
+defects (Appendix E, Table 5) and BixBench Verified-50's 24 atomic issues (Appendix H, Table 8),
+checked against the counts the paper states; and the models file's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from metaeval.errors import ConfigError
+from metaeval.protocols.audit.call_options import ModelCallOptions
+from metaeval.protocols.audit.gold import load_gold, parse_gold
+from metaeval.protocols.audit.models_file import load_models_file, resolve_models
+from openai_stub import OpenAIStub  # noqa: E402
+
+PAPER = Path(__file__).resolve().parents[1] / "examples" / "paper"
+
+
+def test_sab_gold_is_table_5() -> None:
+    gold = load_gold(PAPER / "sab-benchguard" / "gold.json")
+    numbers = [9, 12, 21, 26, 29, 31, 32, 34, 35, 67, 78, 92]  # Table 5's task column
+    assert gold.defective_tasks == [f"sab_{n}" for n in numbers]
+    assert gold.n_issues == 12
+    top = Counter(issue.top_category for issue in gold.all_issues())
+    assert top == {"INST": 7, "GT": 4, "EVAL": 1}  # Table 5's category column
+    assert "Table 5" in gold.provenance
+
+
+def test_bixbench_gold_is_table_8() -> None:
+    gold = load_gold(PAPER / "bixbench-verified50" / "gold.json")
+    assert gold.n_issues == 24 and len(gold.defective_tasks) == 17  # 17 revised questions
+    per_task = Counter(len(issues) for issues in gold.tasks.values())
+    assert per_task == {1: 12, 2: 3, 3: 2}  # Appendix H: 12 single, 3 double, 2 triple
+    assert {t for t, issues in gold.tasks.items() if len(issues) == 3} == {
+        "bix-31-q2",
+        "bix-54-q7",
+    }
+    assert Counter(i.category for i in gold.all_issues()) == {
+        "INST-INCOMPLETE": 21,
+        "GT-LOGIC": 3,
+    }  # Table 7
+    assert "Table 8" in gold.provenance
+
+
+def test_gold_provenance_must_be_text() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_gold('{"provenance": 3, "tasks": {}}', file="g.json")
+    assert err.value.field == "provenance" and "g.json" in str(err.value)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_models_file_settings_fill_from_the_run(tmp_path: Path) -> None:
+    parsed = load_models_file(
+        write(
+            tmp_path / "m.yaml",
+            "models:\n  - model: openai/a\n    temperature: 1.0\n    max_findings: 30\n"
+            "  - model: openai/b\n    key_env: B_KEY\n",
+        )
+    )
+    resolved = resolve_models(parsed, ModelCallOptions(temperature=0.2), 4096)
+    a, b = resolved["openai/a"], resolved["openai/b"]
+    assert (a.call.temperature, a.call.answer.max_findings, a.max_tokens) == (1.0, 30, 4096)
+    assert (b.call.temperature, b.call.answer.max_findings) == (0.2, 8)
+    assert b.recorded()["key_env"] == "B_KEY" and "api_key" not in b.recorded()
+    with pytest.raises(ConfigError) as err:  # the variable is read when the model is made
+        b.model_options()
+    assert "B_KEY" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("models:\n  - model: openai/a\n    temperature: 3\n", "models.0.temperature"),
+        ("models:\n  - model: nomodel\n", "models.0.model"),
+        ("models:\n  - model: openai/a\n    options: {api_key: sk-1}\n", "models.0.options"),
+        ("models:\n  - model: openai/a\n  - model: openai/a\n", "models.1.model"),
+        ("models: []\n", "models"),
+    ],
+)
+def test_bad_models_file_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:
+    path = write(tmp_path / "m.yaml", text)
+    with pytest.raises(ConfigError) as err:
+        load_models_file(path)
+    assert err.value.field == field and str(path) in str(err.value)
+
+
+def test_changing_a_models_settings_on_resume_is_refused(tmp_path: Path) -> None:
+    """A model's recorded settings hold for the run; adding another model is accepted."""
+    bench = PAPER.parent / "audit-bench"
+    run = tmp_path / "run"
+
+    def audit(models: str) -> subprocess.CompletedProcess:
+        path = write(tmp_path / "m.yaml", models)
+        argv = ["audit", "run", str(bench), "--models", str(path), "-o", str(run)]
+        argv += ["--no-execution", "--task", "row-count"]
+        return subprocess.run(
+            [sys.executable, "-m", "metaeval.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    with OpenAIStub(lambda messages: "[]") as server:
+        url = f"    base_url: {server.base_url}\n"
+        one = "models:\n  - model: openai/a\n    temperature: 0.5\n" + url
+        first = audit(one)
+        assert first.returncode == 0, first.stdout + first.stderr
+        changed = audit(one.replace("0.5", "0.7"))
+        assert changed.returncode == 2, changed.stdout + changed.stderr
+        assert "openai/a" in changed.stderr and "temperature" in changed.stderr
+        added = audit(one + "  - model: openai/b\n    temperature: 1.0\n" + url)
+        assert added.returncode == 0, added.stdout + added.stderr
+        temperatures = sorted(r["temperature"] for r in server.chat_requests())
+    assert temperatures == [0.5, 1.0]  # the refused resume made no call

@@ -1,0 +1,140 @@
+"""BenchGuard's two headline experiments at the paper's scale, offline: stand-in tasks with the
+real ids (102 ScienceAgentBench tasks, the 50 of BixBench Verified-50), five replayed models in
+one run, each with its own settings from a models file, and a replayed judge. `audit score`
+must print Table 2's and Table 3's per-model recall and Appendix G's ensemble figures exactly.
+The replays are written from the paper's tables by `paper_replays`, not by metaeval."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from openai_stub import OpenAIStub  # noqa: E402
+from paper_replays import (  # noqa: E402
+    BIX_CLEAN,
+    BIX_MARKS,
+    GEMINI_TEMPERATURE,
+    MODELS,
+    SAB_MARKS,
+    SAB_TASKS,
+    Replay,
+    bix_replay,
+    models_file,
+    sab_replay,
+    stand_in_tasks,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SAB_GOLD = ROOT / "examples" / "paper" / "sab-benchguard" / "gold.json"
+BIX_GOLD = ROOT / "examples" / "paper" / "bixbench-verified50" / "gold.json"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+    )
+
+
+def table_row(markdown: str, name: str) -> list[str]:
+    """The cells of the first Markdown table row whose first cell is `name`."""
+    for line in markdown.splitlines():
+        cells = [html.unescape(c.strip()) for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == name:
+            return cells
+    raise AssertionError(f"no row {name!r} in:\n{markdown}")
+
+
+def run_experiment(tmp_path: Path, replay: Replay, task_ids: list[str], gold: Path) -> tuple:
+    """Audit the stand-in tasks with the five replayed models, score with the replayed judge:
+    (score stdout, run directory, the auditor servers)."""
+    bench = stand_in_tasks(tmp_path / "bench", task_ids)
+    run_dir = tmp_path / "run"
+    with ExitStack() as stack:
+        servers = {m: stack.enter_context(OpenAIStub(replay.auditor(m), model=m)) for m in MODELS}
+        judge = stack.enter_context(OpenAIStub(replay.judge(), model="judge"))
+        models = models_file(tmp_path / "models.yaml", {m: s.base_url for m, s in servers.items()})
+        audited = cli(
+            "audit", "run", str(bench), "--models", str(models), "-o", str(run_dir),
+            "--no-execution", "--concurrency", "4",
+        )  # fmt: skip
+        assert audited.returncode == 0, audited.stdout + audited.stderr
+        scored = cli(
+            "audit", "score", str(run_dir), "--gold", str(gold),
+            "--judge", "openai/judge", "--model-base-url", judge.base_url,
+        )  # fmt: skip
+        assert scored.returncode == 0, scored.stdout + scored.stderr
+        return scored.stdout, run_dir, servers
+
+
+@pytest.mark.timeout(1800)
+def test_sab_table2_and_table5_from_one_five_model_run(tmp_path: Path) -> None:
+    replay = sab_replay(SAB_GOLD)
+    tasks = [f"sab_{n}" for n in range(1, SAB_TASKS + 1)]
+    out, run_dir, servers = run_experiment(tmp_path, replay, tasks, SAB_GOLD)
+
+    # Table 2, + agent programs: Recall_A, Recall_A+P, precision (A+P), Find. per model
+    table2 = {
+        "openai/gemini-3.0-flash": ("66.7", "91.7", "50.0", "46"),
+        "openai/gemini-3.1-pro": ("58.3", "83.3", "70.4", "27"),
+        "openai/gpt-5.4": ("83.3", "91.7", "60.0", "45"),
+        "openai/claude-opus-4.6": ("91.7", "100.0", "67.6", "37"),
+        "openai/claude-sonnet-4.6": ("83.3", "91.7", "59.0", "39"),
+    }
+    for model, (rec_a, rec_ap, prec, find) in table2.items():
+        row = table_row(out, model)
+        assert (row[1], row[2], row[4], row[5]) == (rec_a, rec_ap, prec, find), row
+    assert table_row(out, "pooled union")[1:3] == ["100.0", "100.0"]  # Table 2's ensemble
+
+    # Table 5: per defect, each model's mark
+    marks = {"A": "✓", "P": "~", "-": "✗"}
+    header = table_row(out, "Task")
+    for task, row_marks in SAB_MARKS.items():
+        row = dict(zip(header, table_row(out, task), strict=True))
+        assert [row[m] for m in MODELS] == [marks[c] for c in row_marks], (task, row)
+
+    # one run, each model called with its own settings, recorded per model and per cell
+    for model, server in servers.items():
+        temperatures = {r["temperature"] for r in server.chat_requests()}
+        assert temperatures == {GEMINI_TEMPERATURE if "gemini" in model else 0.0}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["model_settings"]["openai/gemini-3.1-pro"]["temperature"] == 1.0
+    cells = [json.loads(line) for line in (run_dir / "audits.jsonl").read_text().splitlines()]
+    flash = [c for c in cells if c.get("source") == "openai/gemini-3.0-flash"]
+    assert len(flash) == SAB_TASKS and all(c["call"]["max_tokens"] == 4096 for c in flash)
+
+
+@pytest.mark.timeout(1800)
+def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
+    replay = bix_replay(BIX_GOLD)
+    tasks = list(dict.fromkeys(t for t, _, _ in BIX_MARKS)) + BIX_CLEAN
+    assert len(tasks) == 50
+    out, _, _ = run_experiment(tmp_path, replay, tasks, BIX_GOLD)
+
+    # Table 3: Recall_A and Recall_A+P per model
+    table3 = {
+        "openai/gemini-3.0-flash": ("45.8", "95.8"),
+        "openai/gemini-3.1-pro": ("37.5", "58.3"),
+        "openai/gpt-5.4": ("50.0", "87.5"),
+        "openai/claude-opus-4.6": ("54.2", "79.2"),
+        "openai/claude-sonnet-4.6": ("33.3", "58.3"),
+    }
+    for model, expected in table3.items():
+        assert tuple(table_row(out, model)[1:3]) == expected, model
+
+    # Appendix G: union 83.3 / 95.8, >=2 62.5 / 95.8, >=3 45.8 / 87.5
+    assert table_row(out, "pooled union")[1:3] == ["83.3", "95.8"]
+    assert table_row(out, "pooled >=2")[1:3] == ["62.5", "95.8"]
+    assert table_row(out, "pooled >=3")[1:3] == ["45.8", "87.5"]

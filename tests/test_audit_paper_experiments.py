@@ -138,3 +138,9 @@ def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
     assert table_row(out, "pooled union")[1:3] == ["83.3", "95.8"]
     assert table_row(out, "pooled >=2")[1:3] == ["62.5", "95.8"]
     assert table_row(out, "pooled >=3")[1:3] == ["45.8", "87.5"]
+    # the same as Appendix G states it: counts of the 24 issues, best single model Opus 4.6
+    best = "best single model (openai/claude-opus-4.6)"
+    assert table_row(out, best)[1:] == ["13/24", "54.2", "19/24", "79.2"]
+    assert table_row(out, "union (any model)")[1:] == ["20/24", "83.3", "23/24", "95.8"]
+    assert table_row(out, ">=3 models")[1:] == ["11/24", "45.8", "21/24", "87.5"]
+    assert table_row(out, ">=2 models")[1:] == ["15/24", "62.5", "23/24", "95.8"]

@@ -4,6 +4,7 @@ checked against the counts the paper states; and the models file's refusals."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -121,3 +122,8 @@ def test_changing_a_models_settings_on_resume_is_refused(tmp_path: Path) -> None
         assert added.returncode == 0, added.stdout + added.stderr
         temperatures = sorted(r["temperature"] for r in server.chat_requests())
     assert temperatures == [0.5, 1.0]  # the refused resume made no call
+    # the addition is recorded: the session that added the model, and its cell
+    sessions = [json.loads(line) for line in (run / "sessions.jsonl").read_text().splitlines()]
+    assert sessions[-1]["config"]["model_settings"]["openai/b"]["temperature"] == 1.0
+    cells = [json.loads(line) for line in (run / "audits.jsonl").read_text().splitlines()]
+    assert [c["call"]["temperature"] for c in cells if c["source"] == "openai/b"] == [1.0]

@@ -5,6 +5,8 @@ checked against the counts the paper states; and the models file's refusals."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -127,3 +129,42 @@ def test_changing_a_models_settings_on_resume_is_refused(tmp_path: Path) -> None
     assert sessions[-1]["config"]["model_settings"]["openai/b"]["temperature"] == 1.0
     cells = [json.loads(line) for line in (run / "audits.jsonl").read_text().splitlines()]
     assert [c["call"]["temperature"] for c in cells if c["source"] == "openai/b"] == [1.0]
+
+
+def test_plan_says_what_each_model_will_cost_before_any_call(tmp_path: Path) -> None:
+    bench = PAPER.parent / "audit-bench"
+    models = write(
+        tmp_path / "m.yaml",
+        "models:\n  - model: openai/priced\n    key_env: PLAN_TEST_KEY\n    max_tokens: 1000\n"
+        "    price: {input: 2.0, output: 10.0}\n  - model: openai/free\n    temperature: 1.0\n",
+    )
+    argv = ["audit", "plan", str(bench), "--models", str(models), "--task", "row-count"]
+    env = {k: v for k, v in os.environ.items() if k != "PLAN_TEST_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    priced, free = (line for line in done.stdout.splitlines() if line.startswith("- "))
+    assert "1 call(s)" in priced and "max_tokens 1000" in priced
+    assert "key PLAN_TEST_KEY NOT SET" in priced
+    prompt = int(re.search(r"prompts ~(\d+) tokens", priced).group(1))  # type: ignore[union-attr]
+    assert prompt > 0
+    expected = prompt * 2.0 / 1e6 + 1000 * 10.0 / 1e6
+    assert f"at most ${expected:.2f}" in priced
+    assert "temperature 1" in free and "no price" in free
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("experiment", ["sab-benchguard", "bixbench-verified50"])
+def test_paper_models_files_are_the_papers_settings(experiment: str) -> None:
+    parsed = load_models_file(PAPER / experiment / "models.yaml")
+    resolved = resolve_models(parsed, ModelCallOptions(), 4096)
+    assert len(resolved) == 5  # Section 4: five backends
+    for name, own in resolved.items():
+        assert own.max_tokens == 4096
+        assert own.call.temperature == (1.0 if "gemini" in name else 0.0)
+        assert own.key_env  # keys by variable name only

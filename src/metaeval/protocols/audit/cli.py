@@ -175,6 +175,39 @@ def run_cmd(
     raise typer.Exit(report_failures(out, cell_failures(summary.get("failed_cells") or [])))
 
 
+@audit_app.command("plan")
+def plan_cmd(
+    bench_dir: BenchDir,
+    model: Models = None,
+    models: ModelsFile = None,
+    tier: Annotated[str, typer.Option(help="minimal | definition | execution")] = "definition",
+    agent_results: AgentResults = None,
+    task: AuditTasks = None,
+    model_arg: ModelArgs = None,
+    max_tokens: MaxTokens = None,
+) -> None:
+    """Say what `audit run` with these options will call, with each model's settings and an
+    estimate of the cost, before anything is spent (no call, nothing written)."""
+    from metaeval.protocols.audit.cost_plan import plan_audit, plan_lines
+    from metaeval.protocols.audit.run_options import ModelFlags, RunOptions, resolve_run
+
+    settings = resolve_run(
+        RunOptions(
+            bench_dir=bench_dir,
+            models=model,
+            models_file=models,
+            tier=tier,
+            agent_results=agent_results,
+            tasks=task,
+            flags=ModelFlags(model_arg),
+            max_tokens=max_tokens,
+        )
+    )
+    n_tasks, plans = plan_audit(settings)
+    for line in plan_lines(bench_dir, n_tasks, plans):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 @audit_app.command("agent-run")
 def agent_run_cmd(
     bench_dir: BenchDir,

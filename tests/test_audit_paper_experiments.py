@@ -121,7 +121,7 @@ def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
     replay = bix_replay(BIX_GOLD)
     tasks = list(dict.fromkeys(t for t, _, _ in BIX_MARKS)) + BIX_CLEAN
     assert len(tasks) == 50
-    out, _, _ = run_experiment(tmp_path, replay, tasks, BIX_GOLD)
+    out, run_dir, _ = run_experiment(tmp_path, replay, tasks, BIX_GOLD)
 
     # Table 3: Recall_A and Recall_A+P per model
     table3 = {
@@ -144,3 +144,8 @@ def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
     assert table_row(out, "union (any model)")[1:] == ["20/24", "83.3", "23/24", "95.8"]
     assert table_row(out, ">=3 models")[1:] == ["11/24", "45.8", "21/24", "87.5"]
     assert table_row(out, ">=2 models")[1:] == ["15/24", "62.5", "23/24", "95.8"]
+    # the report carries the same table
+    assert "Ensemble strategies (Appendix G)" in (run_dir / "report.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    strategies = page[page.index('id="score-strategies"') :]
+    assert "<td>20/24</td><td>83.3</td><td>23/24</td><td>95.8</td>" in strategies

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from kill_run import kill_after_lines  # noqa: E402
 from openai_stub import OpenAIStub  # noqa: E402
 from paper_replays import (  # noqa: E402
     BIX_CLEAN,
@@ -149,3 +150,37 @@ def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
     page = (run_dir / "report.html").read_text()
     strategies = page[page.index('id="score-strategies"') :]
     assert "<td>20/24</td><td>83.3</td><td>23/24</td><td>95.8</td>" in strategies
+
+
+@pytest.mark.timeout(1800)
+def test_a_five_model_run_killed_with_sigkill_resumes_to_the_same_scores(tmp_path: Path) -> None:
+    """Killed part way, the run keeps what it wrote and a rerun finishes only the rest."""
+    replay = bix_replay(BIX_GOLD)
+    tasks = list(dict.fromkeys(t for t, _, _ in BIX_MARKS)) + BIX_CLEAN
+    bench = stand_in_tasks(tmp_path / "bench", tasks)
+    run_dir = tmp_path / "run"
+    with ExitStack() as stack:
+        servers = {m: stack.enter_context(OpenAIStub(replay.auditor(m), model=m)) for m in MODELS}
+        judge = stack.enter_context(OpenAIStub(replay.judge(), model="judge"))
+        models = models_file(tmp_path / "models.yaml", {m: s.base_url for m, s in servers.items()})
+        argv = ["audit", "run", str(bench), "--models", str(models), "-o", str(run_dir)]
+        argv += ["--no-execution", "--concurrency", "2"]
+        kept = kill_after_lines(argv, run_dir / "audits.jsonl", 60, timeout_s=600)
+        assert 60 <= kept.count(b"\n") < len(tasks) * (len(MODELS) + 1)  # killed part way
+        calls_before = sum(len(s.chat_requests()) for s in servers.values())
+        resumed = cli(*argv)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        after = (run_dir / "audits.jsonl").read_bytes()
+        assert after.startswith(kept)  # the records written before the kill stay as they were
+        cells = [json.loads(line) for line in after.splitlines()]
+        final = {(c["task_id"], c["source"]) for c in cells if c.get("status") == "ok"}
+        assert len(final) == len(tasks) * (len(MODELS) + 1)  # every model and the checks
+        calls = sum(len(s.chat_requests()) for s in servers.values())
+        assert calls < calls_before + len(tasks) * len(MODELS)  # the kept cells were reused
+        scored = cli(
+            "audit", "score", str(run_dir), "--gold", str(BIX_GOLD),
+            "--judge", "openai/judge", "--model-base-url", judge.base_url,
+        )  # fmt: skip
+        assert scored.returncode == 0, scored.stdout + scored.stderr
+    assert table_row(scored.stdout, "union (any model)")[1:] == ["20/24", "83.3", "23/24", "95.8"]
+    assert table_row(scored.stdout, ">=3 models")[1:] == ["11/24", "45.8", "21/24", "87.5"]

@@ -56,6 +56,26 @@ SAB_MARKS = {
 # Table 2, + agent programs: Find. and flagged-task precision (aligned or partial findings)
 SAB_FIND = (46, 27, 45, 37, 39)
 SAB_PRECISE = (23, 19, 27, 25, 23)  # 50.0, 70.4, 60.0, 67.6, 59.0 percent of Find.
+
+# Table 2, definition-only: the paper gives per-model counts only (Recall_A 7, 7, 7, 10, 7 of
+# 12; Recall_A+P 9, 9, 9, 11, 11; the ensemble 11 exact, 12 with partials). One assignment with
+# exactly those counts; sab_92 is the defect no model finds exactly at this level.
+SAB_DEF_MARKS = {
+    "sab_9": "AAAAA",
+    "sab_12": "AAAAA",
+    "sab_21": "AA-AP",
+    "sab_26": "P-AAP",
+    "sab_29": "AAAAA",
+    "sab_31": "-PPAA",
+    "sab_32": "AA-AA",
+    "sab_34": "-AAAP",
+    "sab_35": "A-AAA",
+    "sab_67": "PAAAA",
+    "sab_78": "A-P--",
+    "sab_92": "-P-PP",
+}
+SAB_DEF_FIND = (34, 19, 34, 31, 27)
+SAB_DEF_PRECISE = (14, 11, 16, 18, 14)  # 41.2, 57.9, 47.1, 58.1, 51.9 percent of Find.
 SAB_TASKS = 102  # sab_1 .. sab_102, the Harbor adapter's ids
 
 # BixBench: one row per gold issue, in the gold file's order (task, then issue id a, b, c)
@@ -149,22 +169,26 @@ def gold_descriptions(gold_path: Path) -> dict[tuple[str, str], str]:
     }
 
 
-def sab_replay(gold_path: Path) -> Replay:
-    """Table 5's marks and Table 2's Find. and precision, as findings and verdicts."""
+def sab_replay(gold_path: Path, *, definition: bool = False) -> Replay:
+    """Table 5's marks (or the definition-only ones) and Table 2's Find. and precision, as
+    findings and verdicts."""
     gold = gold_descriptions(gold_path)
+    table = SAB_DEF_MARKS if definition else SAB_MARKS
+    find = SAB_DEF_FIND if definition else SAB_FIND
+    precise = SAB_DEF_PRECISE if definition else SAB_PRECISE
     replay = Replay()
     for m, model in enumerate(MODELS):
-        hits = [(t, marks[m]) for t, marks in SAB_MARKS.items() if marks[m] != "-"]
+        hits = [(t, marks[m]) for t, marks in table.items() if marks[m] != "-"]
         n = 0
         for task, mark in hits:  # one finding per defect found
             n += 1
             replay.add(model, task, f"{model} {task} #{n}", {gold[(task, "a")]: VERDICT[mark]})
-        for i in range(SAB_PRECISE[m] - len(hits)):  # more findings on the same defects
+        for i in range(precise[m] - len(hits)):  # more findings on the same defects
             task, mark = hits[i % len(hits)]
             n += 1
             replay.add(model, task, f"{model} {task} #{n}", {gold[(task, "a")]: VERDICT[mark]})
-        tasks = list(SAB_MARKS)
-        for i in range(SAB_FIND[m] - SAB_PRECISE[m]):  # unrelated findings on defective tasks
+        tasks = list(table)
+        for i in range(find[m] - precise[m]):  # unrelated findings on defective tasks
             task = tasks[i % len(tasks)]
             n += 1
             replay.add(model, task, f"{model} {task} #{n}", {})
@@ -200,7 +224,8 @@ def stand_in_tasks(root: Path, task_ids: list[str]) -> Path:
 
 
 def models_file(path: Path, base_urls: dict[str, str]) -> Path:
-    """The five models, each at its own replay server, with the paper's settings."""
+    """The five models, each at its own replay server, with the paper's settings (and a
+    made-up price, so that the runs have costs)."""
     lines = ["models:"]
     for model in MODELS:
         temperature = GEMINI_TEMPERATURE if "gemini" in model else 0.0
@@ -209,6 +234,7 @@ def models_file(path: Path, base_urls: dict[str, str]) -> Path:
             f"    temperature: {temperature}",
             "    max_tokens: 4096",
             f"    base_url: {base_urls[model]}",
+            "    price: {input: 1.0, output: 5.0}",
         ]
     path.write_text("\n".join(lines) + "\n")
     return path

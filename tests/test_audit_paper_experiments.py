@@ -58,11 +58,13 @@ def table_row(markdown: str, name: str) -> list[str]:
     raise AssertionError(f"no row {name!r} in:\n{markdown}")
 
 
-def run_experiment(tmp_path: Path, replay: Replay, task_ids: list[str], gold: Path) -> tuple:
+def run_experiment(
+    tmp_path: Path, replay: Replay, task_ids: list[str], gold: Path, name: str = "run"
+) -> tuple:
     """Audit the stand-in tasks with the five replayed models, score with the replayed judge:
     (score stdout, run directory, the auditor servers)."""
-    bench = stand_in_tasks(tmp_path / "bench", task_ids)
-    run_dir = tmp_path / "run"
+    bench = stand_in_tasks(tmp_path / f"bench-{name}", task_ids)
+    run_dir = tmp_path / name
     with ExitStack() as stack:
         servers = {m: stack.enter_context(OpenAIStub(replay.auditor(m), model=m)) for m in MODELS}
         judge = stack.enter_context(OpenAIStub(replay.judge(), model="judge"))
@@ -84,7 +86,7 @@ def run_experiment(tmp_path: Path, replay: Replay, task_ids: list[str], gold: Pa
 def test_sab_table2_and_table5_from_one_five_model_run(tmp_path: Path) -> None:
     replay = sab_replay(SAB_GOLD)
     tasks = [f"sab_{n}" for n in range(1, SAB_TASKS + 1)]
-    out, run_dir, servers = run_experiment(tmp_path, replay, tasks, SAB_GOLD)
+    out, run_dir, servers = run_experiment(tmp_path, replay, tasks, SAB_GOLD, "sab-agent")
 
     # Table 2, + agent programs: Recall_A, Recall_A+P, precision (A+P), Find. per model
     table2 = {
@@ -115,6 +117,27 @@ def test_sab_table2_and_table5_from_one_five_model_run(tmp_path: Path) -> None:
     cells = [json.loads(line) for line in (run_dir / "audits.jsonl").read_text().splitlines()]
     flash = [c for c in cells if c.get("source") == "openai/gemini-3.0-flash"]
     assert len(flash) == SAB_TASKS and all(c["call"]["max_tokens"] == 4096 for c in flash)
+
+    # Table 2 whole: the definition-only run beside the + agent one
+    definition = sab_replay(SAB_GOLD, definition=True)
+    run_experiment(tmp_path, definition, tasks, SAB_GOLD, "sab-def")
+    compared = cli("audit", "compare", str(tmp_path / "sab-def"), str(run_dir))
+    assert compared.returncode == 0, compared.stderr
+    table2_def = {
+        "openai/gemini-3.0-flash": ["58.3", "75.0", "41.2", "34"],
+        "openai/gemini-3.1-pro": ["58.3", "75.0", "57.9", "19"],
+        "openai/gpt-5.4": ["58.3", "75.0", "47.1", "34"],
+        "openai/claude-opus-4.6": ["83.3", "91.7", "58.1", "31"],
+        "openai/claude-sonnet-4.6": ["58.3", "91.7", "51.9", "27"],
+    }
+    header = table_row(compared.stdout, "Model")
+    for model, (rec_a, rec_ap, prec, find) in table2.items():
+        row = table_row(compared.stdout, model)
+        assert row[1:5] == table2_def[model] and row[5:9] == [rec_a, rec_ap, prec, find]
+        costs = dict(zip(header, row, strict=True))
+        assert costs["sab-agent Cost ($)"] == table_row(out, model)[6] != "n/a"
+    ensemble = table_row(compared.stdout, "Ensemble (pooled union)")
+    assert (ensemble[1:3], ensemble[5:7]) == (["91.7", "100.0"], ["100.0", "100.0"])
 
 
 @pytest.mark.timeout(1800)

@@ -75,7 +75,7 @@ def test_models_file_settings_fill_from_the_run(tmp_path: Path) -> None:
     assert (b.call.temperature, b.call.answer.max_findings) == (0.2, 8)
     assert b.recorded()["key_env"] == "B_KEY" and "api_key" not in b.recorded()
     with pytest.raises(ConfigError) as err:  # the variable is read when the model is made
-        b.model_options()
+        b.model_options("openai/b")
     assert "B_KEY" in str(err.value)
 
 

@@ -296,6 +296,24 @@ def score_cmd(
     out.print(f"scores: {run_dir / 'score.json'}; report updated: {run_dir / 'report.html'}")
 
 
+@audit_app.command("compare")
+def compare_cmd(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Scored audit runs, e.g. definition-only, then + agent.")
+    ],
+) -> None:
+    """Scored runs side by side in the shape of BenchGuard's Table 2: per model Recall_A,
+    Recall_A+P, precision (aligned and partial), Find. and cost of each run."""
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.audit.score_compare import compare_table, scored_run
+    from metaeval.report.markdown import markdown_table
+
+    if len(run_dirs) < 2:
+        raise ConfigError("give two scored runs or more", field="run_dirs")
+    columns, rows = compare_table([(d.name, scored_run(d)) for d in run_dirs])
+    out.print(markdown_table(columns, rows), markup=False, highlight=False, soft_wrap=True)
+
+
 @audit_app.command("review")
 def review_cmd(
     run_dir: Annotated[Path, typer.Argument(help="An audit run directory.")],

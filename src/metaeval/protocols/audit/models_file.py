@@ -25,6 +25,7 @@ a key.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,8 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from metaeval.config_files import load
 from metaeval.errors import ConfigError
+from metaeval.models.pricing import PriceTable
 from metaeval.models.registry import parse_model_name
 from metaeval.protocols.audit.call_options import ModelCallOptions
+from metaeval.records import sha256_text
 
 OptionValue = str | int | float | bool
 
@@ -47,6 +50,14 @@ class Price(BaseModel):
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+
+    def table(self, model: str) -> PriceTable:
+        """A price table holding this price for `model` alone."""
+        data = {
+            "version": "models-file",
+            "models": {model: {"input_per_mtok": self.input, "output_per_mtok": self.output}},
+        }
+        return PriceTable(data, sha256_text(json.dumps(data, sort_keys=True)), "models file")
 
 
 class ModelEntry(BaseModel):
@@ -107,12 +118,16 @@ class ModelSettings:
             "max_tokens": self.max_tokens,
             **self.call.settings(),
             **({"key_env": self.key_env} if self.key_env else {}),
+            **({"price": self.price.model_dump()} if self.price else {}),
             **dict(self.provider_options),
         }
 
-    def model_options(self) -> dict[str, Any]:
-        """The provider options the model is made with: the key read from `key_env` now."""
+    def model_options(self, name: str) -> dict[str, Any]:
+        """The provider options model `name` is made with: the key read from `key_env` now,
+        and its own price (the run's costs then use it, as `audit plan` does)."""
         options: dict[str, Any] = dict(self.provider_options)
+        if self.price is not None:
+            options["prices"] = self.price.table(name)
         if self.key_env:
             key = os.environ.get(self.key_env)
             if not key:

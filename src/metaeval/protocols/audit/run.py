@@ -71,7 +71,7 @@ class AuditRun:
         )
         given = models or {}
         models = {
-            name: given.get(name) or get_model(name, **own.model_options())
+            name: given.get(name) or get_model(name, **own.model_options(name))
             for name in settings.models
             for own in [settings.model_settings(name)]
         }

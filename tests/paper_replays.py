@@ -105,6 +105,31 @@ BIX_MARKS = [
     ("bix-54-q7", "c", "PAAAA"),
     ("bix-61-q2", "a", "A-AA-"),
 ]
+# Table 3's precision over the 17 revised tasks and Find. over all 50, per model: (findings
+# aligned with an issue, aligned or partial, findings on the revised tasks, all findings).
+# The paper prints percentages; these are the smallest counts that give them with the recall
+# above (Flash 12/36 = 33.3 and 30/36 = 83.3; Pro 16/34, 26/34; GPT 20/86, 48/86; Opus 24/62,
+# 42/62; Sonnet 7/30, 18/30, its one finding on bix-43-q2 aligned with both issues).
+BIX_PRECISION = (
+    (12, 30, 36, 114),
+    (16, 26, 34, 43),
+    (20, 48, 86, 102),
+    (24, 42, 62, 66),
+    (7, 18, 30, 58),
+)
+SONNET = 4
+# Table 6: findings per subcategory, columns as MODELS
+TABLE6 = {
+    "GT-LOGIC": (21, 3, 19, 3, 7),
+    "GT-DATA": (1, 0, 2, 0, 0),
+    "EVAL-COVERAGE": (0, 2, 23, 3, 8),
+    "EVAL-MISMATCH": (9, 2, 6, 0, 1),
+    "EVAL-JUDGE-BIAS": (0, 0, 7, 0, 0),
+    "EVAL-TOLERANCE": (5, 1, 1, 3, 0),
+    "EVAL-STOCHASTIC": (0, 0, 6, 20, 10),
+    "INST-INCOMPLETE": (78, 33, 33, 34, 31),
+    "INST-CONTRADICT": (0, 2, 5, 3, 1),
+}
 # the 33 unrevised tasks of the 50 stand in under made-up ids of the same shape
 BIX_CLEAN = [f"bix-{100 + n}-q1" for n in range(33)]
 
@@ -118,12 +143,19 @@ class Replay:
     findings: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (issue, title)
 
-    def add(self, model: str, task: str, title: str, matches: dict[str, str]) -> None:
+    def add(
+        self,
+        model: str,
+        task: str,
+        title: str,
+        matches: dict[str, str],
+        subcategory: str = "INST-INCOMPLETE",
+    ) -> None:
         """A finding of `model` on `task`; `matches`: gold description -> verdict."""
         self.findings.setdefault(model, {}).setdefault(task, []).append(
             {
-                "category": "INST",
-                "subcategory": "INST-INCOMPLETE",
+                "category": subcategory.split("-")[0],
+                "subcategory": subcategory,
                 "severity": "High",
                 "finding_type": "Warning",
                 "title": title,
@@ -197,15 +229,36 @@ def sab_replay(gold_path: Path, *, definition: bool = False) -> Replay:
 
 
 def bix_replay(gold_path: Path) -> Replay:
-    """The BixBench matrix as findings (one per model and matched issue) and verdicts."""
+    """The BixBench matrix as findings and verdicts, with Table 3's precision and Find. and
+    Table 6's subcategories: per model, one finding per matched issue (Sonnet's one finding
+    on bix-43-q2 matches both of its issues), repeats of its aligned and partial matches, then
+    unrelated findings on the revised tasks and on the unrevised ones."""
     gold = gold_descriptions(gold_path)
+    revised = list(dict.fromkeys(task for task, _, _ in BIX_MARKS))
     replay = Replay()
     for m, model in enumerate(MODELS):
+        labels = [sub for sub, counts in TABLE6.items() for _ in range(counts[m])]
+        hits: dict[str, list[tuple[str, dict[str, str]]]] = {"A": [], "P": []}
         for task, issue, marks in BIX_MARKS:
-            if marks[m] != "-":
-                title = f"{model} {task}{issue}"
-                replay.add(model, task, title, {gold[(task, issue)]: VERDICT[marks[m]]})
-        replay.add(model, BIX_CLEAN[m], f"{model} {BIX_CLEAN[m]} unrevised-task finding", {})
+            if marks[m] == "-":
+                continue
+            joined = (
+                hits[marks[m]][-1] if m == SONNET and task == "bix-43-q2" and issue == "b" else None
+            )
+            if joined is not None:  # the same finding matches the task's second issue too
+                joined[1][gold[(task, issue)]] = VERDICT[marks[m]]
+                continue
+            hits[marks[m]].append((task, {gold[(task, issue)]: VERDICT[marks[m]]}))
+        aligned, loose, on_revised, total = BIX_PRECISION[m]
+        plan = hits["A"] + hits["P"]
+        plan += [hits["A"][i % len(hits["A"])] for i in range(aligned - len(hits["A"]))]
+        extra_p = loose - aligned - len(hits["P"])
+        plan += [hits["P"][i % len(hits["P"])] for i in range(extra_p)]
+        plan += [(revised[i % len(revised)], {}) for i in range(on_revised - loose)]
+        plan += [(BIX_CLEAN[i % len(BIX_CLEAN)], {}) for i in range(total - on_revised)]
+        assert len(plan) == total == len(labels)
+        for n, ((task, matches), sub) in enumerate(zip(plan, labels, strict=True)):
+            replay.add(model, task, f"{model} {task} #{n}", matches, subcategory=sub)
     return replay
 
 
@@ -233,6 +286,7 @@ def models_file(path: Path, base_urls: dict[str, str]) -> Path:
             f"  - model: {model}",
             f"    temperature: {temperature}",
             "    max_tokens: 4096",
+            "    max_findings: 40",  # as the example file: the default 8 would cut answers
             f"    base_url: {base_urls[model]}",
             "    price: {input: 1.0, output: 5.0}",
         ]

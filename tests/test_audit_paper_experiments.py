@@ -26,6 +26,7 @@ from paper_replays import (  # noqa: E402
     MODELS,
     SAB_MARKS,
     SAB_TASKS,
+    TABLE6,
     Replay,
     bix_replay,
     models_file,
@@ -56,6 +57,14 @@ def table_row(markdown: str, name: str) -> list[str]:
         if cells and cells[0] == name:
             return cells
     raise AssertionError(f"no row {name!r} in:\n{markdown}")
+
+
+def table_row_after(markdown: str, header_cell: str, name: str) -> list[str]:
+    """The row `name` of the first table from the first line holding the cell
+    `header_cell` on (the same row name appears in several tables)."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if f"| {header_cell} |" in line)
+    return table_row("\n".join(lines[start:]), name)
 
 
 def run_experiment(
@@ -147,16 +156,25 @@ def test_bixbench_table3_and_appendix_g_ensembles(tmp_path: Path) -> None:
     assert len(tasks) == 50
     out, run_dir, _ = run_experiment(tmp_path, replay, tasks, BIX_GOLD)
 
-    # Table 3: Recall_A and Recall_A+P per model
+    # Table 3: Recall_A, Recall_A+P, Precision_A, Precision_A+P per model; Find. (all 50 tasks)
     table3 = {
-        "openai/gemini-3.0-flash": ("45.8", "95.8"),
-        "openai/gemini-3.1-pro": ("37.5", "58.3"),
-        "openai/gpt-5.4": ("50.0", "87.5"),
-        "openai/claude-opus-4.6": ("54.2", "79.2"),
-        "openai/claude-sonnet-4.6": ("33.3", "58.3"),
+        "openai/gemini-3.0-flash": ("45.8", "95.8", "33.3", "83.3", "114"),
+        "openai/gemini-3.1-pro": ("37.5", "58.3", "47.1", "76.5", "43"),
+        "openai/gpt-5.4": ("50.0", "87.5", "23.3", "55.8", "102"),
+        "openai/claude-opus-4.6": ("54.2", "79.2", "38.7", "67.7", "66"),
+        "openai/claude-sonnet-4.6": ("33.3", "58.3", "23.3", "60.0", "58"),
     }
-    for model, expected in table3.items():
-        assert tuple(table_row(out, model)[1:3]) == expected, model
+    counts = table_row_after(out, "Gold", "Row")  # the header of the counts table
+    for model, (rec_a, rec_ap, prec_a, prec_ap, find) in table3.items():
+        assert table_row(out, model)[1:5] == [rec_a, rec_ap, prec_a, prec_ap], model
+        row = dict(zip(counts, table_row_after(out, "Gold", model), strict=True))
+        assert row["All findings"] == find, model
+
+    # Table 6: findings by subcategory and model
+    header = table_row(out, "Subcategory")
+    for sub, per_model in TABLE6.items():
+        row = dict(zip(header, table_row_after(out, "Subcategory", sub), strict=True))
+        assert [int(row[m]) for m in MODELS] == list(per_model), sub
 
     # Appendix G: union 83.3 / 95.8, >=2 62.5 / 95.8, >=3 45.8 / 87.5
     assert table_row(out, "pooled union")[1:3] == ["83.3", "95.8"]

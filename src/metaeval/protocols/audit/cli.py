@@ -275,12 +275,15 @@ def score_cmd(
     """Score findings against known issues: recall, flagged-task precision, per category."""
     from metaeval.cli_options import apply_model_options
     from metaeval.protocols.audit.findings import parse_evidence_tier
+    from metaeval.protocols.audit.records import SCORE_MD
     from metaeval.protocols.audit.render import score_run
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
 
-    report = score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
-    out.print(report.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
+    # score.md as written: the scores, then the tables by subcategory (Table 6) and cost
+    text = (run_dir / SCORE_MD).read_text(encoding="utf-8")
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
     if judge == "category":
         out.print(
             "note: judged by category match (no model); it cannot tell apart two defects of one "

@@ -79,6 +79,24 @@ def test_models_file_settings_fill_from_the_run(tmp_path: Path) -> None:
     assert "B_KEY" in str(err.value)
 
 
+def test_an_unset_key_variable_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    models = write(tmp_path / "m.yaml", "models:\n  - model: openai/a\n    key_env: NO_SUCH_KEY\n")
+    argv = ["audit", "run", str(PAPER.parent / "audit-bench"), "--models", str(models)]
+    argv += ["-o", str(tmp_path / "run"), "--no-execution"]
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(models) in done.stderr and "models.0.key_env" in done.stderr
+    assert "NO_SUCH_KEY" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [

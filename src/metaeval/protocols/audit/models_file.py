@@ -111,6 +111,7 @@ class ModelSettings:
     provider_options: tuple[tuple[str, OptionValue], ...] = ()  # never a key
     key_env: str | None = None
     price: Price | None = None
+    origin: tuple[str, int] | None = None  # (models file, entry index), for error messages
 
     def recorded(self) -> dict[str, Any]:
         """The values a run records for the model and compares on a resume."""
@@ -131,9 +132,11 @@ class ModelSettings:
         if self.key_env:
             key = os.environ.get(self.key_env)
             if not key:
+                file, index = self.origin or (None, None)
                 raise ConfigError(
-                    f"environment variable {self.key_env} is not set (the key of this model)",
-                    field="key_env",
+                    f"environment variable {self.key_env} is not set (the key of {name})",
+                    file=file,
+                    field="key_env" if index is None else f"models.{index}.key_env",
                 )
             options["api_key"] = key
         return options
@@ -155,11 +158,12 @@ def load_models_file(path: Path) -> ModelsFile:
 
 
 def resolve_models(
-    parsed: ModelsFile, call: ModelCallOptions, max_tokens: int
+    parsed: ModelsFile, call: ModelCallOptions, max_tokens: int, file: str | None = None
 ) -> dict[str, ModelSettings]:
-    """Each model's settings: its own values over the run's (`call`, `max_tokens`)."""
+    """Each model's settings: its own values over the run's (`call`, `max_tokens`); `file`
+    (where `parsed` was read) is named in the errors found later (a key variable unset)."""
     out: dict[str, ModelSettings] = {}
-    for entry in parsed.models:
+    for index, entry in enumerate(parsed.models):
         answer = call.answer
         caps = {
             key: getattr(entry, key)
@@ -179,5 +183,6 @@ def resolve_models(
             provider_options=tuple(options.items()),
             key_env=entry.key_env,
             price=entry.price,
+            origin=(file, index) if file else None,
         )
     return out

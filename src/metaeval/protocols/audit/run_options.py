@@ -93,7 +93,7 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     provider_pairs = [p for p in flags.model_args or [] if p not in audit_pairs]
     apply_model_options(provider_pairs, flags.base_url, flags.timeout, flags.max_connections)
     check_choices(o.tier, o.sandbox, o.pull)
-    per_model = resolve_models(listed, call, max_tokens) if listed else {}
+    per_model = resolve_models(listed, call, max_tokens, str(o.models_file)) if listed else {}
     return AuditSettings(
         bench_dir=o.bench_dir,
         run_dir=run_dir,

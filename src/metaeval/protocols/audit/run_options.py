@@ -1,9 +1,11 @@
 """From the options of `audit run` and `audit agent-run` to the settings of the run.
 
-`resolve_run` checks the options (tier, sandbox, pull policy, host variable names), gives the
-provider options (`-M`, `--model-base-url`, `--model-timeout`, `--max-connections`) to every
-model the process creates, keeps the audit's own `-M` keys (`call_options.py`) for the
-model calls, and keeps a resumed run's output budget unless `--max-tokens` is given.
+`resolve_run` reads the models file (`--models`, models_file.py), checks the options (tier,
+sandbox, pull policy, host variable names), gives the provider options (`-M`,
+`--model-base-url`, `--model-timeout`, `--max-connections`) to every model the process
+creates, keeps the audit's own `-M` keys (`call_options.py`) for the model calls (a model of
+the file overrides them with its own), and keeps a resumed run's output budget unless
+`--max-tokens` is given.
 `resolve_agent_run` does the same for `audit agent-run`.
 """
 
@@ -81,8 +83,8 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     flags = o.flags or ModelFlags()
     listed = load_models_file(o.models_file) if o.models_file is not None else None
     from_file = [entry.model for entry in listed.models] if listed else []
-    models = [] if o.static_only else list(o.models or ([] if from_file else [DEFAULT_MODEL]))
-    models = list(dict.fromkeys([*from_file, *models])) if not o.static_only else []
+    given = list(o.models or ([] if from_file else [DEFAULT_MODEL]))  # -m beside the file
+    models = [] if o.static_only else list(dict.fromkeys([*from_file, *given]))
     prefetch_sdks(models)  # the provider SDK imports while the run plans
     audit_pairs = [p for p in flags.model_args or [] if p.partition("=")[0].strip() in AUDIT_KEYS]
     run_dir = o.output or default_run_dir(o.bench_dir)

@@ -12,15 +12,14 @@ the Gemini models; 4096 output tokens). A YAML or JSON file lists them::
       - model: litellm/vertex_ai/gemini-3-flash
         temperature: 1.0
         options: {vertex_location: global}   # passed to the provider as they are
-        price: {input: 0.5, output: 3.0}     # USD per million tokens, for `audit plan`
+        price: {input: 0.5, output: 3.0}     # USD per million tokens: the plan and the run
 
 A key a model leaves out takes the run's value (`-M`, `--max-tokens`, else the default).
-Each model's resolved settings are recorded in the run's manifest as the setting
-`model:<name>` and in each of its cell records (`call`); resuming with another value for a
-model that has cells is refused, naming the model and the setting. Adding a model to a run
-later is an addition, not a change: its cells record their own settings, and the pooled rows
-of `audit score` cover every model of the run. Only the variable's name is recorded, never
-a key.
+Each model's resolved settings are recorded: in the manifest (the setting `model:<name>`), in
+every open's `sessions.jsonl` entry, and in each of its cell records (`call`). Resuming with
+another value for a model that has cells is refused, naming the model and the setting. Adding
+a model to a run later is an addition, not a change, and the pooled rows of `audit score`
+cover every model of the run. Only a key variable's name is recorded, never a key.
 """
 
 from __future__ import annotations

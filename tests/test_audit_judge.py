@@ -61,7 +61,7 @@ def answer(verdict: str, reasoning: str = "same root cause") -> str:
 def test_prompt_template_and_schema() -> None:
     assert isinstance(JUDGE_PROMPT_TEMPLATE, str)
     assert JUDGE_SYSTEM_PROMPT in JUDGE_PROMPT_TEMPLATE
-    for placeholder in ("{gold_description}", "{finding_title}", "{finding_description}"):
+    for placeholder in ("{task_id}", "{issue_description}", "{finding_confidence}"):
         assert placeholder in JUDGE_PROMPT_TEMPLATE
     assert JUDGE_SCHEMA["properties"]["verdict"]["enum"] == ["ALIGNED", "PARTIAL", "UNRELATED"]
     assert JUDGE_SCHEMA["properties"]["reasoning"]["maxLength"] == 300
@@ -69,8 +69,10 @@ def test_prompt_template_and_schema() -> None:
     text = render_user_prompt(issue(), finding())
     assert "ecg_1000hz.csv but the solution" in text
     assert "Instruction and solution use different input files" in text
-    assert "solution/solve.py line 4" in text and "pd.read_csv(" in text
-    assert "INST-CONTRADICT" in text
+    # Appendix J: the task id and the finding's confidence are shown; categories and the
+    # finding's cited lines are not
+    assert "Task: t1" in text and "Confidence: 0.90" in text
+    assert "INST-CONTRADICT" not in text and "pd.read_csv(" not in text
 
 
 def test_judge_sends_constrained_request_and_parses_verdict(tmp_path: Path) -> None:
@@ -139,20 +141,23 @@ def test_cache_key_covers_the_listed_inputs() -> None:
     changed = [
         cache_key("m/b", issue(), finding()),  # judge model
         cache_key("m/a", issue(description="Other text"), finding()),  # gold text
-        cache_key("m/a", issue(category="INST-INCOMPLETE"), finding()),  # gold category
+        cache_key("m/a", issue(evidence="instruction.md line 2"), finding()),  # gold evidence
+        cache_key("m/a", issue(task_id="t2"), finding(task_id="t2")),  # task id
         cache_key("m/a", issue(), finding(title="Another title")),  # finding title
         cache_key("m/a", issue(), finding(description="Another description")),
-        cache_key("m/a", issue(), finding(subcategory="GT-DATA", category="GT")),
-        cache_key(
-            "m/a",
-            issue(),
-            finding(evidence=[{"file": "solution/solve.py", "snippet": "other snippet"}]),
-        ),
+        cache_key("m/a", issue(), finding(confidence=0.4)),  # confidence, in Appendix J's prompt
     ]
     assert base not in changed
     assert len(set(changed)) == len(changed)
-    # Fields outside the key (confidence, source, severity) do not change it.
-    assert cache_key("m/a", issue(), finding(confidence=0.4, source="x", severity="Low")) == base
+    # What the prompt leaves out (categories, cited lines, source, severity) does not change it.
+    other = finding(
+        subcategory="GT-DATA",
+        category="GT",
+        evidence=[{"file": "solution/solve.py", "snippet": "other snippet"}],
+        source="x",
+        severity="Low",
+    )
+    assert cache_key("m/a", issue(category="INST-INCOMPLETE"), other) == base
 
 
 def test_cache_key_depends_on_template(monkeypatch: pytest.MonkeyPatch) -> None:

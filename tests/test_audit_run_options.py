@@ -96,3 +96,18 @@ def test_agent_run_options_default_their_directory_and_check_host_variables() ->
         resolve_agent_run(
             AgentRunOptions(bench_dir=BENCH, agent="toolloop", allow_host_env=["1BAD"])
         )
+
+
+def test_the_python_api_and_the_cli_resolve_to_the_same_budget(tmp_path: Path) -> None:
+    """One default (the paper's 4096), whether a run starts from the CLI's options, from
+    `AuditSettings` directly, or a task is audited with `audit_task`."""
+    import inspect
+
+    from metaeval.protocols.audit.llm_protocol import audit_task
+    from metaeval.protocols.audit.settings import AuditSettings
+
+    cli = resolve_run(RunOptions(bench_dir=BENCH, output=tmp_path / "run", static_only=True))
+    api = AuditSettings(bench_dir=BENCH, run_dir=tmp_path / "run")
+    direct = inspect.signature(audit_task).parameters["max_tokens"].default
+    assert cli.max_tokens == api.max_tokens == direct == 4096
+    assert cli.model_call == api.model_call  # temperature and caps too

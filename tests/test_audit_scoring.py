@@ -238,7 +238,7 @@ def test_scoring_with_real_judge_and_cache(tmp_path: Path) -> None:
 
     def respond(request: ModelRequest) -> str:
         prompt = request.messages[-1].content
-        gold_id = next(i for d, i in descriptions.items() if f"Description: {d}\n" in prompt)
+        gold_id = next(i for d, i in descriptions.items() if f"Issue: {d}\n" in prompt)
         title = re.search(r"^Title: (.*)$", prompt, re.MULTILINE)
         assert title is not None
         return json.dumps(

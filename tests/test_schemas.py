@@ -25,7 +25,7 @@ SHIPPED = ROOT / "docs" / "schemas"
 
 # (schema name, example files, the loader that reads them for real)
 CASES = [
-    ("audit-gold", ["audit-bench/gold.json"], load_gold),
+    ("audit-gold", ["audit-bench/gold.json", "paper/*/gold.json"], load_gold),
     ("buildfind-config", ["buildfind-local.yaml", "buildfind-reference.yaml"], load_config),
     ("improve-manifest", ["improve/manifest*.json"], None),
     ("improve-sut", ["improve/suts/*.json"], load_sut_config),

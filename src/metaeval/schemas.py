@@ -47,6 +47,9 @@ class GoldFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="audit gold file")
 
+    provenance: str = Field(
+        default="", description="Where the issues come from (a paper's table, a review)."
+    )
     tasks: dict[str, GoldTaskEntry]
 
 

@@ -64,6 +64,15 @@ MaxTokens = Annotated[
         "a run keeps the budget it was started with unless this is given.",
     ),
 ]
+ModelsFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--models",
+        help="A models file (YAML/JSON): several models, each with its own temperature, "
+        "max_tokens, reasoning, key variable and provider options (docs/audit.md).",
+        show_default=False,
+    ),
+]
 NoExecution = Annotated[bool, typer.Option(help="Skip the sandboxed oracle/null-agent runs.")]
 NewLayer = Annotated[str | None, typer.Option(help="Start a new evidence layer.")]
 Sandbox = Annotated[
@@ -114,6 +123,7 @@ audit_app.command("init")(init_cmd)
 def run_cmd(
     bench_dir: BenchDir,
     model: Models = None,
+    models: ModelsFile = None,
     static_only: StaticOnly = False,
     tier: Annotated[str, typer.Option(help="minimal | definition | execution")] = "definition",
     agent_results: AgentResults = None,
@@ -162,6 +172,7 @@ def run_cmd(
             pull=pull,
             allow_host_env=allow_host_env,
             min_tier=min_tier,
+            models_file=models,
         )
     )
     summary = AuditRun(settings).run()
@@ -171,6 +182,39 @@ def run_cmd(
     for line in left_alone_lines(others):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(report_failures(out, cell_failures(ours)))
+
+
+@audit_app.command("plan")
+def plan_cmd(
+    bench_dir: BenchDir,
+    model: Models = None,
+    models: ModelsFile = None,
+    tier: Annotated[str, typer.Option(help="minimal | definition | execution")] = "definition",
+    agent_results: AgentResults = None,
+    task: AuditTasks = None,
+    model_arg: ModelArgs = None,
+    max_tokens: MaxTokens = None,
+) -> None:
+    """Say what `audit run` with these options will call, with each model's settings and an
+    estimate of the cost, before anything is spent (no call, nothing written)."""
+    from metaeval.protocols.audit.cost_plan import plan_audit, plan_lines
+    from metaeval.protocols.audit.run_options import ModelFlags, RunOptions, resolve_run
+
+    settings = resolve_run(
+        RunOptions(
+            bench_dir=bench_dir,
+            models=model,
+            models_file=models,
+            tier=tier,
+            agent_results=agent_results,
+            tasks=task,
+            flags=ModelFlags(model_arg),
+            max_tokens=max_tokens,
+        )
+    )
+    n_tasks, plans = plan_audit(settings)
+    for line in plan_lines(bench_dir, n_tasks, plans):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @audit_app.command("agent-run")
@@ -254,6 +298,7 @@ def score_cmd(
     from metaeval.cli_options import apply_model_options
     from metaeval.protocols.audit.findings import parse_evidence_tier
     from metaeval.protocols.audit.gold import load_gold
+    from metaeval.protocols.audit.records import SCORE_MD
     from metaeval.protocols.audit.render import earlier_judge, score_run
 
     apply_model_options(model_arg, model_base_url, model_timeout, max_connections)
@@ -274,8 +319,10 @@ def score_cmd(
         )
     if earlier is not None:
         out.print(f"replacing the earlier score.json (judge {earlier})", style="yellow")
-    report = score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
-    out.print(report.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
+    # score.md as written: the scores, then the tables by subcategory (Table 6) and cost
+    text = (run_dir / SCORE_MD).read_text(encoding="utf-8")
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
     if judge == "category":
         out.print(
             "note: judged by category match (no model); it cannot tell apart two defects of one "
@@ -289,6 +336,24 @@ def score_cmd(
             style="yellow",
         )
     out.print(f"scores: {run_dir / 'score.json'}; report updated: {run_dir / 'report.html'}")
+
+
+@audit_app.command("compare")
+def compare_cmd(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Scored audit runs, e.g. definition-only, then + agent.")
+    ],
+) -> None:
+    """Scored runs side by side in the shape of BenchGuard's Table 2: per model Recall_A,
+    Recall_A+P, precision (aligned and partial), Find. and cost of each run."""
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.audit.score_compare import compare_table, scored_run
+    from metaeval.report.markdown import markdown_table
+
+    if len(run_dirs) < 2:
+        raise ConfigError("give two scored runs or more", field="run_dirs")
+    columns, rows = compare_table([(d.name, scored_run(d)) for d in run_dirs])
+    out.print(markdown_table(columns, rows), markup=False, highlight=False, soft_wrap=True)
 
 
 @audit_app.command("review")

@@ -2,7 +2,8 @@
 
 File format (JSON)::
 
-    {"tasks": {"<task_id>": {"issues": [
+    {"provenance": "optional: where the issues come from",
+     "tasks": {"<task_id>": {"issues": [
         {"id": "a", "description": "...", "category": "INST-INCOMPLETE", "evidence": "optional"}
     ]}}}
 
@@ -58,6 +59,7 @@ class Gold(BaseModel):
 
     path: str = ""
     sha256: str = ""  # "sha256:<hex>" of the file's text, for manifests
+    provenance: str = ""  # where the issues come from (a paper's table, a review), if given
     tasks: dict[str, list[GoldIssue]] = Field(default_factory=dict)
 
     def issues_for(self, task_id: str) -> list[GoldIssue]:
@@ -146,8 +148,12 @@ class _Parser:
             )
         return code
 
+    def provenance(self, data: Any) -> str:
+        root = self.obj(data, "")
+        return self.text(root.get("provenance", ""), "provenance", required=False)
+
     def gold(self, data: Any) -> dict[str, list[GoldIssue]]:
-        root = self.obj(data, "", {"tasks"})
+        root = self.obj(data, "", {"tasks", "provenance"})
         if "tasks" not in root:
             raise self.fail("tasks", "missing required field")
         tasks_field = "tasks"
@@ -199,8 +205,11 @@ class _Parser:
 def parse_gold(text: str, file: str = "<gold>") -> Gold:
     """Parse gold-file text; `file` names the source in error messages."""
     data = parse_json(text, file)  # duplicate keys, NaN and Infinity are refused
-    tasks = _Parser(file).gold(data)
-    return Gold(path=file, sha256=sha256_text(text), tasks=tasks)
+    parser = _Parser(file)
+    tasks = parser.gold(data)
+    return Gold(
+        path=file, sha256=sha256_text(text), tasks=tasks, provenance=parser.provenance(data)
+    )
 
 
 def load_gold(path: str | Path) -> Gold:

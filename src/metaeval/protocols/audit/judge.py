@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from metaeval.errors import ConfigError
 from metaeval.models.base import Model
 from metaeval.models.types import Message, ModelRequest, Usage
-from metaeval.protocols.audit.findings import TAXONOMY, Finding
+from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.gold import GoldIssue
 from metaeval.records import sha256_text
 from metaeval.records.durable import atomic_write
@@ -32,7 +32,7 @@ VerdictLabel = Literal["ALIGNED", "PARTIAL", "UNRELATED"]
 VERDICTS: tuple[str, ...] = ("ALIGNED", "PARTIAL", "UNRELATED")
 REASONING_MAX = 300
 MALFORMED_REASONING = "judge output malformed"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: Appendix J's user prompt (task id and confidence, no categories)
 MAX_CACHE_BYTES = 1024 * 1024
 
 # Prompt sizes: evidence is shown in part (the cache key still covers all of it).
@@ -58,27 +58,26 @@ Verdicts:
 - UNRELATED: the finding describes some other problem.
 
 Breaking ties: between ALIGNED and PARTIAL, answer ALIGNED when the root cause is shared.
-Between PARTIAL and UNRELATED, answer PARTIAL. The category codes are hints only; a different
-code alone does not make a finding unrelated.
+Between PARTIAL and UNRELATED, answer PARTIAL.
 
 Answer with a JSON object and nothing else. It has two keys: "verdict", one of ALIGNED,
 PARTIAL or UNRELATED; and "reasoning", one sentence in your own words that says what the gold
 issue and the finding are each about and whether one repair would fix both."""
 
+# Appendix J's user prompt: the gold issue's task, description and evidence, and the finding's
+# title, description and confidence; nothing else (no category codes, no cited lines).
 JUDGE_USER_TEMPLATE = """\
-GOLD ISSUE (known defect)
-Category: {gold_category} ({gold_category_meaning})
-Description: {gold_description}
-Evidence: {gold_evidence}
+## Gold issue
+Task: {task_id}
+Issue: {issue_description}
+Evidence: {issue_evidence}
 
-AUDIT FINDING
-Category: {finding_subcategory} ({finding_category_meaning})
+## Audit finding
 Title: {finding_title}
 Description: {finding_description}
-Evidence:
-{finding_evidence}
+Confidence: {finding_confidence}
 
-Does the finding identify the same defect as the gold issue?"""
+Do the issue and the finding describe the same problem?"""
 
 JUDGE_PROMPT_TEMPLATE = (
     "[system]\n" + JUDGE_SYSTEM_PROMPT + "\n\n[user]\n" + JUDGE_USER_TEMPLATE + "\n"
@@ -98,8 +97,6 @@ RETRY_NUDGE = (
     "That reply was not a valid answer. Reply again with only a JSON object of the form "
     '{"verdict": "ALIGNED" or "PARTIAL" or "UNRELATED", "reasoning": "one short sentence"}.'
 )
-
-_MEANINGS = {sub: text.split(":", 1)[0] for subs in TAXONOMY.values() for sub, text in subs.items()}
 
 
 def _canonical(value: Any) -> str:
@@ -129,24 +126,12 @@ class JudgeLike(Protocol):
 def pair_fields(gold_issue: GoldIssue, finding: Finding) -> dict[str, Any]:
     """The pair content the prompt is built from and the cache key covers."""
     return {
-        "gold": {
-            "description": gold_issue.description,
-            "evidence": gold_issue.evidence,
-            "category": gold_issue.category,
-        },
+        "task_id": gold_issue.task_id,
+        "gold": {"description": gold_issue.description, "evidence": gold_issue.evidence},
         "finding": {
             "title": finding.title,
             "description": finding.description,
-            "subcategory": finding.subcategory,
-            "evidence": [
-                {
-                    "file": e.file,
-                    "line_start": e.line_start,
-                    "line_end": e.line_end,
-                    "snippet": e.snippet,
-                }
-                for e in finding.evidence
-            ],
+            "confidence": finding.confidence,
         },
     }
 
@@ -162,39 +147,17 @@ def cache_key(model_name: str, gold_issue: GoldIssue, finding: Finding) -> str:
     return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
 
 
-def _render_evidence(evidence: list[dict[str, Any]]) -> str:
-    if not evidence:
-        return "(none)"
-    parts: list[str] = []
-    for item in evidence[:MAX_EVIDENCE_ITEMS]:
-        where = item["file"]
-        if item["line_start"] is not None:
-            where += f" line {item['line_start']}"
-            if item["line_end"] is not None and item["line_end"] != item["line_start"]:
-                where += f"-{item['line_end']}"
-        snippet = item["snippet"]
-        if len(snippet) > MAX_SNIPPET_CHARS:
-            snippet = snippet[:MAX_SNIPPET_CHARS] + " [... truncated]"
-        parts.append(f"- {where}:\n{snippet}" if snippet else f"- {where}")
-    if len(evidence) > MAX_EVIDENCE_ITEMS:
-        parts.append(f"- ({len(evidence) - MAX_EVIDENCE_ITEMS} more evidence items not shown)")
-    return "\n".join(parts)
-
-
 def render_user_prompt(gold_issue: GoldIssue, finding: Finding) -> str:
     """The user message for one pair."""
     fields = pair_fields(gold_issue, finding)
     gold, found = fields["gold"], fields["finding"]
     return JUDGE_USER_TEMPLATE.format(
-        gold_category=gold["category"],
-        gold_category_meaning=_MEANINGS.get(gold["category"], ""),
-        gold_description=gold["description"],
-        gold_evidence=gold["evidence"] or "(none given)",
-        finding_subcategory=found["subcategory"],
-        finding_category_meaning=_MEANINGS.get(found["subcategory"], ""),
+        task_id=fields["task_id"],
+        issue_description=gold["description"],
+        issue_evidence=gold["evidence"] or "(none given)",
         finding_title=found["title"],
         finding_description=found["description"],
-        finding_evidence=_render_evidence(found["evidence"]),
+        finding_confidence=f"{found['confidence']:.2f}",
     )
 
 

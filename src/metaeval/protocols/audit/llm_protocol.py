@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from metaeval.engine.call_slots import call_slot
 from metaeval.models.base import Model
 from metaeval.models.types import Message, ModelRequest, ModelResult, Usage
+from metaeval.protocols.audit.call_options import PAPER_MAX_TOKENS
 from metaeval.protocols.audit.findings import Finding
 from metaeval.protocols.audit.findings_parse import (
     FindingsParseError,
@@ -105,7 +106,7 @@ def audit_task(
     model: Model,
     *,
     protocol: AuditProtocol = "definition",
-    max_tokens: int = 2048,
+    max_tokens: int = PAPER_MAX_TOKENS,
     seed: int = 0,
     temperature: float = 0.0,
     max_prompt_chars: int | None = None,

@@ -42,6 +42,7 @@ def add_pooled_rows(report: ScoreReport, models: list[str], ks: Iterable[int] = 
     model_rows = [report.row(m) for m in models]
     if len(model_rows) < 2:
         return
+    report.pooled_models = list(models)
     for k in ks:
         if k > len(model_rows):
             continue

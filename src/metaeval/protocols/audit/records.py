@@ -133,6 +133,7 @@ class ModelCell(_Cell):
     attempt: str
     audit_failure: bool = False
     protocol: str | None = None
+    call: dict[str, Any] | None = None  # its models-file settings (models_file.py)
     attempts: int = 1
     usage: dict[str, Any] = Field(default_factory=dict)
     cost_usd: Number | None = None

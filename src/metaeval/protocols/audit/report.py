@@ -20,7 +20,13 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.execution_results import execution_lines
 from metaeval.protocols.audit.findings import EVIDENCE_TIERS, SEVERITY_ORDER, Evidence, Finding
-from metaeval.protocols.audit.score_report import SCORE_COLUMNS, ScoreReport, fmt_cost, fmt_pct
+from metaeval.protocols.audit.score_report import (
+    SCORE_COLUMNS,
+    STRATEGY_COLUMNS,
+    ScoreReport,
+    fmt_cost,
+    fmt_pct,
+)
 from metaeval.protocols.audit.tables import PaperTables
 
 TEMPLATE_PACKAGE = "metaeval.protocols.audit"
@@ -326,4 +332,5 @@ def render_html(data: AuditReportData) -> str:
         skip_lines=skip_summary(data),
         score=score,
         score_columns=SCORE_COLUMNS,
+        strategy_columns=STRATEGY_COLUMNS,
     )

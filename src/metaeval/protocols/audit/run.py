@@ -25,6 +25,7 @@ from typing import Any
 from metaeval.engine.cells import CellResult, Stages, plan_cells, run_cells
 from metaeval.engine.pacing import CallPacing, process_lane_workers
 from metaeval.engine.process_lane import ProcessLane
+from metaeval.errors import ConfigError
 from metaeval.models.base import Model
 from metaeval.models.registry import get_model
 from metaeval.protocols.audit.cells.dispatch import (
@@ -69,7 +70,11 @@ class AuditRun:
             model_tasks=settings.model_tasks,
         )
         given = models or {}
-        models = {name: given.get(name) or get_model(name) for name in settings.models}
+        models = {
+            name: given.get(name) or get_model(name, **own.model_options(name))
+            for name in settings.models
+            for own in [settings.model_settings(name)]
+        }
         self.work = CellWork.for_run(settings, models)
 
     def deferred_hashes(self, lane: ProcessLane | None = None) -> dict[str, Callable[[], str]]:
@@ -113,6 +118,7 @@ class AuditRun:
         if self.settings.agent is not None:
             run_agent_first(self.settings, self.task_dirs)
         dirs = {d.relative_to(self.settings.bench_dir).as_posix(): d for d in self.task_dirs}
+        check_model_calls(run, self.settings)
         plan = plan_cells(run, CELLS, ("task_id", "source"), self.keys)
         pacing = CallPacing(self.settings.concurrency)
         cells = [
@@ -134,6 +140,24 @@ class AuditRun:
             lanes={STATIC_LANE: 2 * lane.workers} if lane is not None else None,
         )
         return finish_run(run, self, self.settings.min_tier, reused=plan.reused, ran=len(cells))
+
+
+def check_model_calls(run: RunDir, settings: AuditSettings) -> None:
+    """Refuse to resume a model whose recorded cells were called with other settings than
+    it would be now (its models-file entry changed), naming the model and each setting."""
+    for record in run.latest_records(CELLS, ("task_id", "source")).values():
+        model, recorded = record.get("source"), record.get("call")
+        if model not in settings.models or not isinstance(recorded, dict):
+            continue
+        now = settings.model_settings(model).recorded()
+        changed = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
+        if changed:
+            raise ConfigError(
+                f"model {model} was called with other settings in this run: "
+                + ", ".join(f"{k} {recorded.get(k)!r} -> {now.get(k)!r}" for k in changed)
+                + "; keep them, or audit into a new run directory",
+                field="models",
+            )
 
 
 def write_cell(result: CellResult) -> Stages:

@@ -1,9 +1,11 @@
 """From the options of `audit run` and `audit agent-run` to the settings of the run.
 
-`resolve_run` checks the options (tier, sandbox, pull policy, host variable names), gives the
-provider options (`-M`, `--model-base-url`, `--model-timeout`, `--max-connections`) to every
-model the process creates, keeps the audit's own `-M` keys (`call_options.py`) for the
-model calls, and keeps a resumed run's output budget unless `--max-tokens` is given.
+`resolve_run` reads the models file (`--models`, models_file.py), checks the options (tier,
+sandbox, pull policy, host variable names), gives the provider options (`-M`,
+`--model-base-url`, `--model-timeout`, `--max-connections`) to every model the process
+creates, keeps the audit's own `-M` keys (`call_options.py`) for the model calls (a model of
+the file overrides them with its own), and keeps a resumed run's output budget unless
+`--max-tokens` is given.
 `resolve_agent_run` does the same for `audit agent-run`.
 """
 
@@ -17,6 +19,7 @@ from metaeval.cli_options import apply_model_options, host_env_names, parse_mode
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.call_options import AUDIT_KEYS, PAPER_MAX_TOKENS, split_model_args
 from metaeval.protocols.audit.findings import parse_evidence_tier
+from metaeval.protocols.audit.models_file import load_models_file, resolve_models
 from metaeval.protocols.audit.settings import AuditSettings, default_concurrency
 from metaeval.records.layers import recorded_setting
 from metaeval.tasks.images import PULL_POLICIES
@@ -60,6 +63,7 @@ class RunOptions:
     pull: str = "never"
     allow_host_env: list[str] | None = None
     min_tier: str | None = None
+    models_file: Path | None = None
 
 
 def default_run_dir(bench_dir: Path) -> Path:
@@ -77,7 +81,10 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     from metaeval.models.registry import prefetch_sdks
 
     flags = o.flags or ModelFlags()
-    models = [] if o.static_only else list(o.models or [DEFAULT_MODEL])
+    listed = load_models_file(o.models_file) if o.models_file is not None else None
+    from_file = [entry.model for entry in listed.models] if listed else []
+    given = list(o.models or ([] if from_file else [DEFAULT_MODEL]))  # -m beside the file
+    models = [] if o.static_only else list(dict.fromkeys([*from_file, *given]))
     prefetch_sdks(models)  # the provider SDK imports while the run plans
     audit_pairs = [p for p in flags.model_args or [] if p.partition("=")[0].strip() in AUDIT_KEYS]
     run_dir = o.output or default_run_dir(o.bench_dir)
@@ -88,6 +95,7 @@ def resolve_run(o: RunOptions) -> AuditSettings:
     provider_pairs = [p for p in flags.model_args or [] if p not in audit_pairs]
     apply_model_options(provider_pairs, flags.base_url, flags.timeout, flags.max_connections)
     check_choices(o.tier, o.sandbox, o.pull)
+    per_model = resolve_models(listed, call, max_tokens, str(o.models_file)) if listed else {}
     return AuditSettings(
         bench_dir=o.bench_dir,
         run_dir=run_dir,
@@ -100,6 +108,7 @@ def resolve_run(o: RunOptions) -> AuditSettings:
         concurrency=o.concurrency or default_concurrency(o.static_only),
         max_tokens=max_tokens,
         model_call=call,
+        per_model=per_model,
         execution_checks=not o.no_execution,
         new_layer=o.new_layer,
         sandbox=o.sandbox,

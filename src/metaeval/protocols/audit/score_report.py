@@ -19,6 +19,7 @@ SCORE_COLUMNS = (
     "Find.",
     "Cost ($)",
 )
+STRATEGY_COLUMNS = ("Strategy", "Exact", "Recall_A", "With partials", "Recall_A+P")
 NA = "n/a"
 ROWS_NOTE = (
     "Rows: one per source; `merged any` / `merged >=k` merge findings of several models that "
@@ -131,6 +132,7 @@ class ScoreReport(BaseModel):
     findings: list[FindingDetail] = Field(default_factory=list)
     judge_errors: int = 0  # distinct pairs whose verdict was forced by malformed judge output
     judge_pairs: int = 0  # distinct pairs judged
+    pooled_models: list[str] = Field(default_factory=list)  # the models the pooled rows pool
     warnings: list[str] = Field(default_factory=list)  # gold tasks a row could not have seen
     review: ReviewSummary | None = None  # precision against the run's review sheet, if any
 
@@ -218,6 +220,35 @@ class ScoreReport(BaseModel):
             for d in self.issues
         ]
 
+    def strategy_rows(self) -> list[list[str]]:
+        """Appendix G's ensemble strategies, exact and with partials (recalled / gold and
+        percent): the best single model (most exact, then most with partials), then the
+        pooled union, >=3 and >=2 rows."""
+        singles = [self.row(m) for m in self.pooled_models]
+        pooled = {r.name: r for r in self.rows if r.kind == "pooled"}
+        if not singles or not pooled:
+            return []
+        best = max(singles, key=lambda r: (r.recalled_a, r.recalled_ap))
+        chosen = [(f"best single model ({best.name})", best)]
+        for name, label in (
+            ("union", "union (any model)"),
+            (">=3", ">=3 models"),
+            (">=2", ">=2 models"),
+        ):
+            row = pooled.get(f"pooled {name}")
+            if row is not None:
+                chosen.append((label, row))
+        return [
+            [
+                label,
+                f"{r.recalled_a}/{r.n_gold}",
+                fmt_pct(r.recall_a),
+                f"{r.recalled_ap}/{r.n_gold}",
+                fmt_pct(r.recall_ap),
+            ]
+            for label, r in chosen
+        ]
+
     def rows_note(self) -> str:
         """How the merged and the pooled rows differ, when the report has pooled rows."""
         return ROWS_NOTE if any(r.kind == "pooled" for r in self.rows) else ""
@@ -239,6 +270,11 @@ class ScoreReport(BaseModel):
             "\n### Gold issues (✓ aligned, ~ partial, ✗ missed)\n",
             markdown_table(self.issue_columns(), self.issue_rows()),
         ]
+        if strategies := self.strategy_rows():
+            parts += [
+                "\n### Ensemble strategies (Appendix G)\n",
+                markdown_table(STRATEGY_COLUMNS, strategies),
+            ]
         for warning in self.warnings:
             parts.append(f"\n**Warning:** {warning}\n")
         if self.rows_note():

@@ -15,7 +15,8 @@ from typing import Any
 from metaeval.engine.executor import available_cores
 from metaeval.errors import ConfigError
 from metaeval.models.pricing import price_table
-from metaeval.protocols.audit.call_options import ModelCallOptions
+from metaeval.protocols.audit.call_options import PAPER_MAX_TOKENS, ModelCallOptions
+from metaeval.protocols.audit.models_file import ModelSettings
 from metaeval.protocols.audit.prompts import PROMPT_TEMPLATES, AuditProtocol
 from metaeval.protocols.audit.task_view import InputTier
 
@@ -36,9 +37,11 @@ class AuditSettings:
     agent: str | None = None  # execution tier: run this agent first (see cells/agent_run.py)
     task_filter: list[str] = field(default_factory=list)
     concurrency: int = 1
-    max_tokens: int = 2048
+    max_tokens: int = PAPER_MAX_TOKENS
     # temperature and what each answer may hold (call_options.py; `-M` keys of `audit run`)
     model_call: ModelCallOptions = field(default_factory=ModelCallOptions)
+    # a model's own settings (`--models FILE`, models_file.py); the others use the two above
+    per_model: dict[str, ModelSettings] = field(default_factory=dict)
     execution_checks: bool = True
     new_layer: str | None = None
     progress: bool | None = None
@@ -55,6 +58,11 @@ class AuditSettings:
     # `--min-tier`: the summary and reports show only findings with evidence this strong
     # (all findings are recorded either way).
     min_tier: str | None = None
+
+    def model_settings(self, name: str) -> ModelSettings:
+        """What model `name` is called with: its own settings, else the run's."""
+        own = self.per_model.get(name)
+        return own or ModelSettings(call=self.model_call, max_tokens=self.max_tokens)
 
     def protocol_name(self) -> AuditProtocol:
         return "execution" if self.tier == "execution" else "definition"
@@ -109,6 +117,9 @@ def meaning_settings(s: AuditSettings) -> dict[str, Any]:
         "max_tokens": s.max_tokens,
         **s.model_call.settings(),
         "host_env": sorted(s.host_env),
+        # one setting per model of a models file: a model added later is a new setting,
+        # a model's changed value is refused like any other
+        **{f"model:{name}": own.recorded() for name, own in s.per_model.items()},
     }
 
 
@@ -131,4 +142,9 @@ def run_config(s: AuditSettings, task_dirs: list[Path]) -> dict[str, Any]:
         "concurrency": s.concurrency,
         **({"model_tasks": s.model_tasks} if s.model_tasks is not None else {}),
         **({"min_evidence_tier": s.min_tier} if s.min_tier else {}),
+        **(
+            {"model_settings": {n: own.recorded() for n, own in s.per_model.items()}}
+            if s.per_model
+            else {}
+        ),
     }

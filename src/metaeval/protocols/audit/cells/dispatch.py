@@ -129,14 +129,18 @@ class CellWork:
     ) -> tuple[dict, list[dict]]:
         from metaeval.protocols.audit.cells.model import model_cell
 
+        own = self.settings.model_settings(source)
+        # a model of a models file records its own settings in each cell; the others' are
+        # the run's, recorded once in the manifest
+        call = {"call": own.recorded()} if source in self.settings.per_model else {}
         return model_cell(
             task,
             self.models[source],
-            {**base, "task_id": task.task_id},
+            {**base, "task_id": task.task_id, **call},
             protocol=self.settings.protocol_name(),
-            max_tokens=self.settings.max_tokens,
-            temperature=self.settings.model_call.temperature,
-            answer=self.settings.model_call.answer,
+            max_tokens=own.max_tokens,
+            temperature=own.call.temperature,
+            answer=own.call.answer,
             blobs=run.blobs,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Annotated
 
@@ -321,7 +322,8 @@ def score_cmd(
         out.print(f"replacing the earlier score.json (judge {earlier})", style="yellow")
     score_run(run_dir, gold, judge, parse_evidence_tier(min_tier))
     # score.md as written: the scores, then the tables by subcategory (Table 6) and cost
-    text = (run_dir / SCORE_MD).read_text(encoding="utf-8")
+    # (its entities decoded for the terminal: control characters stay escaped by md_document)
+    text = html.unescape((run_dir / SCORE_MD).read_text(encoding="utf-8"))
     out.print(text, markup=False, highlight=False, soft_wrap=True)
     if judge == "category":
         out.print(

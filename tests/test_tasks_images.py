@@ -137,13 +137,12 @@ def test_trials_run_the_image_id_resolved_once_not_a_tag_moved_since(engine, tmp
         subprocess.run(engine.command("tag", moved, outcome.image), check=True)
 
         def marker_in(ref: str) -> str:
-            container = Container(engine, ref, tmp_path / "logs", Limits(network=False))
+            container = Container(engine, ref, Limits(network=False))
             try:
                 return container.exec("cat /marker", timeout_s=60).stdout.strip()
             finally:
                 container.remove()
 
-        (tmp_path / "logs").mkdir()
         assert marker_in(outcome.image) == "moved"  # the tag now names the other image
         assert marker_in(outcome.run_ref) == marker  # what trials run did not move
     finally:

@@ -29,6 +29,13 @@ def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[s
         lines.append(
             f"evidence: {shown}" + (f"; {below} below --min-tier left out" if below else "")
         )
+    unconfirmed = summary.get("absence_unconfirmed") or 0
+    if unconfirmed:
+        lines.append(
+            f"{unconfirmed} absence claim(s) stayed unconfirmed (assumed, kept at Low): to "
+            "confirm them, run the execution checks in each task's image (`audit run` "
+            "without --no-execution, with `--pull missing` or a registry that holds it)"
+        )
     for line in summary.get("execution") or []:
         if not line.startswith("disabled ("):  # --no-execution: the user knows
             lines.append(f"execution checks: {line}")

@@ -49,6 +49,9 @@ _ROUTE_CALLS = frozenset(
 _SHELL_CALLS = re.compile(
     r"^(?:subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|os\.system|os\.popen)$"
 )
+# Variables naming a directory the tool itself creates when missing (MPLCONFIGDIR, XDG_CACHE_HOME,
+# TORCH_HOME, TMPDIR): a path handed to one is not read from the image.
+_TOOL_DIR_VARIABLE = re.compile(r"CONFIG|CACHE|HOME$|^TMP|^TEMP", re.I)
 _PATTERN_COMMANDS = frozenset({"sed", "grep", "egrep", "fgrep", "awk", "gawk", "perl", "jq", "rg"})
 
 
@@ -113,8 +116,17 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
                         and inner.value.startswith("/")
                     ):
                         created.add(normal_path(inner.value))
+            environ = last == "putenv" or (last == "setdefault" and "environ" in name)
+            if environ and len(node.args) == 2:
+                routes |= _tool_dir_value(node.args[0], node.args[1])
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             routes.add(id(node.right))
+        elif isinstance(node, ast.Subscript):
+            routes.add(id(node.slice))  # a key (`W["/policy/conv1/w"]`), not a file
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+            target = node.targets[0]
+            if "environ" in _dotted(target.value):
+                routes |= _tool_dir_value(target.slice, node.value)
     for node, value in source.strings():
         if id(node) in routes:
             continue
@@ -139,6 +151,12 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
             )
             uses.append(PathUse(source.file, line, source.role, path))
     return uses, created
+
+
+def _tool_dir_value(name: ast.AST, value: ast.AST) -> set[int]:
+    """The value node of an environment setting that names a tool's own directory."""
+    text = name.value if isinstance(name, ast.Constant) else None
+    return {id(value)} if isinstance(text, str) and _TOOL_DIR_VARIABLE.search(text) else set()
 
 
 def _python_command_creates(call: ast.Call) -> list[str]:
@@ -244,4 +262,13 @@ def collect_path_uses(ctx: TaskContext) -> tuple[list[PathUse], set[str]]:
                 for token in tokens:
                     line = locate(ctx.lines(path), command.line, command.end, token)
                     uses.append(PathUse(path, line, role, token))
-    return uses, created
+    # `/C=US/ST=State/CN=localhost` is an X.509 subject (`openssl -subj`), not a path.
+    return [u for u in uses if "=" not in u.path.split("/")[1]], created
+
+
+def shared_path_uses(ctx: TaskContext) -> tuple[list[PathUse], set[str]]:
+    """`collect_path_uses` once per task (the path checks share it)."""
+    cached = ctx.shared.get("path_uses")
+    if cached is None:
+        cached = ctx.shared["path_uses"] = collect_path_uses(ctx)
+    return cached

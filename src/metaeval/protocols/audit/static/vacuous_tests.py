@@ -34,7 +34,11 @@ from metaeval.protocols.audit.static.finding_builder import (
     make_finding,
     plural,
 )
-from metaeval.protocols.audit.static.python_source import PySource
+from metaeval.protocols.audit.static.python_source import (
+    PySource,
+    path_text,
+    simple_assignments,
+)
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 _EXISTS_CALLS = frozenset({"exists", "isfile", "isdir", "is_file", "is_dir", "lexists"})
@@ -76,13 +80,13 @@ def check_vacuous_tests(ctx: TaskContext) -> list[Finding]:
 def _guard_hits(source: PySource) -> tuple[set[str], list[_Hit]]:
     """Path keys the source uses outside existence guards, and its test functions whose
     every assertion is guarded."""
-    module_names = _assignments(source.tree.body)
+    module_names = simple_assignments(source.tree.body)
     unguarded: set[str] = set()
     hits: list[_Hit] = []
     for function in source.nodes:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        names = {**module_names, **_assignments(function.body)}
+        names = {**module_names, **simple_assignments(function.body)}
         keys, guards = _guard_facts(function, names)
         unguarded |= keys
         if function.name.startswith("test") and guards is not None:
@@ -105,43 +109,6 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 # -- following a path through names ------------------------------------------------------------
-
-
-def _assignments(body: list[ast.stmt]) -> dict[str, ast.AST]:
-    """Simple `name = value` assignments of one body (the last one wins)."""
-    names: dict[str, ast.AST] = {}
-    for statement in body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0]
-            if isinstance(target, ast.Name):
-                names[target.id] = statement.value
-        elif (
-            isinstance(statement, ast.AnnAssign)
-            and statement.value is not None
-            and isinstance(statement.target, ast.Name)
-        ):
-            names[statement.target.id] = statement.value
-    return names
-
-
-def path_key(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> str:
-    """A comparable text for a path expression, names followed through `names`."""
-    if depth > 8:
-        return ast.unparse(node)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in names:
-        return path_key(names[node.id], names, depth + 1)
-    if isinstance(node, ast.Call):
-        name = _call_name(node)
-        if name in ("Path", "PurePath", "PosixPath", "str", "abspath", "realpath") and node.args:
-            return path_key(node.args[0], names, depth + 1)
-        if name == "join" and node.args:
-            return "/".join(path_key(a, names, depth + 1) for a in node.args)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        left = path_key(node.left, names, depth + 1)
-        return f"{left}/{path_key(node.right, names, depth + 1)}"
-    return ast.unparse(node)
 
 
 def _call_name(node: ast.AST) -> str:
@@ -167,7 +134,7 @@ def _exists_subject(test: ast.AST, names: dict[str, ast.AST]) -> tuple[str, bool
         subject = func.value  # Path(X).exists()
     else:
         return None
-    return path_key(subject, names), negated
+    return path_text(subject, names), negated
 
 
 # -- guarded assertions ------------------------------------------------------------------------
@@ -241,7 +208,7 @@ def _call_keys(node: ast.Call, names: dict[str, ast.AST]) -> set[str]:
     parts = list(node.args)
     if isinstance(node.func, ast.Attribute):
         parts.append(node.func.value)
-    return {path_key(p, names) for p in parts if isinstance(p, _PATHLIKE)}
+    return {path_text(p, names) for p in parts if isinstance(p, _PATHLIKE)}
 
 
 _PATHLIKE = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.BinOp, ast.Subscript)

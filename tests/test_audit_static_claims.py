@@ -249,6 +249,16 @@ def test_an_oracle_reading_tests_is_found(tmp_path: Path) -> None:
     assert finding.evidence[0].file == "solution/solve.sh"
 
 
+def test_an_oracle_reading_tests_in_an_inline_program_is_found(tmp_path: Path) -> None:
+    inline = (
+        '#!/bin/bash\n# reads /tests/expected.json, like the verifier\npython3 -c "\n'
+        "import json\ngold = json.load(open('/tests/expected.json'))\n\"\n"
+    )
+    files = {"solution/solve.sh": inline, "tests/expected.json": "{}\n"}
+    [finding] = findings_of(tmp_path, files, "verifier-inputs")
+    assert [e.line_start for e in finding.evidence] == [5]  # the code line, not the comment
+
+
 def test_an_oracle_reading_its_own_folder_is_not(tmp_path: Path) -> None:
     files = {"solution/solve.sh": ORACLE_READS_SOLUTION, "solution/x.json": "{}\n"}
     assert findings_of(tmp_path, files, "verifier-inputs") == []

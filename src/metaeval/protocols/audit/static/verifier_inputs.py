@@ -38,15 +38,31 @@ def check_verifier_inputs(ctx: TaskContext) -> list[Finding]:
     # A /tests file the task does not ship is the mounted-files check's (one finding a defect).
     oracle = [
         u
-        for u in uses
+        for u in uses + _inline_test_paths(ctx)
         if u.role == "solution" and _under(u.path, "/tests") and _shipped(ctx, u.path)
     ]
+    oracle = list({(u.file, u.line, u.path): u for u in oracle}.values())
     if oracle and not any(_under(c, "/tests") for c in created):
         findings.append(_oracle_finding(ctx, oracle))
     references = [u for u in uses if u.role == "tests" and _agent_writable_reference(ctx, u)]
     if references:
         findings.append(_reference_finding(ctx, references))
     return findings
+
+
+_TESTS_PATH = re.compile(r"(?<![\w.$/-])/tests/[\w.-]+(?:/[\w.-]+)*")
+
+
+def _inline_test_paths(ctx: TaskContext) -> list[PathUse]:
+    """/tests paths in the solution's lines that the parsers leave to programs
+    (`python3 -c "...open('/tests/x.json')..."`), comments left out."""
+    found: list[PathUse] = []
+    for f in ctx.role_files("solution"):
+        for number, line in enumerate(ctx.lines(f.path), 1):
+            if "/tests/" not in line or line.lstrip().startswith("#"):
+                continue
+            found += [PathUse(f.path, number, f.role, m) for m in _TESTS_PATH.findall(line)]
+    return found
 
 
 def _shipped(ctx: TaskContext, runtime: str) -> bool:

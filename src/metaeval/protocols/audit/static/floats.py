@@ -196,15 +196,17 @@ def _compared_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
 def _exact_comparisons(source: PySource, given: _GivenValues) -> list[tuple[int, str, float]]:
     """(line, reason, confidence) of each exact float comparison in one test source."""
     hits: list[tuple[int, str, float]] = []
-    assigned = _assigned_constants(source)
+    assigned: set[float] | None = None  # read the first time a comparison asks
     for node in source.nodes:
         for left, right in _compared_pairs(node):
             verdict = _pair_reason(left, right)
             if verdict is None:
                 continue
             literal = _passed_literal(left, right)
+            if literal is not None and assigned is None:
+                assigned = _assigned_constants(source)
             if literal is not None and (
-                literal in given or literal in (0.0, 1.0) or literal in assigned
+                literal in given or literal in (0.0, 1.0) or literal in (assigned or set())
             ):
                 # A constant the task hands over or the test itself assigns, or an all/none
                 # ratio (n/n and 0/n are exact): passed through, exact by design.

@@ -20,7 +20,6 @@ from metaeval.protocols.audit.static.python_source import (
     PySource,
     locate,
     path_text,
-    simple_assignments,
 )
 from metaeval.protocols.audit.static.shell_script import SimpleCommand
 from metaeval.protocols.audit.static.task_context import TaskContext, absolute_tokens
@@ -97,12 +96,11 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
     lines = ctx.lines(source.file)
     routes: set[int] = set()
     commands: set[int] = set()
-    names = _source_names(source)
     for node in source.nodes:
         if type(node) is ast.Call:
             name = _dotted(node.func)
             last = name.rsplit(".", 1)[-1]
-            written = _written_path(node, last, names)
+            written = _written_path(node, last, source)
             if written.startswith("/"):
                 created.add(normal_path(written))
             args = list(node.args) + [k.value for k in node.keywords]
@@ -125,7 +123,7 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
                         and inner.value.startswith("/")
                     ):
                         created.add(normal_path(inner.value))
-                made = path_text(target, names)  # `os.makedirs(BASE)`, BASE = "/srv/x"
+                made = path_text(target, source.names)  # `os.makedirs(BASE)`, BASE = "/srv/x"
                 if made.startswith("/"):
                     created.add(normal_path(made))
             environ = last == "putenv" or (last == "setdefault" and "environ" in name)
@@ -168,26 +166,16 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
 _WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkfifo", "symlink_to"})
 
 
-def _source_names(source: PySource) -> dict[str, ast.AST]:
-    """`name = value` assignments of the module and of each function (the last one wins):
-    enough to follow a path through a variable within one file."""
-    names = simple_assignments(source.tree.body)
-    for node in source.nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.update(simple_assignments(node.body))
-    return names
-
-
-def _written_path(call: ast.Call, last: str, names: dict[str, ast.AST]) -> str:
+def _written_path(call: ast.Call, last: str, source: PySource) -> str:
     """The path a call writes (`open(p, "w")`, `Path(p).write_text(...)`), names followed."""
     if last == "open" and call.args:
         mode = call.args[1] if len(call.args) > 1 else None
         mode = mode or next((k.value for k in call.keywords if k.arg == "mode"), None)
         text = mode.value if isinstance(mode, ast.Constant) else ""
         if isinstance(text, str) and any(c in text for c in "wax"):
-            return path_text(call.args[0], names)
+            return path_text(call.args[0], source.names)
     if last in _WRITE_METHODS and isinstance(call.func, ast.Attribute):
-        return path_text(call.func.value, names)
+        return path_text(call.func.value, source.names)
     return ""
 
 

@@ -42,6 +42,16 @@ class PySource:
     def _string_table(self) -> list[tuple[ast.AST, str, bool]]:
         return list(_strings(self.nodes))
 
+    @cached_property
+    def names(self) -> dict[str, ast.AST]:
+        """`name = value` assignments of the module and of each function (the last one
+        wins): enough to follow a path through a variable within one source."""
+        names = simple_assignments(self.tree.body)
+        for node in self.nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.update(simple_assignments(node.body))
+        return names
+
     def strings(self, fstring_parts: bool = False) -> list[tuple[ast.AST, str]]:
         """String literals in code; see `string_constants`."""
         return [(n, v) for n, v, part in self._string_table if fstring_parts or not part]

@@ -375,6 +375,9 @@ def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
     # said once: the prebuilt task's missing module is an absence claim nothing ran to show
     assert every.stdout.count("1 absence claim(s) stayed unconfirmed") == 1
     assert "--pull missing" in every.stdout
+    every_report = (tmp_path / "all" / "report.md").read_text()
+    assert "**Evidence tier:** assumed: absence claim; not seen:" in every_report
+    assert "**Evidence tier:** self-contained: intrinsic claim" in every_report
     strong = cli(
         "audit",
         "run",

@@ -167,6 +167,12 @@ def test_a_guard_another_test_backs_is_not_a_finding(tmp_path: Path) -> None:
     assert findings_of(tmp_path, {TEST_PY: GUARD_BACKED}, "vacuous-tests") == []
 
 
+def test_a_guard_on_an_input_the_environment_ships_is_not_a_finding(tmp_path: Path) -> None:
+    on_input = GUARDED.replace('"totals.json"', '"sales.csv"')
+    files = {TEST_PY: on_input, "environment/sales.csv": "region,amount\nnorth,1\n"}
+    assert findings_of(tmp_path, files, "vacuous-tests") == []
+
+
 def test_a_skip_when_the_output_is_missing_is_found(tmp_path: Path) -> None:
     [finding] = findings_of(tmp_path, {TEST_PY: EARLY_RETURN}, "vacuous-tests")
     assert "/app/totals.json" in finding.description

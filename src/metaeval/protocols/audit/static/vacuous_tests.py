@@ -7,7 +7,8 @@ finding per kind and file:
   `isfile`, `Path.exists`/`is_file`) with no `else` that fails, or after `if not exists(X):
   return` / `pytest.skip(...)`. Without the output the test passes. Not judged when any other
   code of the tests uses X outside such a guard (another test asserting that X exists, a
-  fixture loading it): then the suite still fails without X. X is compared after following
+  fixture loading it): then the suite still fails without X; nor when X is an input the
+  environment ships (the guard is always true). X is compared after following
   names through assignments in the function and the module (`p = os.path.join(D, "out")`,
   `Path(D) / "out"`).
 - **swallowed**: an `assert` inside `try:` whose handler catches AssertionError (or
@@ -67,8 +68,10 @@ def check_vacuous_tests(ctx: TaskContext) -> list[Finding]:
             guarded += [(source.file, hit) for hit in guards]
         for hit in _other_hits(source):
             hits.setdefault(source.file, []).append(hit)
+    shipped = {f.path.rsplit("/", 1)[-1] for f in ctx.role_files("environment")}
     for path, hit in guarded:
-        if hit.subject not in unguarded:
+        # a guard on an input the environment ships is always true: the assertions run
+        if hit.subject not in unguarded and hit.subject.rsplit("/", 1)[-1] not in shipped:
             hits.setdefault(path, []).append(hit)
     findings: list[Finding] = []
     for path, found in hits.items():

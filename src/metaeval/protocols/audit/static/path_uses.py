@@ -111,21 +111,7 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
                     commands |= {id(n) for n in ast.walk(arg)}
                 created |= {normal_path(p) for p in _python_command_creates(node)}
             if last in ("makedirs", "mkdir"):
-                target = node.args[0] if node.args else node.func
-                if isinstance(node.func, ast.Attribute) and last == "mkdir" and not node.args:
-                    target = node.func.value
-                    if isinstance(target, ast.Call) and target.args:
-                        target = target.args[0]
-                for inner in ast.walk(target):
-                    if (
-                        isinstance(inner, ast.Constant)
-                        and isinstance(inner.value, str)
-                        and inner.value.startswith("/")
-                    ):
-                        created.add(normal_path(inner.value))
-                made = path_text(target, source.names)  # `os.makedirs(BASE)`, BASE = "/srv/x"
-                if made.startswith("/"):
-                    created.add(normal_path(made))
+                created |= _made_directories(node, last, source)
             environ = last == "putenv" or (last == "setdefault" and "environ" in name)
             if environ and len(node.args) == 2:
                 routes |= _tool_dir_value(node.args[0], node.args[1])
@@ -161,6 +147,27 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
             )
             uses.append(PathUse(source.file, line, source.role, path))
     return uses, created
+
+
+def _made_directories(call: ast.Call, last: str, source: PySource) -> set[str]:
+    """What `os.makedirs(x)` / `Path(x).mkdir()` creates: its literal paths, and its target
+    with names followed (`os.makedirs(BASE)`, BASE = "/srv/x")."""
+    target = call.args[0] if call.args else call.func
+    if isinstance(call.func, ast.Attribute) and last == "mkdir" and not call.args:
+        target = call.func.value
+        if isinstance(target, ast.Call) and target.args:
+            target = target.args[0]
+    made = {
+        normal_path(inner.value)
+        for inner in ast.walk(target)
+        if isinstance(inner, ast.Constant)
+        and isinstance(inner.value, str)
+        and inner.value.startswith("/")
+    }
+    followed = path_text(target, source.names)
+    if followed.startswith("/"):
+        made.add(normal_path(followed))
+    return made
 
 
 _WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkfifo", "symlink_to"})

@@ -52,7 +52,7 @@ def test_matches_reference():
 def test_a_missing_path_is_an_assumed_absence_claim(tmp_path: Path) -> None:
     [finding] = findings_of(tmp_path, {TEST_PY: MISSING_PATH_TEST}, "absolute-paths")
     assert finding.claim == "absence" and finding.evidence_tier == "assumed"
-    assert "absence claim" in finding.tier_reason and "Not seen:" in finding.description
+    assert finding.tier_reason.startswith("absence claim; not seen: what the task's image holds")
 
 
 FIXTURE_WRITES_ITS_FILE = """\
@@ -115,6 +115,7 @@ def test_a_run_of_the_oracle_makes_the_absence_executed(tmp_path: Path) -> None:
     [after] = [Finding.model_validate(f) for f in run if f["subcategory"] == "ENV-PATH"]
     assert after.evidence_tier == "executed" and after.severity in ("High", "Critical")
     assert any(e.file.startswith("logs/") for e in after.evidence)
+    assert after.tier_reason == "absence claim, shown by a run in the task's environment"
 
 
 # --------------------------------------------------------------------- tests that do not test

@@ -48,12 +48,13 @@ def make_finding(
     (`self-contained`), or `absence`, something missing at run time, which is `assumed`
     until a run in the task's image shows it (the tier rule keeps it at Low). `unseen` says
     what the check could not see (an image it could not inspect): an intrinsic finding with
-    it is `assumed` too. The reason is in `tier_reason` and ends the description."""
-    if claim == "absence":
-        unseen = unseen or ABSENCE_UNSEEN
+    it is `assumed` too. The reason is in `tier_reason`; what a check names as unseen also
+    ends the description."""
     if unseen:
         description = f"{description.rstrip()} Not seen: {unseen.rstrip('.')}."
-        reason = f"{claim} claim; not seen: {unseen.rstrip('.')}"
+    if claim == "absence" or unseen:
+        seen = (unseen or ABSENCE_UNSEEN).rstrip(".")
+        reason = f"{claim} claim; not seen: {seen}"
     else:
         reason = "intrinsic claim, decided from the task's files"
     return Finding(
@@ -69,7 +70,7 @@ def make_finding(
         confidence=round(confidence, 2),
         source=STATIC_SOURCE,
         protocol="static",
-        evidence_tier="assumed" if unseen else "self-contained",
+        evidence_tier="assumed" if unseen or claim == "absence" else "self-contained",
         claim=claim,
         tier_reason=reason,
     )

@@ -12,7 +12,10 @@ present) how many findings' evidence verifies.
 Last, the whole `metaeval audit run --static-only --no-execution` command on those tasks
 (what a user sees: process start, worker processes, records, reports).
 
-Usage: python bench/audit_static_checks.py [--tasks 1000] [--seed 7] [--repeat 3]
+Usage: python bench/audit_static_checks.py [--tasks 1000] [--seed 7] [--repeat 3] [--per-check]
+
+`--per-check` prints only the CPU time of the shared parse and of each registered check (to
+compare two checkouts quickly: run it alternately from each).
 """
 
 from __future__ import annotations
@@ -419,11 +422,40 @@ def time_checks(tasks: list[LoadedTask], repeat: int, label: str, sizes: list[in
     return results
 
 
+def time_per_check(tasks: list[LoadedTask], repeat: int) -> None:
+    """CPU ms per task of the shared parse and of each registered check (best of `repeat`
+    rounds, cold parse cache): which check costs what, steady on a busy machine."""
+    from metaeval.protocols.audit.static_checks import STATIC_CHECKS, TaskContext
+
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        clear_parse_cache()
+        contexts = [TaskContext(task) for task in tasks]
+        cpu = time.process_time()
+        for ctx in contexts:
+            _ = (ctx.python_sources, ctx.shell_scripts, ctx.docker)
+        best["(parse)"] = min(best.get("(parse)", float("inf")), time.process_time() - cpu)
+        for check in STATIC_CHECKS:
+            cpu = time.process_time()
+            for ctx in contexts:
+                check.run(ctx)
+            spent = time.process_time() - cpu
+            best[check.name] = min(best.get(check.name, float("inf")), spent)
+    for name, spent in sorted(best.items(), key=lambda item: -item[1]):
+        print(f"  {name:18} {spent / len(tasks) * 1000:6.2f} CPU ms/task")
+    print(f"  {'total':18} {sum(best.values()) / len(tasks) * 1000:6.2f} CPU ms/task")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=3, help="timing rounds; best is shown")
+    parser.add_argument(
+        "--per-check",
+        action="store_true",
+        help="only the CPU time of the parse and of each check on unique files, then stop",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     specs: list[tuple[str, str | None, dict[str, str]]] = []
@@ -433,6 +465,13 @@ def main() -> None:
     sizes = [sum(len(t) for t in files.values()) for _, _, files in specs]
     tasks = [in_memory(tid, Path("/nonexistent") / tid, files) for tid, _, files in specs]
 
+    if args.per_check:
+        unique_tasks = [
+            in_memory(tid, Path("/nonexistent") / tid, make_unique(tid, files))
+            for tid, _, files in specs
+        ]
+        time_per_check(unique_tasks, args.repeat)
+        return
     results = time_checks(tasks, args.repeat, "checks alone", sizes)
     distinct = {
         kind: len({files[path] for _, _, files in specs for path in files if pick(path)})

@@ -234,6 +234,8 @@ def test_registry_lists_the_checks() -> None:
         "task-config",
         "task-links",
         "build",
+        "vacuous-tests",
+        "verifier-inputs",
     ]
     assert all(isinstance(c, StaticCheck) and c.subcategories for c in STATIC_CHECKS)
 

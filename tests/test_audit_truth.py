@@ -63,14 +63,15 @@ def test_every_clean_task_has_a_defective_twin() -> None:
 
 
 DEFECTS = {
-    # twin: (subcategory, severity, evidence tier, words of the title)
-    "asked-module": ("ENV-DEP", "Critical", "self-contained", "`pandas`"),
-    "tests-data-py": ("ENV-DEP", "Critical", "self-contained", "`numpy`"),
-    "extension-fallback": ("ENV-DEP", "Critical", "self-contained", "`ujson`"),
-    "dist-names": ("ENV-DEP", "Critical", "self-contained", "`scipy`"),
-    "solution-writes-module": ("ENV-DEP", "Medium", "self-contained", "`numpy`"),
-    "paths-dataflow": ("ENV-PATH", "High", "self-contained", "/data/reference"),
-    "tests-installs": ("ENV-DEP", "Critical", "self-contained", "`yaml`"),
+    # twin: (subcategory, severity, evidence tier, words of the title). A missing module or
+    # path is an absence claim: without a run in the task's image it is `assumed`, at Low.
+    "asked-module": ("ENV-DEP", "Low", "assumed", "`pandas`"),
+    "tests-data-py": ("ENV-DEP", "Low", "assumed", "`numpy`"),
+    "extension-fallback": ("ENV-DEP", "Low", "assumed", "`ujson`"),
+    "dist-names": ("ENV-DEP", "Low", "assumed", "`scipy`"),
+    "solution-writes-module": ("ENV-DEP", "Low", "assumed", "`numpy`"),
+    "paths-dataflow": ("ENV-PATH", "Low", "assumed", "/data/reference"),
+    "tests-installs": ("ENV-DEP", "Low", "assumed", "`yaml`"),
     "shell-verifier-name": ("EVAL-MISMATCH", "High", "self-contained", "vowels.txt"),
     "tests-own-files": ("EVAL-MISMATCH", "High", "self-contained", "report.json"),
 }
@@ -337,7 +338,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
     bench = tmp_path / "bench"
-    shutil.copytree(BENCH / "defective" / "asked-module", bench / "local")
+    shutil.copytree(BENCH / "defective" / "tests-own-files", bench / "local")
     shutil.copytree(BENCH / "defective" / "asked-module", bench / "prebuilt")
     shutil.rmtree(bench / "prebuilt" / "environment")  # the prebuilt image instead
     toml = bench / "prebuilt" / "task.toml"
@@ -351,12 +352,16 @@ def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
                         "issues": [
                             {
                                 "id": t,
-                                "category": "ENV-DEP",
-                                "description": "The tests import pandas, which nothing installs in the environment.",
+                                "category": category,
+                                "description": "The tests import pandas, which nothing installs "
+                                "in the environment."
+                                if category == "ENV-DEP"
+                                else "The tests read another report file than the one the "
+                                "instruction names.",
                             }
                         ]
                     }
-                    for t in ("local", "prebuilt")
+                    for t, category in (("local", "EVAL-MISMATCH"), ("prebuilt", "ENV-DEP"))
                 }
             }
         )
@@ -367,6 +372,12 @@ def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
     )
     assert every.returncode == 0, every.stderr
     assert "evidence: self-contained 1, assumed 1" in every.stdout
+    # said once: the prebuilt task's missing module is an absence claim nothing ran to show
+    assert every.stdout.count("1 absence claim(s) stayed unconfirmed") == 1
+    assert "--pull missing" in every.stdout
+    every_report = (tmp_path / "all" / "report.md").read_text()
+    assert "**Evidence tier:** assumed: absence claim; not seen:" in every_report
+    assert "**Evidence tier:** self-contained: intrinsic claim" in every_report
     strong = cli(
         "audit",
         "run",
@@ -383,7 +394,7 @@ def test_min_tier_filters_the_run_and_the_score(tmp_path: Path) -> None:
     assert summary["findings_by_evidence"] == {"self-contained": 1}
     assert summary["findings_below_min_tier"] == 1
     report = (tmp_path / "strong" / "report.md").read_text()
-    assert "| local | ENV-DEP | Critical | Bug | self-contained |" in report
+    assert "| local | EVAL-MISMATCH | High | Bug | self-contained |" in report
     assert "prebuilt |" not in report.split("## Tasks")[0]
 
     score = cli(

@@ -74,6 +74,10 @@ def merge_check_findings(static: list[Finding], execution: list[Finding]) -> lis
         target.confidence = max(target.confidence, found.confidence)
         if found.evidence_tier == "executed":  # a faithful run confirmed it
             target.evidence_tier = "executed"
+            if target.claim is not None:
+                target.tier_reason = (
+                    f"{target.claim} claim, shown by a run in the task's environment"
+                )
         target.finding_type = (
             "Bug" if "Bug" in (target.finding_type, found.finding_type) else target.finding_type
         )

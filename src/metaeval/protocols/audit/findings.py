@@ -68,6 +68,9 @@ Tier = Literal["Confirmed", "Likely", "Possible", "Suppressed"]
 # holds. Strongest first.
 EvidenceTier = Literal["executed", "self-contained", "assumed"]
 EVIDENCE_TIERS: tuple[str, ...] = ("executed", "self-contained", "assumed")
+# What a static check claims (issue 37): a fact of the task's files (`intrinsic`), or that
+# something is missing at run time (`absence`), which only a run in the task's image shows.
+Claim = Literal["intrinsic", "absence"]
 ASSUMED_CONFIDENCE = 0.3
 
 REPORT_THRESHOLD = 0.3
@@ -114,6 +117,8 @@ class Finding(BaseModel):
     # None only while validating: records written before tiers existed get one from their
     # evidence (a cited execution log: executed; task files: self-contained).
     evidence_tier: EvidenceTier | None = None
+    claim: Claim | None = None  # static checks only
+    tier_reason: str = ""  # why the evidence tier is what it is (static and execution checks)
 
     @field_validator("subcategory")
     @classmethod

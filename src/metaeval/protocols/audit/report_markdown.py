@@ -141,6 +141,8 @@ def _md_task_details(data: AuditReportData) -> list[str]:
                 f"#### [{_one_line(f.severity)}] {_one_line(f.title)}\n\n{_one_line(meta)}\n"
             )
             out.append(f"{md_text(f.description)}\n")
+            if f.tier_reason:
+                out.append(f"**Evidence tier:** {f.evidence_tier}: {md_text(f.tier_reason)}\n")
             if f.recommendation:
                 out.append(f"**Recommendation:** {md_text(f.recommendation)}\n")
             for problem in f.evidence_problems:

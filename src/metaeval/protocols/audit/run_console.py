@@ -33,6 +33,13 @@ def run_lines(summary: dict[str, Any], run_dir: Path, bench_dir: Path) -> list[s
     for name, reason in summary.get("skipped_dirs") or []:
         if reason != "no task.toml":  # a folder that is not a task: not worth a line
             lines.append(f"warning: folder {name} skipped: {reason}")
+    unconfirmed = summary.get("absence_unconfirmed") or 0
+    if unconfirmed:
+        lines.append(
+            f"{unconfirmed} absence claim(s) stayed unconfirmed (assumed, kept at Low): to "
+            "confirm them, run the execution checks in each task's image (`audit run` "
+            "without --no-execution, with `--pull missing` or a registry that holds it)"
+        )
     for line in summary.get("execution") or []:
         if not line.startswith("disabled ("):  # --no-execution: the user knows
             lines.append(f"execution checks: {line}")

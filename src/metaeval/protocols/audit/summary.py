@@ -161,6 +161,10 @@ def summarize_run(
         "findings_by_subcategory": dict(Counter(f.subcategory for f in reported)),
         "findings_by_tier": dict(Counter(f.tier for f in reported)),
         "findings_by_evidence": dict(Counter(f.evidence_tier for f in reported)),
+        # absence claims no run in the task's image confirmed (kept at Low by the tier rule)
+        "absence_unconfirmed": sum(
+            1 for f in reported if f.claim == "absence" and f.evidence_tier == "assumed"
+        ),
         **(
             {"min_evidence_tier": records.min_tier, "findings_below_min_tier": records.below_tier}
             if records.min_tier

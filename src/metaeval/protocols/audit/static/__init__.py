@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from metaeval.protocols.audit.findings import Finding
+from metaeval.protocols.audit.findings import Claim, Finding
 from metaeval.protocols.audit.static.build import check_build
 from metaeval.protocols.audit.static.config import check_task_config
 from metaeval.protocols.audit.static.filenames import check_file_names
@@ -25,17 +25,22 @@ from metaeval.protocols.audit.static.network import check_test_network
 from metaeval.protocols.audit.static.paths import check_absolute_paths
 from metaeval.protocols.audit.static.reward import check_reward_written
 from metaeval.protocols.audit.static.task_context import TaskContext
+from metaeval.protocols.audit.static.vacuous_tests import check_vacuous_tests
+from metaeval.protocols.audit.static.verifier_inputs import check_verifier_inputs
 from metaeval.protocols.audit.task_view import LoadedTask
 
 
 @dataclass(frozen=True)
 class StaticCheck:
-    """A registered static check."""
+    """A registered static check and the kinds of claim its findings make (`absence`:
+    something missing at run time, `assumed` until a run shows it; `intrinsic`: decided
+    from the task's files)."""
 
     name: str
     description: str
     subcategories: tuple[str, ...]
     run: Callable[[TaskContext], list[Finding]]
+    claims: tuple[Claim, ...] = ("intrinsic",)
 
 
 STATIC_CHECKS: tuple[StaticCheck, ...] = (
@@ -50,24 +55,28 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
         "Absolute paths in solution/tests that the environment never provides",
         ("ENV-PATH",),
         check_absolute_paths,
+        ("absence",),
     ),
     StaticCheck(
         "mounted-files",
         "Files of /tests or /solution that the task's scripts read but the task does not ship",
         ("ENV-PATH",),
         check_mounted_files,
+        ("absence",),
     ),
     StaticCheck(
         "test-fixtures",
         "Files the tests read from a directory the image copies, which nothing provides",
         ("ENV-PATH",),
         check_test_fixtures,
+        ("absence",),
     ),
     StaticCheck(
         "python-imports",
         "Third-party imports in solution/tests that nothing installs",
         ("ENV-DEP",),
         check_imports,
+        ("absence",),
     ),
     StaticCheck(
         "reward-written",
@@ -106,6 +115,21 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
         "local-only image names, compose files referencing missing files",
         ("ENV-PATH", "ENV-DEP", "EVAL-MISMATCH", "GT-LOGIC", "INST-CONTRADICT"),
         check_build,
+        ("intrinsic", "absence"),  # a local-only image name is an absence claim
+    ),
+    StaticCheck(
+        "vacuous-tests",
+        "Assertions that run only if the output exists, inside a try that swallows them, "
+        "or that check a number by containment",
+        ("EVAL-COVERAGE",),
+        check_vacuous_tests,
+    ),
+    StaticCheck(
+        "verifier-inputs",
+        "A solution reading /tests (uploaded only for the verifier), tests reading their "
+        "reference from a path the agent can write",
+        ("ENV-PATH", "EVAL-MISMATCH"),
+        check_verifier_inputs,
     ),
 )
 

@@ -239,6 +239,8 @@ def _local_images(ctx: TaskContext) -> list[Finding]:
                 ),
                 confidence=confidence,
                 evidence=evidence,
+                unseen="whether a registry or this machine's engine serves the image",
+                claim="absence",
             )
         )
     return findings

@@ -1,8 +1,10 @@
 """Compose files of a task's environment that reference missing files (part of check 8).
 
-`build` contexts and Dockerfiles, `env_file`, relative bind-mount sources, and
-`configs`/`secrets` files of environment/docker-compose.y(a)ml that do not exist: ENV-PATH,
-Critical, Bug, 0.85. A compose file that does not parse as YAML (and has no conflict markers,
+`build` contexts and Dockerfiles, `env_file`, and `configs`/`secrets` files of
+environment/docker-compose.y(a)ml that do not exist: ENV-PATH, Critical, Bug, 0.85 (an
+intrinsic claim). A relative bind-mount source that does not exist is an absence claim: Compose
+creates a short-syntax source (`./runs:/app/runs`) itself, so only a long-syntax bind without
+`create_host_path` is reported, `assumed` (whoever starts the environment may create it). A compose file that does not parse as YAML (and has no conflict markers,
 which `build` reports) is ENV-DEP, Critical, Bug, 0.85.
 """
 
@@ -40,6 +42,9 @@ def check_compose(ctx: TaskContext, marked: set[str]) -> list[Finding]:
         missing = _compose_missing(data, listing)
         if missing:
             findings.append(_missing_refs_finding(ctx, path, missing))
+        mounts = _mount_refs(data, listing)
+        if mounts:
+            findings.append(_missing_refs_finding(ctx, path, mounts, mounts=True))
         findings += _local_image_findings(ctx, path, data)
     return findings
 
@@ -65,7 +70,9 @@ def _invalid_yaml_finding(ctx: TaskContext, path: str, exc: Exception) -> Findin
     )
 
 
-def _missing_refs_finding(ctx: TaskContext, path: str, missing: list[str]) -> Finding:
+def _missing_refs_finding(
+    ctx: TaskContext, path: str, missing: list[str], mounts: bool = False
+) -> Finding:
     lines = ctx.lines(path)
     evidence = []
     for ref in missing:
@@ -86,6 +93,13 @@ def _missing_refs_finding(ctx: TaskContext, path: str, missing: list[str]) -> Fi
         recommendation="Ship the referenced files in environment/ or fix the paths.",
         confidence=0.85,
         evidence=evidence or [Evidence(file=path)],
+        claim="absence" if mounts else "intrinsic",
+        unseen=(
+            "whether whoever starts the environment creates the bind-mount source first "
+            "(a directory of the host, not of the task)"
+            if mounts
+            else None
+        ),
     )
 
 
@@ -146,7 +160,6 @@ def _compose_missing(data: dict, listing: list[str]) -> list[str]:
             continue
         refs += _build_refs(service, listing)
         refs += _env_file_refs(service, listing)
-        refs += _volume_refs(service, listing)
     for section in ("configs", "secrets"):
         entries = data.get(section) or {}
         if isinstance(entries, dict):
@@ -192,17 +205,20 @@ def _env_file_refs(service: dict, listing: list[str]) -> list[str]:
     return refs
 
 
-def _volume_refs(service: dict, listing: list[str]) -> list[str]:
-    """Missing sources of relative bind mounts (`./data:/data`); named volumes are not files."""
+def _mount_refs(data: dict, listing: list[str]) -> list[str]:
+    """Missing sources of relative long-syntax bind mounts that Compose will not create
+    (short syntax `./data:/data` creates its source; named volumes are not files)."""
+    services = data.get("services") or {}
     refs: list[str] = []
-    for volume in service.get("volumes") or []:
-        source = None
-        if isinstance(volume, str) and ":" in volume:
-            source = volume.split(":", 1)[0]
-            if not source.startswith("."):
-                continue  # a named volume
-        elif isinstance(volume, dict) and volume.get("type") == "bind":
-            source = volume.get("source")
-        if (rel := _relative(source)) is not None and not _exists(rel, listing):
-            refs.append(rel)
-    return refs
+    for service in services.values() if isinstance(services, dict) else []:
+        volumes = service.get("volumes") if isinstance(service, dict) else None
+        for volume in volumes if isinstance(volumes, list) else []:
+            if not isinstance(volume, dict) or volume.get("type") != "bind":
+                continue
+            bind = volume.get("bind")
+            if isinstance(bind, dict) and bind.get("create_host_path") is True:
+                continue
+            rel = _relative(volume.get("source"))
+            if rel is not None and not _exists(rel, listing):
+                refs.append(rel)
+    return list(dict.fromkeys(refs))

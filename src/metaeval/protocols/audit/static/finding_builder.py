@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from metaeval.protocols.audit.findings import (
     SUBCATEGORIES,
+    Claim,
     Evidence,
     Finding,
     FindingType,
@@ -14,6 +15,10 @@ from metaeval.protocols.audit.findings import (
 from metaeval.protocols.audit.static.task_context import TaskContext
 
 STATIC_SOURCE = "static"
+ABSENCE_UNSEEN = (
+    "what the task's image holds and what runs before this step; an execution of the oracle "
+    "in the task's image (`--pull missing`) would show it"
+)
 
 
 def evidence_line(ctx: TaskContext, path: str, line: int) -> Evidence:
@@ -35,14 +40,23 @@ def make_finding(
     confidence: float,
     evidence: list[Evidence],
     unseen: str | None = None,
+    claim: Claim = "intrinsic",
 ) -> Finding:
     """A finding from the static protocol; the category follows from the subcategory.
 
-    `unseen` says what the check could not see (an image it could not inspect, a path the
-    image may hold): the finding is then `assumed` and its description ends with it; else it
-    is `self-contained` (provable from the task's files)."""
+    `claim` says what the finding asserts: `intrinsic`, a fact of the task's files
+    (`self-contained`), or `absence`, something missing at run time, which is `assumed`
+    until a run in the task's image shows it (the tier rule keeps it at Low). `unseen` says
+    what the check could not see (an image it could not inspect): an intrinsic finding with
+    it is `assumed` too. The reason is in `tier_reason`; what a check names as unseen also
+    ends the description."""
     if unseen:
         description = f"{description.rstrip()} Not seen: {unseen.rstrip('.')}."
+    if claim == "absence" or unseen:
+        seen = (unseen or ABSENCE_UNSEEN).rstrip(".")
+        reason = f"{claim} claim; not seen: {seen}"
+    else:
+        reason = "intrinsic claim, decided from the task's files"
     return Finding(
         task_id=ctx.task.task_id,
         category=SUBCATEGORIES[subcategory],
@@ -56,7 +70,9 @@ def make_finding(
         confidence=round(confidence, 2),
         source=STATIC_SOURCE,
         protocol="static",
-        evidence_tier="assumed" if unseen else "self-contained",
+        evidence_tier="assumed" if unseen or claim == "absence" else "self-contained",
+        claim=claim,
+        tier_reason=reason,
     )
 
 

@@ -181,4 +181,5 @@ def _finding(
         ),
         confidence=0.6,
         evidence=[evidence_line(ctx, source.file, source.file_line(node))],
+        claim="absence",
     )

@@ -106,7 +106,7 @@ def _pair_reason(left: ast.AST, right: ast.AST) -> tuple[str, float] | None:
     return ", ".join(dict.fromkeys(kinds)), confidence
 
 
-_DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+_DECIMAL = re.compile(r"(?<![\w.])-?\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)(?![\w.])")
 _CODE_SUFFIXES = (".py", ".sh", ".bash")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*[-*\d])")
 _OUTPUT_WORDS = re.compile(r"\b(?:output|result|expect|answer|return|print|should be)", re.I)
@@ -196,17 +196,39 @@ def _compared_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
 def _exact_comparisons(source: PySource, given: _GivenValues) -> list[tuple[int, str, float]]:
     """(line, reason, confidence) of each exact float comparison in one test source."""
     hits: list[tuple[int, str, float]] = []
+    assigned: set[float] | None = None  # read the first time a comparison asks
     for node in source.nodes:
         for left, right in _compared_pairs(node):
             verdict = _pair_reason(left, right)
             if verdict is None:
                 continue
             literal = _passed_literal(left, right)
-            if literal is not None and literal in given:
-                continue  # the expected value is a constant the task hands over
+            if literal is not None and assigned is None:
+                assigned = _assigned_constants(source)
+            if literal is not None and (
+                literal in given or literal in (0.0, 1.0) or literal in (assigned or set())
+            ):
+                # A constant the task hands over or the test itself assigns, or an all/none
+                # ratio (n/n and 0/n are exact): passed through, exact by design.
+                continue
             anchor = right if _kind(right) else left
             hits.append((source.file_line(anchor), verdict[0], verdict[1]))
     return hits
+
+
+def _assigned_constants(source: PySource) -> set[float]:
+    """Float literals the source stores as values (`score = 0.5`, `{"score": 1.0}`,
+    `f(x=0.5)`, `return 0.5`): comparing with one of them compares a constant it set."""
+    values: list[ast.AST | None] = []
+    for node in source.nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)):
+            values.append(node.value)
+        elif isinstance(node, ast.Dict):
+            values += node.values
+        elif isinstance(node, ast.keyword):
+            values.append(node.value)
+    found = (_float_literal(v) for v in values if v is not None)
+    return {v for v in found if v is not None}
 
 
 def _float_finding(ctx: TaskContext, path: str, hits: list[tuple[int, str, float]]) -> Finding:

@@ -330,4 +330,5 @@ def _import_finding(
         confidence=confidence,
         evidence=dedupe_evidence(evidence_line(ctx, s.file, s.line) for s in sites),
         unseen=unseen,
+        claim="absence",
     )

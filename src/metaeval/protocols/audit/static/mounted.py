@@ -208,4 +208,5 @@ def _finding(ctx: TaskContext, path: str, line: int, target: str, role: str) -> 
         recommendation=fix,
         confidence=0.8,
         evidence=[evidence_line(ctx, path, line)],
+        claim="absence",
     )

@@ -116,6 +116,8 @@ def import_names(dist: str, depth: int = 0) -> set[str]:
             names.add(base[: -len(suffix)])
     if "-" in dist:
         names.add(dist.split("-", 1)[0])
+        if not dist.startswith("types-") and not dist_is_resolved(dist):
+            names.add(dist.rsplit("-", 1)[1].replace("-", "_"))  # openai-whisper -> whisper
     if depth < 3:
         required = installed_requires(dist)
         for dep in TRANSITIVE.get(dist, ()) if required is None else required:

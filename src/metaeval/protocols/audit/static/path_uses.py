@@ -16,7 +16,11 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from metaeval.protocols.audit.static.python_source import PySource, locate
+from metaeval.protocols.audit.static.python_source import (
+    PySource,
+    locate,
+    path_text,
+)
 from metaeval.protocols.audit.static.shell_script import SimpleCommand
 from metaeval.protocols.audit.static.task_context import TaskContext, absolute_tokens
 
@@ -49,6 +53,9 @@ _ROUTE_CALLS = frozenset(
 _SHELL_CALLS = re.compile(
     r"^(?:subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|os\.system|os\.popen)$"
 )
+# Variables naming a directory the tool itself creates when missing (MPLCONFIGDIR, XDG_CACHE_HOME,
+# TORCH_HOME, TMPDIR): a path handed to one is not read from the image.
+_TOOL_DIR_VARIABLE = re.compile(r"CONFIG|CACHE|HOME$|^TMP|^TEMP", re.I)
 _PATTERN_COMMANDS = frozenset({"sed", "grep", "egrep", "fgrep", "awk", "gawk", "perl", "jq", "rg"})
 
 
@@ -93,6 +100,9 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
         if type(node) is ast.Call:
             name = _dotted(node.func)
             last = name.rsplit(".", 1)[-1]
+            written = _written_path(node, last, source)
+            if written.startswith("/"):
+                created.add(normal_path(written))
             args = list(node.args) + [k.value for k in node.keywords]
             if last in _ROUTE_CALLS:
                 routes |= {id(a) for a in args}
@@ -101,20 +111,18 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
                     commands |= {id(n) for n in ast.walk(arg)}
                 created |= {normal_path(p) for p in _python_command_creates(node)}
             if last in ("makedirs", "mkdir"):
-                target = node.args[0] if node.args else node.func
-                if isinstance(node.func, ast.Attribute) and last == "mkdir" and not node.args:
-                    target = node.func.value
-                    if isinstance(target, ast.Call) and target.args:
-                        target = target.args[0]
-                for inner in ast.walk(target):
-                    if (
-                        isinstance(inner, ast.Constant)
-                        and isinstance(inner.value, str)
-                        and inner.value.startswith("/")
-                    ):
-                        created.add(normal_path(inner.value))
+                created |= _made_directories(node, last, source)
+            environ = last == "putenv" or (last == "setdefault" and "environ" in name)
+            if environ and len(node.args) == 2:
+                routes |= _tool_dir_value(node.args[0], node.args[1])
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             routes.add(id(node.right))
+        elif isinstance(node, ast.Subscript):
+            routes.add(id(node.slice))  # a key (`W["/policy/conv1/w"]`), not a file
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+            target = node.targets[0]
+            if "environ" in _dotted(target.value):
+                routes |= _tool_dir_value(target.slice, node.value)
     for node, value in source.strings():
         if id(node) in routes:
             continue
@@ -139,6 +147,49 @@ def _python_uses(ctx: TaskContext, source: PySource) -> tuple[list[PathUse], set
             )
             uses.append(PathUse(source.file, line, source.role, path))
     return uses, created
+
+
+def _made_directories(call: ast.Call, last: str, source: PySource) -> set[str]:
+    """What `os.makedirs(x)` / `Path(x).mkdir()` creates: its literal paths, and its target
+    with names followed (`os.makedirs(BASE)`, BASE = "/srv/x")."""
+    target = call.args[0] if call.args else call.func
+    if isinstance(call.func, ast.Attribute) and last == "mkdir" and not call.args:
+        target = call.func.value
+        if isinstance(target, ast.Call) and target.args:
+            target = target.args[0]
+    made = {
+        normal_path(inner.value)
+        for inner in ast.walk(target)
+        if isinstance(inner, ast.Constant)
+        and isinstance(inner.value, str)
+        and inner.value.startswith("/")
+    }
+    followed = path_text(target, source.names)
+    if followed.startswith("/"):
+        made.add(normal_path(followed))
+    return made
+
+
+_WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkfifo", "symlink_to"})
+
+
+def _written_path(call: ast.Call, last: str, source: PySource) -> str:
+    """The path a call writes (`open(p, "w")`, `Path(p).write_text(...)`), names followed."""
+    if last == "open" and call.args:
+        mode = call.args[1] if len(call.args) > 1 else None
+        mode = mode or next((k.value for k in call.keywords if k.arg == "mode"), None)
+        text = mode.value if isinstance(mode, ast.Constant) else ""
+        if isinstance(text, str) and any(c in text for c in "wax"):
+            return path_text(call.args[0], source.names)
+    if last in _WRITE_METHODS and isinstance(call.func, ast.Attribute):
+        return path_text(call.func.value, source.names)
+    return ""
+
+
+def _tool_dir_value(name: ast.AST, value: ast.AST) -> set[int]:
+    """The value node of an environment setting that names a tool's own directory."""
+    text = name.value if isinstance(name, ast.Constant) else None
+    return {id(value)} if isinstance(text, str) and _TOOL_DIR_VARIABLE.search(text) else set()
 
 
 def _python_command_creates(call: ast.Call) -> list[str]:
@@ -244,4 +295,13 @@ def collect_path_uses(ctx: TaskContext) -> tuple[list[PathUse], set[str]]:
                 for token in tokens:
                     line = locate(ctx.lines(path), command.line, command.end, token)
                     uses.append(PathUse(path, line, role, token))
-    return uses, created
+    # `/C=US/ST=State/CN=localhost` is an X.509 subject (`openssl -subj`), not a path.
+    return [u for u in uses if "=" not in u.path.split("/")[1]], created
+
+
+def shared_path_uses(ctx: TaskContext) -> tuple[list[PathUse], set[str]]:
+    """`collect_path_uses` once per task (the path checks share it)."""
+    cached = ctx.shared.get("path_uses")
+    if cached is None:
+        cached = ctx.shared["path_uses"] = collect_path_uses(ctx)
+    return cached

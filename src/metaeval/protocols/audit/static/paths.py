@@ -43,7 +43,7 @@ from metaeval.protocols.audit.static.finding_builder import (
     evidence_line,
     make_finding,
 )
-from metaeval.protocols.audit.static.path_uses import PathUse, collect_path_uses, normal_path
+from metaeval.protocols.audit.static.path_uses import PathUse, normal_path, shared_path_uses
 from metaeval.protocols.audit.static.task_context import TaskContext, absolute_tokens
 
 UNKNOWN_IMAGE_CONFIDENCE = 0.3
@@ -79,7 +79,7 @@ def _enough(path: str) -> bool:
 
 
 def check_absolute_paths(ctx: TaskContext) -> list[Finding]:
-    uses, created = collect_path_uses(ctx)
+    uses, created = shared_path_uses(ctx)
     if not uses:
         return []
     missing = _missing_by_root(ctx, uses, _provided_paths(ctx, created))
@@ -195,4 +195,5 @@ def _missing_path_finding(ctx: TaskContext, root: str, group: list[PathUse]) -> 
             if unknown_base
             else None
         ),
+        claim="absence",
     )

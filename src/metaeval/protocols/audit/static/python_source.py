@@ -42,6 +42,16 @@ class PySource:
     def _string_table(self) -> list[tuple[ast.AST, str, bool]]:
         return list(_strings(self.nodes))
 
+    @cached_property
+    def names(self) -> dict[str, ast.AST]:
+        """`name = value` assignments of the module and of each function (the last one
+        wins): enough to follow a path through a variable within one source."""
+        names = simple_assignments(self.tree.body)
+        for node in self.nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.update(simple_assignments(node.body))
+        return names
+
     def strings(self, fstring_parts: bool = False) -> list[tuple[ast.AST, str]]:
         """String literals in code; see `string_constants`."""
         return [(n, v) for n, v, part in self._string_table if fstring_parts or not part]
@@ -128,6 +138,44 @@ def _strings(nodes: list[ast.AST]) -> Iterator[tuple[ast.AST, str, bool]]:
                     yield value, value.value, True
         elif type(node) is ast.Constant and isinstance(node.value, str) and id(node) not in skip:
             yield node, node.value, False
+
+
+def simple_assignments(body: list[ast.stmt]) -> dict[str, ast.AST]:
+    """Simple `name = value` assignments of one body (the last one wins)."""
+    names: dict[str, ast.AST] = {}
+    for statement in body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name):
+                names[target.id] = statement.value
+        elif (
+            isinstance(statement, ast.AnnAssign)
+            and statement.value is not None
+            and isinstance(statement.target, ast.Name)
+        ):
+            names[statement.target.id] = statement.value
+    return names
+
+
+def path_text(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> str:
+    """A comparable text for a path expression, names followed through `names`."""
+    if depth > 8:
+        return ast.unparse(node)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return path_text(names[node.id], names, depth + 1)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("Path", "PurePath", "PosixPath", "str", "abspath", "realpath") and node.args:
+            return path_text(node.args[0], names, depth + 1)
+        if name == "join" and node.args:
+            return "/".join(path_text(a, names, depth + 1) for a in node.args)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left = path_text(node.left, names, depth + 1)
+        return f"{left}/{path_text(node.right, names, depth + 1)}"
+    return ast.unparse(node)
 
 
 def locate(lines: list[str], first: int, last: int, needle: str) -> int:

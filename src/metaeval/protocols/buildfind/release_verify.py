@@ -34,6 +34,7 @@ from pathlib import Path
 import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
+from metaeval.protocols.buildfind.analysis.pair_sets import Reading
 from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
 from metaeval.protocols.buildfind.release_integrity import (
     check_checksums,
@@ -119,7 +120,11 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
+    from metaeval.protocols.buildfind.finalize import (
+        mark_self_labelled,
+        run_find_pairs,
+        self_labelled_finders,
+    )
 
     config = RecordFiles(root / "records").manifest.get("config", {})
     tables = analyze_rows(
@@ -128,6 +133,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
         config.get("panels", "matched"),
         config.get("finders", []),
         config.get("seed0"),
+        reading=released_reading(root),
+        find_pairs=run_find_pairs(config),
     )
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
@@ -156,6 +163,15 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
             # the run summarizes the sample once a label is filled in (pipeline.evidence_audit)
             tables["evidence_audit_summary"] = evidence_audit_summary(labelled)
     return tables, frames, problems
+
+
+def released_reading(root: Path) -> Reading:
+    """How the release's tables read the pairs (`analysis.pair_sets`): a release holding
+    `table_pairs` splits pooled and per-panel tables; one made before it read every table on
+    the panels' pairs, and is recomputed that way."""
+    from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY, SPLIT, TABLE
+
+    return SPLIT if (root / "tables" / f"{TABLE}.parquet").is_file() else LEGACY
 
 
 def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list[str]:

@@ -33,6 +33,8 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "table_pairs": "Which builder-finder pairs each table reads: pooled tables every pair of "
+    "the run, per-panel tables the effort panels' pairs (issue 39).",
     "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
     "paper_table2": "Table 2 as the paper prints it, with its Build and Find columns.",
     "paper_table3": "Table 3 as the paper prints it: effort panels side by side, one row per "
@@ -77,6 +79,15 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "finders": "distinct finders with this effort pair",
         "mode": "matched (paper: high with high, low with low) or cross (full grid)",
         "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
+    "table_pairs": {
+        "table": "table name",
+        "pairs": "'all pairs' (pooled over every formal pair of the run) or 'panel pairs' (the "
+        "effort panels' pairs; matched: a builder's own-effort finders); bootstrap_ci has both",
+        "effort_pairs": "builder/finder effort pairs the table's rows come from",
+        "partial": "a pooled table of a run that lacks part of the full grid (e.g. "
+        "find_pairs: matched): it pools the pairs the run has",
+        "note": "why the table is partial; null otherwise",
     },
     "failed_cells": {
         "phase": "build or find",
@@ -193,8 +204,8 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "builder": "builder name (one row of the matrix per builder at its effort)",
         "finder": "finder name (one column per finder at its effort)",
         "residual": "score minus the builder's mean minus the finder's mean plus the grand mean, "
-        "every mean taken over all observed cells of the one matrix (with matched panels the "
-        "off-diagonal effort blocks are unobserved and left out of every mean)",
+        "every mean taken over all observed cells of the one matrix (every pair of a full grid; "
+        "a run of matched pairs only leaves the off-diagonal effort blocks out of every mean)",
         "score": "the pair's matrix score: mean of the per-run Eq. 1 audited accuracy over the "
         "pair's formal find runs (each run weighs the same; tasks and build trials pooled)",
         "runs": "scored formal find runs of the pair",

@@ -16,6 +16,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     family_from,
 )
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
+from metaeval.protocols.buildfind.analysis.core import lazy
 from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy_from
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
@@ -23,6 +24,13 @@ from metaeval.protocols.buildfind.analysis.evidence_audit import (
     evidence_audit_sample_from,
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
+from metaeval.protocols.buildfind.analysis.pair_sets import (
+    PANEL_TABLES,
+    SPLIT,
+    Reading,
+    table_pairs,
+)
+from metaeval.protocols.buildfind.analysis.pair_sets import TABLE as PAIRS_TABLE
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.analysis.paper_tables import builder_labels, paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
@@ -38,24 +46,58 @@ def run_analysis(
     builds: pl.DataFrame | None = None,
     panels: str = DEFAULT_PANELS,
     seed0: int = DEFAULT_SEED0,
+    *,
+    reading: Reading = SPLIT,
+    find_pairs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
     finder calibration, token usage and the evidence-audit sample.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
-    `effort_panels` table lists them. String columns may be String, Categorical or Enum (the
-    extras work on the categorical codes and return String-keyed tables either way).
-    `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
+    `effort_panels` table lists them. With the default `reading` ("split", see
+    `analysis.pair_sets`) the pooled tables read every formal pair of the run and the
+    per-panel tables the panels' pairs, and `table_pairs` says which table reads which (and
+    whether a pooled table is partial; `find_pairs` is the run's setting, None when unknown);
+    "panel" reads every table on the panels' pairs, as releases made before the split did.
+    String columns may be String, Categorical or Enum (the extras work on the categorical
+    codes and return String-keyed tables either way). `seed0` (the run's) seeds the bootstrap
+    intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
     labels = builder_labels(rows)  # from the builders' own efforts, before panels form
-    rows = paneled.collect()
-    tables = dict(analyze(rows))
+    panel_rows = paneled.collect()
+    dropped = panel_table.filter(~pl.col("analysed")).height > 0
+    if reading == SPLIT and dropped:
+        whole = lazy(rows).collect()
+        tables = _tables(whole, builds, seed0)
+        per_panel = _tables(panel_rows, builds, seed0, agreement_of=whole)
+        tables.update({k: v for k, v in per_panel.items() if k in PANEL_TABLES})
+        tables["bootstrap_ci"] = bootstrap_ci(whole, seed=bootstrap_seed(seed0), rb_rows=panel_rows)
+    else:
+        tables = _tables(panel_rows, builds, seed0)
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables, labels))
+    if reading == SPLIT:
+        tables[PAIRS_TABLE] = table_pairs(list(tables), panel_table, find_pairs)
+    return tables
+
+
+def _tables(
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None,
+    seed0: int,
+    agreement_of: pl.DataFrame | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Every table over one set of rows (`agreement_of`: the rows whose question agreement
+    defines the low-prior and implementation-signal subsets, `rows` when None)."""
+    tables = dict(analyze(rows))
     tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
-            rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM
+            rows,
+            builds,
+            seed=EVIDENCE_AUDIT_SEED,
+            per_stratum=EVIDENCE_AUDIT_PER_STRATUM,
+            agreement_of=agreement_of,
         )
     )
     return tables
@@ -98,6 +140,7 @@ def analyze_extras(
     *,
     seed: int = EVIDENCE_AUDIT_SEED,
     per_stratum: int = EVIDENCE_AUDIT_PER_STRATUM,
+    agreement_of: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every extra table with its default options, from two shared aggregations of the rows.
 
@@ -112,11 +155,12 @@ def analyze_extras(
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
     finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample,
-    robustness_pivots and effort_accuracy.
+    robustness_pivots and effort_accuracy. `agreement_of` (rows) defines the question
+    subsets instead of `rows` (the per-panel reading takes them from every pair).
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
-    prep = Prepared(rows, True)
+    prep = Prepared(rows, True, None if agreement_of is None else Prepared(agreement_of, True))
     runs = prep.run_view()
     pairs = affinity_from(runs, "recovery")
     matrix = affinity_matrix_from(runs, "recovery")

@@ -7,19 +7,27 @@ Appendix K residuals)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import shutil
+import subprocess
+import sys
 from collections import defaultdict
 from itertools import combinations
+from pathlib import Path
 from statistics import mean
 
 import polars as pl
 import pytest
+import yaml
 
 from metaeval.protocols.buildfind.analysis.pair_sets import ALL_PAIRS, PANEL_PAIRS, TABLE
 from metaeval.protocols.buildfind.analysis.panels import panel_notes
 from metaeval.protocols.buildfind.finalize import analyze_rows
 from metaeval.protocols.buildfind.rows import conform
 
+ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["openai", "anthropic", "mimo"]
 EFFORTS = ["high", "low"]
 AGENTS = [(f"{fam}_{e}", fam, e) for fam in FAMILIES for e in EFFORTS]  # 6 builders = 6 finders
@@ -372,3 +380,93 @@ def test_the_legacy_reading_reads_every_table_on_the_panel_pairs() -> None:
     )
     assert cal.row(0, named=True)["finds"] == len(hand_runs(matched_only=True))
     assert legacy["affinity_matrix"].height == len(EFFORTS) * 3 * 3
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp_path) -> None:
+    """A real run of the reference agents at two efforts on the full grid: released and
+    verified with both readings; the same release as metaeval wrote it before the split
+    (every table on matched pairs, no table_pairs) verifies too, and a split release whose
+    table_pairs was removed does not (it is then recomputed the old way)."""
+    if importlib.util.find_spec("mlcroissant") is None:
+        pytest.skip("mlcroissant is not installed (extra `release`)")
+    from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY
+    from metaeval.protocols.buildfind.claims import claims, with_row_counts
+    from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
+    from metaeval.protocols.buildfind.release import checksums
+    from metaeval.protocols.buildfind.release_verify import recompute
+    from metaeval.protocols.buildfind.tables import csv_ready
+
+    config = {
+        "pack": str(ROOT / "examples" / "buildfind-pack"),
+        "tasks": ["kvstore-wal"],
+        "builders": [
+            {"name": "doc_high", "agent": "reference:documented", "effort": "high"},
+            {"name": "terse_low", "agent": "reference:terse", "effort": "low"},
+        ],
+        "finders": [
+            {"name": "fa_high", "agent": "reference-finder", "effort": "high"},
+            {"name": "fb_low", "agent": "reference-finder", "effort": "low"},
+        ],
+        "r_find": 1,
+        "controls": ["question_only"],
+        "base_finders": ["fa_high", "fb_low"],
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir, out = tmp_path / "run", tmp_path / "release"
+    assert _cli("buildfind", "run", str(path), "-o", str(run_dir)).returncode == 0
+    made = _cli("buildfind", "release", str(run_dir), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    pairs = pl.read_parquet(out / "tables" / f"{TABLE}.parquet")
+    calibration = pairs.filter(pl.col("table") == "calibration").row(0, named=True)
+    assert calibration["effort_pairs"] == "high/high, high/low, low/high, low/low"
+    readme = (out / "tables" / "README.md").read_text()
+    assert "Pairs: pooled over every formal pair" in readme
+    assert "Pairs: per panel" in readme
+    verified = _cli("buildfind", "verify-release", str(out))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    # the same release as written before the split
+    older = tmp_path / "older"
+    shutil.copytree(out, older)
+    split, frames, _ = recompute(out)
+    rows = frames["data/question_rows.parquet"]
+    legacy = analyze_rows(
+        rows,
+        pl.read_parquet(out / "data" / "builds.parquet"),
+        "matched",
+        config["finders"],
+        reading=LEGACY,
+    )
+    mark_self_labelled(legacy, self_labelled_finders(rows, config["base_finders"]))
+    changed = [n for n in legacy if n in split and not legacy[n].equals(split[n])]
+    assert "calibration" in changed and "rb_effort" not in changed
+    for name in changed:
+        legacy[name].write_parquet(older / "tables" / f"{name}.parquet")
+        (older / "tables" / f"{name}.csv").write_text(csv_ready(legacy[name]).write_csv())
+    for suffix in ("parquet", "csv"):
+        (older / "tables" / f"{TABLE}.{suffix}").unlink()
+    claim_list = with_row_counts(claims(legacy), frames)
+    (older / "claims.json").write_text(json.dumps(claim_list, indent=2, sort_keys=True) + "\n")
+    (older / "SHA256SUMS").write_text(checksums(older))
+    verified = _cli("buildfind", "verify-release", str(older))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    # a split release without its table_pairs is read the old way: its pooled tables differ
+    stripped = tmp_path / "stripped"
+    shutil.copytree(out, stripped)
+    for suffix in ("parquet", "csv"):
+        (stripped / "tables" / f"{TABLE}.{suffix}").unlink()
+    (stripped / "SHA256SUMS").write_text(checksums(stripped))
+    failed = _cli("buildfind", "verify-release", str(stripped))
+    assert failed.returncode == 1
+    assert "tables/calibration.parquet" in failed.stdout

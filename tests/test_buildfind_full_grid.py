@@ -435,6 +435,21 @@ def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp
     verified = _cli("buildfind", "verify-release", str(out))
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
+    # a question's id planted in a released artifact: the recorded leakage scan no longer holds
+    leaked = tmp_path / "leaked"
+    shutil.copytree(out, leaked)
+    qid = json.loads((leaked / "records" / "builds.jsonl").read_text().splitlines()[0])
+    artifact = leaked / qid["artifact"]
+    question = yaml.safe_load((leaked / "pack" / "kvstore-wal" / "questions.yaml").read_text())
+    first = question["questions"][0]["id"]
+    (artifact / f"{first}.md").write_text("see the question\n")
+    (leaked / "SHA256SUMS").write_text(checksums(leaked))
+    found = _cli("buildfind", "verify-release", str(leaked))
+    assert found.returncode == 1
+    assert f"leakage question_ids recorded [], the released artifact gives ['{first}']" in (
+        found.stdout
+    )
+
     # the same release as written before the split
     older = tmp_path / "older"
     shutil.copytree(out, older)

@@ -18,7 +18,7 @@ from metaeval.protocols.buildfind.validation import leakage_scan, structure
 
 def q(qid: str, gold: str, options: dict[str, str] | None = None):
     options = options or {"A": "alpha", "B": "bravo", "C": "charlie", "D": "delta"}
-    return SimpleNamespace(id=qid, gold=gold, options=options)
+    return SimpleNamespace(id=qid, gold=gold, options=options, question=f"Which is {qid}?")
 
 
 def test_seeds_are_stable_and_distinct():
@@ -154,6 +154,8 @@ def test_leakage_scan_and_structure(tmp_path):
         "question_ids": ["kv-03"],
         "option_phrases": ["kv-03:A"],
         "gold_keys": ["kv-03"],
+        "question_texts": [],
+        "unscanned": [],
     }
     meta = structure(tmp_path)
     assert meta["files"] == 2 and meta["loc_by_language"] == {"python": 4}

@@ -23,7 +23,9 @@ one line naming the file (and the row and column):
    format has every column, and every column is compared;
 5. every claim of ``claims.json`` holds in the released tables and rows, and recomputing the
    claims gives the same map;
-6. the Croissant metadata validates with mlcroissant and describes the released files.
+6. the Croissant metadata validates with mlcroissant and describes the released files;
+7. each released artifact's leakage scan, and each build's relaxed-probe outcome in
+   ``data/builds``, is what its build record holds (`release_scans`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from metaeval.protocols.buildfind.release_integrity import (
     check_json_records,
     release_files,
 )
+from metaeval.protocols.buildfind.release_scans import check_artifact_scans
 from metaeval.tasks.safe_json import json_type, read_json
 
 INPUT_ERRORS = (
@@ -249,6 +252,7 @@ TABLES_ADDED_LATER = frozenset(
         "paper_table1",
         "paper_table2",
         "paper_table3",
+        "relaxed_probe",
         "robustness_pivots",
     }
 )
@@ -394,6 +398,7 @@ def verify_release(root: Path) -> list[str]:
     problems += data_problems
     problems += _checked("data", lambda: check_rows_columns(root))
     problems += _checked("records", lambda: check_rows_from_records(root, frames))
+    problems += _checked("artifacts", lambda: check_artifact_scans(root))
     problems += _checked("tables", lambda: check_tables(root, recomputed))
     problems += _checked("claims.json", lambda: check_claims(root, recomputed, frames))
     problems += _checked("croissant.json", lambda: validate_croissant(root))

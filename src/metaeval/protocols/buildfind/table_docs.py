@@ -33,6 +33,8 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "relaxed_probe": "Relaxed compile probe on the builds the root-level probe excluded "
+    "(paper Table 10): is a unique nested project buildable?",
     "table_pairs": "Which builder-finder pairs each table reads: pooled tables every pair of "
     "the run, per-panel tables the effort panels' pairs (issue 39).",
     "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
@@ -79,6 +81,12 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "finders": "distinct finders with this effort pair",
         "mode": "matched (paper: high with high, low with low) or cross (full grid)",
         "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
+    "relaxed_probe": {
+        "slice": "Table 10's row: the ok builds that failed the root-level compile probe, then "
+        "by the relaxed probe's outcome (a unique nested project found, built, failed, timed "
+        "out; none or several found; a project file at the root; not run)",
+        "builds": "builds in the row",
     },
     "table_pairs": {
         "table": "table name",

@@ -38,6 +38,8 @@ from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.robustness import robustness_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
+from metaeval.protocols.buildfind.relaxed_probe import TABLE as RELAXED_TABLE
+from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe_table
 from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
 
@@ -51,7 +53,8 @@ def run_analysis(
     find_pairs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
-    finder calibration, token usage and the evidence-audit sample.
+    finder calibration, token usage, the evidence-audit sample and (with `builds`) the
+    relaxed compile probe's Table 10.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
     `effort_panels` table lists them. With the default `reading` ("split", see
@@ -76,6 +79,8 @@ def run_analysis(
         tables = _tables(panel_rows, builds, seed0)
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables, labels))
+    if builds is not None and {"status", "compile_pass"} <= set(builds.columns):
+        tables[RELAXED_TABLE] = relaxed_probe_table(builds)
     if reading == SPLIT:
         tables[PAIRS_TABLE] = table_pairs(list(tables), panel_table, find_pairs)
     return tables

@@ -7,6 +7,7 @@ columns holding percentage points say so.
 
 from __future__ import annotations
 
+from metaeval.protocols.buildfind.analysis.core_finders import GATES as GATE_NAMES
 from metaeval.protocols.buildfind.subset_docs import subset_table_docs
 from metaeval.protocols.buildfind.view_docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
 
@@ -33,6 +34,8 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "core_finders": "Core-finder selector: the hard gates of paper Appendix E per finder, "
+    "the routine panel and the prior-stress audit finder.",
     "relaxed_probe": "Relaxed compile probe on the builds the root-level probe excluded "
     "(paper Table 10): is a unique nested project buildable?",
     "table_pairs": "Which builder-finder pairs each table reads: pooled tables every pair of "
@@ -81,6 +84,27 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "finders": "distinct finders with this effort pair",
         "mode": "matched (paper: high with high, low with low) or cross (full grid)",
         "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
+    "core_finders": {
+        "finder": "finder name",
+        "finder_family": "finder adapter family",
+        "formal_recovery": "formal recovery as in finder_calibration (gate: >= 0.95)",
+        "qonly_lift_pp": "lift over its own question-only control, pp (gate: >= 1)",
+        "low_prior_lift_pp": "lift on low-prior questions, pp (gate: >= 1)",
+        "impl_signal_lift_pp": "lift on implementation-signal questions, pp (gate: >= 1)",
+        "mean_tokens_per_run": "mean tokens per formal find run (gate: <= cost_ceiling)",
+        "mean_tau": "mean Kendall tau with the other finders of its effort panel (kendall_tau, "
+        "per panel; gate: >= 0; null fails)",
+        "own_family_affinity": "mean affinity_matrix residual on its own family's builders "
+        "(gate: |x| <= 0.05; null passes)",
+        **{
+            name: "whether the finder passes the gate (see docs/buildfind.md, Core finders)"
+            for name in GATE_NAMES
+        },
+        "selected": "passes every gate: a routine core finder",
+        "role": "core, prior_stress_audit (outside the core, largest question-only lift among "
+        "finders passing the recovery gate) or null",
+        "cost_ceiling": "half the median of mean_tokens_per_run over the finders",
     },
     "relaxed_probe": {
         "slice": "Table 10's row: the ok builds that failed the root-level compile probe, then "

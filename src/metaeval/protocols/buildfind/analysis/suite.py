@@ -17,6 +17,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
 )
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
 from metaeval.protocols.buildfind.analysis.core import lazy
+from metaeval.protocols.buildfind.analysis.core_finders import core_finders_from
 from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy_from
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
@@ -53,8 +54,8 @@ def run_analysis(
     find_pairs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
-    finder calibration, token usage, the evidence-audit sample and (with `builds`) the
-    relaxed compile probe's Table 10.
+    finder calibration and the core-finder selector (Appendix E), token usage, the
+    evidence-audit sample and (with `builds`) the relaxed compile probe's Table 10.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
     `effort_panels` table lists them. With the default `reading` ("split", see
@@ -71,14 +72,17 @@ def run_analysis(
     dropped = panel_table.filter(~pl.col("analysed")).height > 0
     if reading == SPLIT and dropped:
         whole = lazy(rows).collect()
-        tables = _tables(whole, builds, seed0)
-        per_panel = _tables(panel_rows, builds, seed0, agreement_of=whole)
+        tables = _tables(whole, builds, None)
+        per_panel = _tables(panel_rows, builds, None, agreement_of=whole)
         tables.update({k: v for k, v in per_panel.items() if k in PANEL_TABLES})
         tables["bootstrap_ci"] = bootstrap_ci(whole, seed=bootstrap_seed(seed0), rb_rows=panel_rows)
     else:
         tables = _tables(panel_rows, builds, seed0)
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables, labels))
+    tables["core_finders"] = core_finders_from(
+        tables["finder_calibration"], tables["kendall_tau"], tables["affinity_matrix"]
+    )
     if builds is not None and {"status", "compile_pass"} <= set(builds.columns):
         tables[RELAXED_TABLE] = relaxed_probe_table(builds)
     if reading == SPLIT:
@@ -89,13 +93,15 @@ def run_analysis(
 def _tables(
     rows: pl.DataFrame,
     builds: pl.DataFrame | None,
-    seed0: int,
+    seed0: int | None,
     agreement_of: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every table over one set of rows (`agreement_of`: the rows whose question agreement
-    defines the low-prior and implementation-signal subsets, `rows` when None)."""
+    defines the low-prior and implementation-signal subsets, `rows` when None; `seed0` None:
+    no bootstrap, the caller draws it once over both sets)."""
     tables = dict(analyze(rows))
-    tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
+    if seed0 is not None:
+        tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
             rows,

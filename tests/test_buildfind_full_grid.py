@@ -424,6 +424,11 @@ def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp
     path.write_text(yaml.safe_dump(config))
     run_dir, out = tmp_path / "run", tmp_path / "release"
     assert _cli("buildfind", "run", str(path), "-o", str(run_dir)).returncode == 0
+    # trial seeds as the paper derives them (Algorithm 1, Appendix C): seed0 + r
+    seed0 = json.loads((run_dir / "manifest.json").read_text())["config"]["seed0"]
+    for kind, trial in (("builds", "build_trial"), ("finds", "find_trial")):
+        records = [json.loads(x) for x in (run_dir / f"{kind}.jsonl").read_text().splitlines()]
+        assert {r["seed"] - r[trial] for r in records} == {seed0}, kind
     made = _cli("buildfind", "release", str(run_dir), "-o", str(out))
     assert made.returncode == 0, made.stderr
     pairs = pl.read_parquet(out / "tables" / f"{TABLE}.parquet")
@@ -449,6 +454,20 @@ def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp
     assert f"leakage question_ids recorded [], the released artifact gives ['{first}']" in (
         found.stdout
     )
+
+    # a find record whose seed was edited: its seed and option order no longer follow
+    reseeded = tmp_path / "reseeded"
+    shutil.copytree(out, reseeded)
+    finds = reseeded / "records" / "finds.jsonl"
+    lines = finds.read_text().splitlines()
+    first_find = json.loads(lines[0])
+    first_find["seed"] += 7
+    finds.write_text("\n".join([json.dumps(first_find, sort_keys=True), *lines[1:]]) + "\n")
+    (reseeded / "SHA256SUMS").write_text(checksums(reseeded))
+    found = _cli("buildfind", "verify-release", str(reseeded))
+    assert found.returncode == 1
+    want = f"records/finds.jsonl record 1: seed {first_find['seed']}, the seed0+trial rule"
+    assert want in found.stdout
 
     # the same release as written before the split
     older = tmp_path / "older"

@@ -25,7 +25,8 @@ one line naming the file (and the row and column):
    claims gives the same map;
 6. the Croissant metadata validates with mlcroissant and describes the released files;
 7. each released artifact's leakage scan, and each build's relaxed-probe outcome in
-   ``data/builds``, is what its build record holds (`release_scans`).
+   ``data/builds``, is what its build record holds (`release_scans`);
+8. every record's seed and every find's option order follow from seed0 (`release_seeds`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from metaeval.protocols.buildfind.release_integrity import (
     release_files,
 )
 from metaeval.protocols.buildfind.release_scans import check_artifact_scans
+from metaeval.protocols.buildfind.release_seeds import check_seeds
 from metaeval.tasks.safe_json import json_type, read_json
 
 INPUT_ERRORS = (
@@ -247,6 +249,7 @@ TABLES_ADDED_LATER = frozenset(
         "affinity_matrix",
         "affinity_matrix_family",
         "bootstrap_ci",
+        "core_finders",
         "effort_accuracy",
         "low_prior_rb_effort",
         "paper_table1",
@@ -399,6 +402,7 @@ def verify_release(root: Path) -> list[str]:
     problems += _checked("data", lambda: check_rows_columns(root))
     problems += _checked("records", lambda: check_rows_from_records(root, frames))
     problems += _checked("artifacts", lambda: check_artifact_scans(root))
+    problems += _checked("seeds", lambda: check_seeds(root))
     problems += _checked("tables", lambda: check_tables(root, recomputed))
     problems += _checked("claims.json", lambda: check_claims(root, recomputed, frames))
     problems += _checked("croissant.json", lambda: validate_croissant(root))

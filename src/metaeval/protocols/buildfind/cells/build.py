@@ -12,7 +12,7 @@ from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields
 from metaeval.protocols.buildfind.prompts import render_builder_prompt
 from metaeval.protocols.buildfind.records import BuildRecord
 from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe
-from metaeval.protocols.buildfind.seeds import derive_seed
+from metaeval.protocols.buildfind.seeds import build_seed, run_seed_rule
 from metaeval.protocols.buildfind.validation import (
     compile_probe,
     leakage_scan,
@@ -26,7 +26,7 @@ from metaeval.sandbox.workspace import Workspace
 def build_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int) -> dict[str, Any]:
     pack_task = ctx.pack.tasks[key["task"]]
     spec, agent = ctx.builders[key["builder"]]
-    seed = derive_seed(ctx.config.seed0, "build", *key.values(), recovery)
+    seed = build_seed(ctx.config.seed0, key, recovery, run_seed_rule(run.manifest.get("seeds")))
     attempt = uuid.uuid4().hex[:10]
     artifact = (
         run.path / "artifacts" / key["task"] / key["builder"] / f"r{key['build_trial']}-{attempt}"

@@ -504,3 +504,28 @@ def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp
     failed = _cli("buildfind", "verify-release", str(stripped))
     assert failed.returncode == 1
     assert "tables/calibration.parquet" in failed.stdout
+
+
+def test_restricted_view_tables_read_the_full_views_pair_sets(
+    grid_tables: dict[str, pl.DataFrame],
+) -> None:
+    """A view that kept every file (its rows equal the full view's) compares like with like:
+    pooled accuracy and finder recovery over every pair, R_b and G_task per panel, so every
+    lift against the full view is zero and the counts are the full grid's."""
+    from metaeval.protocols.buildfind.view_evidence import view_tables
+
+    rows = full_grid()
+    view_rows = rows.filter(pl.col("slice") == "formal").with_columns(view=pl.lit("everything"))
+    views = view_tables(rows, view_rows, grid_tables, "matched")
+    accuracy = views["view_accuracy"].filter(
+        (pl.col("slice") == "compile_pass") & (pl.col("task") == "all")
+    )
+    assert accuracy["finds"][0] == len(hand_runs(matched_only=False))
+    assert accuracy["lift_vs_full_pp"][0] == pytest.approx(0.0, abs=1e-12)
+    finder = views["view_finder"]
+    assert (finder["recovery"] - finder["full_view_recovery"]).abs().max() < 1e-12
+    rb = views["view_rb_effort"]
+    assert rb.height == len(AGENTS)
+    assert rb["cells"].to_list() == rb["full_view_cells"].to_list()
+    gate = views["view_recovery_gate"]
+    assert (gate["G_task"] - gate["full_view_G_task"]).abs().max() < 1e-12

@@ -150,7 +150,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
         problems += compare_frames(
             "data/view_rows.csv", read_view_rows(root / "data" / "view_rows.csv"), view_rows
         )
-        tables.update(view_tables(rows, view_rows, tables, config.get("panels", "matched")))
+        panels = config.get("panels", "matched")
+        tables.update(view_tables(rows, view_rows, tables, panels, released_reading(root)))
         records = RecordFiles(root / "records")
         tables["view_files"] = view_files(logical_view(records.read(VIEW_FINDS), VIEW_FIND_KEY))
     if (root / "tables" / "failed_cells.parquet").is_file():

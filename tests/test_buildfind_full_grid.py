@@ -103,7 +103,7 @@ def full_grid() -> pl.DataFrame:
             for t, task in enumerate(TASKS):
                 for rf in range(R_FIND):
                     for q, qid in enumerate(QUESTIONS):
-                        ok = (f + t + rf + q + len(control)) % 5 != 0
+                        ok = q < 2 or (f + t + rf + q + len(control)) % 5 != 0  # q3, q4: low prior
                         rows.append(
                             _row(
                                 slice=control,
@@ -529,3 +529,35 @@ def test_restricted_view_tables_read_the_full_views_pair_sets(
     assert rb["cells"].to_list() == rb["full_view_cells"].to_list()
     gate = views["view_recovery_gate"]
     assert (gate["G_task"] - gate["full_view_G_task"]).abs().max() < 1e-12
+
+
+def test_the_evidence_audit_rule_is_the_papers_and_recorded(
+    grid_tables: dict[str, pl.DataFrame],
+) -> None:
+    """Appendix I: correct compile-pass answers (audited scoring set), strata task x builder
+    family x finder family x prior status, two per stratum, seed 20260601; on this grid's
+    2 tasks x 3 x 3 families the rule draws 2 x (strata), the paper's 72 with both statuses."""
+    low = {
+        (r["task"], r["question_id"])
+        for r in grid_tables["question_agreement"].filter("low_prior").iter_rows(named=True)
+    }
+    population: dict[tuple, int] = defaultdict(int)
+    for b, (_, b_family, _) in enumerate(AGENTS):
+        for f, (_, f_family, _) in enumerate(AGENTS):
+            for t, task in enumerate(TASKS):
+                for bt in range(R_BUILD):
+                    if (b, task, bt) == FAILED:
+                        continue
+                    for rf in range(R_FIND):
+                        for q, qid in enumerate(QUESTIONS):
+                            if gold(b, t, bt, q) and correct(b, f, t, bt, rf, q):
+                                stratum = (task, b_family, f_family, (task, qid) in low)
+                                population[stratum] += 1
+    rule = grid_tables["evidence_audit_rule"].row(0, named=True)
+    assert (rule["seed"], rule["per_stratum"]) == (20260601, 2)
+    assert rule["population"] == sum(population.values())
+    assert rule["strata"] == len(population)
+    assert rule["rows"] == sum(min(n, 2) for n in population.values())
+    assert rule["rows"] == grid_tables["evidence_audit_sample"].height
+    statuses = {s[3] for s in population}
+    assert rule["rows"] == 2 * len(TASKS) * 3 * 3 * len(statuses)  # 72 with both statuses

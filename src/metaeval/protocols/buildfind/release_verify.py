@@ -252,6 +252,7 @@ TABLES_ADDED_LATER = frozenset(
         "bootstrap_ci",
         "core_finders",
         "effort_accuracy",
+        "evidence_audit_rule",
         "low_prior_rb_effort",
         "paper_table1",
         "paper_table2",

@@ -34,6 +34,8 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "evidence_audit_rule": "The evidence-audit sample's rule (paper Appendix I): seed, "
+    "answers per stratum, population, strata and rows drawn.",
     "core_finders": "Core-finder selector: the hard gates of paper Appendix E per finder, "
     "the routine panel and the prior-stress audit finder.",
     "relaxed_probe": "Relaxed compile probe on the builds the root-level probe excluded "
@@ -84,6 +86,16 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "finders": "distinct finders with this effort pair",
         "mode": "matched (paper: high with high, low with low) or cross (full grid)",
         "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
+    "evidence_audit_rule": {
+        "seed": "the sample's seed (the paper's audit seed 20260601)",
+        "per_stratum": "answers drawn per stratum (2, the paper's rule)",
+        "population": "correct formal answers on compile-pass artifacts in the audited "
+        "scoring set (controls excluded)",
+        "strata": "task x builder family x finder family x prior status strata the population "
+        "falls into",
+        "full_strata": "strata holding at least per_stratum answers",
+        "rows": "answers the rule draws (the paper's 72 = 36 strata x 2)",
     },
     "core_finders": {
         "finder": "finder name",

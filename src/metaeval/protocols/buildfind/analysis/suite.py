@@ -22,6 +22,7 @@ from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accurac
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
+    evidence_audit_rule_from,
     evidence_audit_sample_from,
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
@@ -187,6 +188,7 @@ def analyze_extras(
     }
     tables.update(subset_views_from(prep))
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
+    tables["evidence_audit_rule"] = evidence_audit_rule_from(prep, seed, per_stratum)
     tables["robustness_pivots"] = robustness_from(prep)
     tables["effort_accuracy"] = effort_accuracy_from(prep)
     return tables

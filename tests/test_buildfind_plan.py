@@ -41,13 +41,14 @@ def test_paper_panel_example_plans_the_papers_grid_offline(tmp_path):
     panels = [line.strip() for line in lines[7:10]]
     assert panels[0].startswith("high: 6 builder(s) x 6 finder(s) = 36 pair(s)")
     assert panels[1].startswith("low: 6 builder(s) x 6 finder(s) = 36 pair(s)")
-    assert panels[2].startswith("not analysed (efforts differ): 12 builder(s) x 12 finder(s) = 72")
+    assert panels[2].startswith("pooled tables only (efforts differ): 12 builder(s) x 12")
     # the estimate: Table 17's per-run means; no bundled price for these models
     from metaeval.protocols.buildfind.plan_cost import BUILD_TOKENS, CONTROL_TOKENS, FIND_TOKENS
 
     tokens = 48 * sum(BUILD_TOKENS) + 1728 * sum(FIND_TOKENS) + 144 * sum(CONTROL_TOKENS)
     assert f"estimated tokens: {tokens / 1e6:,.1f}M" in result.stdout
     assert "unpriced (no price for the model): claude-opus47-high" in result.stdout
+    assert "estimated cost: unknown (no agent's model is in the price table" in result.stdout
     # with a price table for two of the models, the cost is theirs alone
     prices = tmp_path / "prices.json"
     prices.write_text(

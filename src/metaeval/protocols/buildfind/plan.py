@@ -73,7 +73,7 @@ def plan_run(config: RunConfig, pack: Pack) -> RunPlan:
         elif b == f or f == "default":
             panels.setdefault(b, []).append((builder, finder))
         else:
-            panels.setdefault("not analysed (efforts differ)", []).append((builder, finder))
+            panels.setdefault("pooled tables only (efforts differ)", []).append((builder, finder))
     return RunPlan(
         tasks=tasks,
         builds=len(tasks) * len(config.builders) * config.r_build,

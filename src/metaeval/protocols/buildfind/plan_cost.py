@@ -33,6 +33,7 @@ class CostEstimate:
     output_tokens: int = 0
     usd: float = 0.0
     unpriced: list[str] = field(default_factory=list)
+    priced: set[str] = field(default_factory=set)
 
     def add(
         self, agent: AgentSpec, runs: int, per_run: tuple[int, int], prices: PriceTable
@@ -46,6 +47,7 @@ class CostEstimate:
                 self.unpriced.append(agent.name)
         else:
             self.usd += price.cost(usage)
+            self.priced.add(agent.name)
 
 
 def agent_price(agent: AgentSpec, prices: PriceTable) -> ModelPrice | None:
@@ -84,11 +86,14 @@ def estimate_lines(estimate: CostEstimate, prices: PriceTable) -> list[str]:
         f"estimated tokens: {total / 1e6:,.1f}M ({estimate.input_tokens / 1e6:,.1f}M input, "
         f"{estimate.output_tokens / 1e6:,.1f}M output; per-run means of the paper's Table 17)",
     ]
-    priced = "" if not estimate.unpriced else " for the priced agents"
-    lines.append(
-        f"estimated cost: ${estimate.usd:,.2f}{priced} (price table {prices.source}, "
-        f"version {prices.version}; no cache discount assumed)"
-    )
+    table = f"price table {prices.source}, version {prices.version}"
+    if not estimate.priced:
+        lines.append(f"estimated cost: unknown (no agent's model is in the {table}; --prices)")
+    else:
+        priced = "" if not estimate.unpriced else " for the priced agents"
+        lines.append(
+            f"estimated cost: ${estimate.usd:,.2f}{priced} ({table}; no cache discount assumed)"
+        )
     if estimate.unpriced:
         lines.append(f"unpriced (no price for the model): {', '.join(estimate.unpriced)}")
     return lines

@@ -143,7 +143,6 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     )
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
-    _pairs_of_released(root, tables)
     view_path = root / "data" / "view_rows.parquet"
     if view_path.is_file():
         view_rows = read_view_rows(view_path)
@@ -179,18 +178,6 @@ def released_reading(root: Path) -> Reading:
     from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY, SPLIT, TABLE
 
     return SPLIT if (root / "tables" / f"{TABLE}.parquet").is_file() else LEGACY
-
-
-def _pairs_of_released(root: Path, tables: dict[str, pl.DataFrame]) -> None:
-    """`table_pairs` lists the tables the release holds: a release made before a table
-    existed (`TABLES_ADDED_LATER`) lacks its row too."""
-    from metaeval.protocols.buildfind.analysis.pair_sets import TABLE
-
-    if TABLE in tables:
-        held = {p.stem for p in (root / "tables").glob("*.parquet")}
-        tables[TABLE] = tables[TABLE].filter(
-            pl.col("table").is_in(held) | ~pl.col("table").is_in(TABLES_ADDED_LATER)
-        )
 
 
 def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list[str]:

@@ -140,6 +140,14 @@ def evidence_audit_sample_from(prep: Prepared, seed: int, per_stratum: int) -> p
     ).select(_SAMPLE_COLUMNS)
 
 
+def evidence_audit_rule(
+    rows: pl.DataFrame, seed: int, per_stratum: int, *, compile_pass_only: bool = True
+) -> pl.DataFrame:
+    """The rule of `evidence_audit_sample` with these arguments, as one row (see
+    `evidence_audit_rule_from`)."""
+    return evidence_audit_rule_from(Prepared(rows, compile_pass_only), seed, per_stratum)
+
+
 def evidence_audit_rule_from(prep: Prepared, seed: int, per_stratum: int) -> pl.DataFrame:
     """The sample's rule as one row (Appendix I): its seed, answers per stratum, the size of
     the population (correct formal compile-pass answers in the audited scoring set), the

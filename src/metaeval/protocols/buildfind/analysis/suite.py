@@ -159,7 +159,8 @@ def analyze_extras(
     Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `affinity_matrix`,
     `affinity_matrix_family`, `question_agreement`,
     `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
-    `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
+    `evidence_audit_sample` and `evidence_audit_rule` (with ``seed``, ``per_stratum``) and
+    `robustness_pivots` one by
     one (and `effort_accuracy`), but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
@@ -167,6 +168,7 @@ def analyze_extras(
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
     finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample,
+    evidence_audit_rule,
     robustness_pivots and effort_accuracy. `agreement_of` (rows) defines the question
     subsets instead of `rows` (the per-panel reading takes them from every pair).
     """

@@ -20,6 +20,7 @@ from metaeval.protocols.buildfind.analysis.affinity import (
 )
 from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
+    evidence_audit_rule,
     evidence_audit_sample,
     evidence_audit_summary,
 )
@@ -828,6 +829,7 @@ def separately(rows: pl.DataFrame, builds: pl.DataFrame | None) -> dict[str, pl.
     }
     tables.update(subset_views(rows))
     tables["evidence_audit_sample"] = evidence_audit_sample(rows, seed=20260601, per_stratum=2)
+    tables["evidence_audit_rule"] = evidence_audit_rule(rows, seed=20260601, per_stratum=2)
     tables["robustness_pivots"] = robustness_pivots(rows)
     tables["effort_accuracy"] = effort_accuracy(rows)
     return tables

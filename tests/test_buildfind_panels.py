@@ -290,10 +290,11 @@ def test_unconfigured_finder_effort_joins_the_builder_panel_and_left_out_pairs_a
     for effort in EFFORTS:  # every finder counts in the builder's panel, as before
         _check(_rb(tables, effort), hand_rb(effort, None), finders=12)
     assert set(tables["effort_panels"].get_column("note").to_list()) == {DEFAULT_NOTE}
-    notes = panel_notes(analyze_rows(paper_grid())["effort_panels"])
+    grid = analyze_rows(paper_grid())
+    notes = panel_notes(grid["effort_panels"], grid["table_pairs"])
     assert notes == [
-        "matched panels leave out 2 builder/finder effort pair(s) (high/low, low/high); "
-        "`--panels cross` analyses them, `find_pairs: matched` stops running them"
+        "matched panels leave out 2 builder/finder effort pair(s) (high/low, low/high) of the "
+        "per-panel tables; the pooled tables read them; `--panels cross` analyses them per panel"
     ]
     path = tmp_path / "rows.parquet"
     paper_grid().write_parquet(path)

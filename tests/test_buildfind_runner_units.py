@@ -18,7 +18,7 @@ from metaeval.protocols.buildfind.validation import leakage_scan, structure
 
 def q(qid: str, gold: str, options: dict[str, str] | None = None):
     options = options or {"A": "alpha", "B": "bravo", "C": "charlie", "D": "delta"}
-    return SimpleNamespace(id=qid, gold=gold, options=options)
+    return SimpleNamespace(id=qid, gold=gold, options=options, question=f"Which is {qid}?")
 
 
 def test_seeds_are_stable_and_distinct():
@@ -154,7 +154,32 @@ def test_leakage_scan_and_structure(tmp_path):
         "question_ids": ["kv-03"],
         "option_phrases": ["kv-03:A"],
         "gold_keys": ["kv-03"],
+        "question_texts": [],
+        "unscanned": [],
     }
     meta = structure(tmp_path)
     assert meta["files"] == 2 and meta["loc_by_language"] == {"python": 4}
     assert meta["has_readme"] and not meta["has_tests"] and not meta["has_config"]
+
+
+def test_trial_seeds_follow_the_paper_and_old_runs_keep_theirs():
+    from metaeval.protocols.buildfind.seeds import (
+        LEGACY_RULE,
+        SEED_RULE,
+        build_seed,
+        find_seed,
+        run_seed_rule,
+    )
+
+    build = {"task": "t", "builder": "b", "build_trial": 1}
+    find = {"slice": "formal", "task": "t", "builder": "b", "build_trial": 1}
+    find |= {"finder": "f", "find_trial": 2}
+    # Appendix C: build seeds 20260501, 20260502; find seeds 20260501..20260503
+    assert build_seed(20260501, build, 0, SEED_RULE) == 20260502
+    assert build_seed(20260501, build, 1, SEED_RULE) == 20261502  # a recovery seed, 202615xx
+    assert find_seed(20260501, find, SEED_RULE) == 20260503
+    assert find_seed(20260501, {"view": "readme_only", **find}, SEED_RULE) == 20260503
+    assert run_seed_rule({"seed0": 1, "rule": SEED_RULE}) == SEED_RULE
+    assert run_seed_rule({"seed0": 1}) == LEGACY_RULE  # a run started before the rule
+    assert build_seed(7, build, 1, LEGACY_RULE) == derive_seed(7, "build", "t", "b", 1, 1)
+    assert find_seed(7, find, LEGACY_RULE) == derive_seed(7, "find", *find.values(), 0)

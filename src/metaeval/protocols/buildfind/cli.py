@@ -57,14 +57,21 @@ def validate_cmd(pack: Annotated[Path, typer.Argument(help="A task pack director
 @buildfind_app.command("plan")
 def plan_cmd(
     config: Annotated[Path, typer.Argument(help="Build-and-find run config (YAML).")],
+    prices: Annotated[
+        Path | None,
+        typer.Option(help="Price table (JSON, the bundled prices.json's format) for the estimate."),
+    ] = None,
 ) -> None:
-    """Validate a run config and its pack offline and print the planned cells, pairs and
-    effort panels (a dry run: no model is called, no agent started, nothing written)."""
+    """Validate a run config and its pack offline and print the planned cells, pairs, effort
+    panels and an estimate of tokens and cost (a dry run: no model is called, no agent
+    started, nothing written)."""
     from metaeval.errors import ConfigError
+    from metaeval.models.pricing import load_price_table, price_table
     from metaeval.protocols.buildfind.agents import make_agent
     from metaeval.protocols.buildfind.config import load_config
     from metaeval.protocols.buildfind.pack import load_pack
     from metaeval.protocols.buildfind.plan import plan_lines, plan_run
+    from metaeval.protocols.buildfind.plan_cost import estimate_cost, estimate_lines
 
     cfg = load_config(config)
     pack = load_pack(cfg.pack)
@@ -77,7 +84,10 @@ def plan_cmd(
                 make_agent(spec, role=role)
             except ConfigError as exc:
                 raise ConfigError(str(exc), file=str(config)) from exc
-    for line in plan_lines(plan_run(cfg, pack), cfg):
+    table = price_table() if prices is None else load_price_table(prices)
+    planned = plan_run(cfg, pack)
+    estimate = estimate_cost(cfg, len(planned.tasks), planned.pairs, table)
+    for line in [*plan_lines(planned, cfg), *estimate_lines(estimate, table)]:
         out.print(line, markup=False, highlight=False)
 
 

@@ -117,7 +117,8 @@ def scorable(record: FindRecord) -> bool:
 
 
 def builds_table(run: RecordReader) -> pl.DataFrame:
-    """Builder runs (for token usage by role): builder, task, build_trial, tokens, compile_pass."""
+    """Builder runs (token usage by role, Table 10): builder, task, build_trial, tokens,
+    compile_pass, status and the relaxed probe's outcome."""
     rows = [
         {
             "builder": builder,
@@ -127,6 +128,7 @@ def builds_table(run: RecordReader) -> pl.DataFrame:
             "output_tokens": _usage(rec).get("output_tokens", 0),
             "compile_pass": rec.compile_pass if isinstance(rec, BuildRecord) else None,
             "status": rec.status,
+            "relaxed_probe": _relaxed_outcome(rec),
         }
         for (task, builder, trial), rec in sorted(final_builds(run.read(BUILDS)).items())
     ]
@@ -138,8 +140,18 @@ def builds_table(run: RecordReader) -> pl.DataFrame:
         "output_tokens": pl.Int64,
         "compile_pass": pl.Boolean,
         "status": pl.Utf8,
+        "relaxed_probe": pl.Utf8,
     }
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+
+
+def _relaxed_outcome(record: BuildRecord | FailedCell) -> str | None:
+    """The relaxed probe's outcome of a build (None when it did not run: compile pass, an
+    older record, or a cell without a record of its own)."""
+    if not isinstance(record, BuildRecord):
+        return None
+    relaxed = record.validation.get("relaxed_probe")
+    return relaxed.get("outcome") if isinstance(relaxed, dict) else None
 
 
 def _usage(record: BuildRecord | FailedCell) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.pair_sets import SPLIT, Reading
+from metaeval.protocols.buildfind.analysis.pair_sets import TABLE as PAIRS_TABLE
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, panel_notes
 from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
@@ -66,18 +68,30 @@ def analyze_rows(
     panels: str = DEFAULT_PANELS,
     finders: Sequence[Mapping[str, Any]] = (),
     seed0: int | None = None,
+    *,
+    reading: Reading = SPLIT,
+    find_pairs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, from the rows table alone (plus builder tokens if known);
     `panels` is matched (the paper's) or cross (see `analysis.panels`). `finders` (the run
     config's finder entries) keeps every configured finder in finder_calibration; `seed0`
-    (the run's; the config default when None) seeds the bootstrap intervals."""
+    (the run's; the config default when None) seeds the bootstrap intervals; `reading` and
+    `find_pairs` (the run's, None when unknown) say which pairs each table reads
+    (`analysis.pair_sets`)."""
     from metaeval.protocols.buildfind.analysis.finder_calibration import with_every_finder
     from metaeval.protocols.buildfind.analysis.suite import run_analysis
     from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
-    tables = run_analysis(rows, builds, panels, DEFAULT_SEED0 if seed0 is None else seed0)
+    seed = DEFAULT_SEED0 if seed0 is None else seed0
+    tables = run_analysis(rows, builds, panels, seed, reading=reading, find_pairs=find_pairs)
     tables["finder_calibration"] = with_every_finder(tables["finder_calibration"], finders)
     return tables
+
+
+def run_find_pairs(config: Mapping[str, Any]) -> str:
+    """The run's `find_pairs` from its recorded config; a config written before the option
+    existed ran every pair ("all")."""
+    return str(config.get("find_pairs", "all"))
 
 
 def write_outputs(
@@ -214,7 +228,14 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     write_rows(rows, run.path)
     builds = builds_table(run)
     panels = config.get("panels", DEFAULT_PANELS)
-    tables = analyze_rows(rows, builds, panels, config.get("finders", []), config.get("seed0"))
+    tables = analyze_rows(
+        rows,
+        builds,
+        panels,
+        config.get("finders", []),
+        config.get("seed0"),
+        find_pairs=run_find_pairs(config),
+    )
     # restricted views: their own rows and tables
     tables.update(view_layer(run, rows, tables, config.get("panels", DEFAULT_PANELS)))
     self_labelled = self_labelled_finders(rows, base_finders)
@@ -224,7 +245,9 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
     left_out = references if scored_finders else []  # a reference-only run keeps its numbers
     figures = headline(tables, left_out)
     warning = self_label_warning(self_labelled)
-    warnings = ([warning] if warning else []) + panel_notes(tables.get("effort_panels"))
+    warnings = ([warning] if warning else []) + panel_notes(
+        tables.get("effort_panels"), tables.get(PAIRS_TABLE)
+    )
     if left_out:
         warnings.append(
             f"reference finder(s) {', '.join(left_out)} (right by construction) are left out "
@@ -240,6 +263,7 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
         "rows": rows.height,
         **{HEADLINE[key][1]: value for key, value in figures.items()},
         "panels": config.get("panels", DEFAULT_PANELS),
+        "find_pairs": run_find_pairs(config),
         "warnings": warnings,
     }
     tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
@@ -370,7 +394,7 @@ def analyze_rows_file(
         "rows": rows.height,
         "source": str(path),
         "panels": panels,
-        "warnings": panel_notes(tables.get("effort_panels")),
+        "warnings": panel_notes(tables.get("effort_panels"), tables.get(PAIRS_TABLE)),
         **{HEADLINE[key][1]: value for key, value in headline(tables).items()},
     }
     return write_outputs(tables, meta, out_dir)

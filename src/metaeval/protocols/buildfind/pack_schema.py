@@ -51,6 +51,9 @@ class TaskConfig(BaseModel):
     build_time_s: PositiveSeconds
     find_time_s: PositiveSeconds
     starter: Text | None = None  # directory relative to the task dir, copied into the build
+    # the file marking a project's root (e.g. Cargo.toml): an artifact failing the probe with
+    # exactly one nested copy is probed again there (the relaxed probe, paper Table 10)
+    project_file: Text | None = Field(default=None, pattern=r"^[^/\\]+$")
     description: str = ""
 
 

@@ -73,7 +73,7 @@ def plan_run(config: RunConfig, pack: Pack) -> RunPlan:
         elif b == f or f == "default":
             panels.setdefault(b, []).append((builder, finder))
         else:
-            panels.setdefault("not analysed (efforts differ)", []).append((builder, finder))
+            panels.setdefault("pooled tables only (efforts differ)", []).append((builder, finder))
     return RunPlan(
         tasks=tasks,
         builds=len(tasks) * len(config.builders) * config.r_build,
@@ -92,7 +92,11 @@ def plan_lines(plan: RunPlan, config: RunConfig) -> list[str]:
         f"x r_build {config.r_build})",
         f"formal pairs: {len(plan.pairs)} of {len(config.builders) * len(config.finders)} "
         f"(find_pairs: {config.find_pairs})",
-        f"formal finds: {plan.formal_finds} (pairs x tasks x r_build x r_find {config.r_find})",
+        f"formal finds: {plan.formal_finds} (pairs x tasks x r_build x r_find {config.r_find}, "
+        "every build ok)",
+        f"formal finds per artifact: {_per_artifact(plan, config)} (its finders x r_find; an "
+        "artifact failing its compile probe is read too, a stress diagnostic outside the "
+        "compile-pass panel)",
         f"control finds: {plan.control_finds} ({', '.join(config.controls) or 'no controls'})",
         f"effort panels ({config.panels}):",
     ]
@@ -104,6 +108,15 @@ def plan_lines(plan: RunPlan, config: RunConfig) -> list[str]:
             f"pair(s); builders {', '.join(builders)}; finders {', '.join(finders)}"
         )
     return lines
+
+
+def _per_artifact(plan: RunPlan, config: RunConfig) -> str:
+    """Formal finds on one artifact: "36", or "18 to 36" when builders have unequal pairs."""
+    counts = {b.name: 0 for b in config.builders}
+    for builder, _ in plan.pairs:
+        counts[builder] += config.r_find
+    low, high = min(counts.values()), max(counts.values())
+    return str(low) if low == high else f"{low} to {high}"
 
 
 @dataclass

@@ -23,7 +23,10 @@ one line naming the file (and the row and column):
    format has every column, and every column is compared;
 5. every claim of ``claims.json`` holds in the released tables and rows, and recomputing the
    claims gives the same map;
-6. the Croissant metadata validates with mlcroissant and describes the released files.
+6. the Croissant metadata validates with mlcroissant and describes the released files;
+7. each released artifact's leakage scan, and each build's relaxed-probe outcome in
+   ``data/builds``, is what its build record holds (`release_scans`);
+8. every record's seed and every find's option order follow from seed0 (`release_seeds`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
+from metaeval.protocols.buildfind.analysis.pair_sets import Reading
 from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
 from metaeval.protocols.buildfind.release_integrity import (
     check_blobs,
@@ -42,6 +46,8 @@ from metaeval.protocols.buildfind.release_integrity import (
     check_json_records,
     release_files,
 )
+from metaeval.protocols.buildfind.release_scans import check_artifact_scans
+from metaeval.protocols.buildfind.release_seeds import check_seeds
 from metaeval.tasks.safe_json import json_type, read_json
 
 INPUT_ERRORS = (
@@ -120,7 +126,11 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     builds = pl.read_parquet(builds_path) if builds_path.is_file() else None
     if builds is None:
         problems.append("data/builds.parquet: missing")
-    from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
+    from metaeval.protocols.buildfind.finalize import (
+        mark_self_labelled,
+        run_find_pairs,
+        self_labelled_finders,
+    )
 
     config = RecordFiles(root / "records").manifest.get("config", {})
     tables = analyze_rows(
@@ -129,6 +139,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
         config.get("panels", "matched"),
         config.get("finders", []),
         config.get("seed0"),
+        reading=released_reading(root),
+        find_pairs=run_find_pairs(config),
     )
     base_finders = list(config.get("base_finders", []))
     mark_self_labelled(tables, self_labelled_finders(rows, base_finders))
@@ -139,7 +151,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
         problems += compare_frames(
             "data/view_rows.csv", read_view_rows(root / "data" / "view_rows.csv"), view_rows
         )
-        tables.update(view_tables(rows, view_rows, tables, config.get("panels", "matched")))
+        panels = config.get("panels", "matched")
+        tables.update(view_tables(rows, view_rows, tables, panels, released_reading(root)))
         records = RecordFiles(root / "records")
         tables["view_files"] = view_files(logical_view(records.read(VIEW_FINDS), VIEW_FIND_KEY))
     if (root / "tables" / "failed_cells.parquet").is_file():
@@ -157,6 +170,15 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
             # the run summarizes the sample once a label is filled in (pipeline.evidence_audit)
             tables["evidence_audit_summary"] = evidence_audit_summary(labelled)
     return tables, frames, problems
+
+
+def released_reading(root: Path) -> Reading:
+    """How the release's tables read the pairs (`analysis.pair_sets`): a release holding
+    `table_pairs` splits pooled and per-panel tables; one made before it read every table on
+    the panels' pairs, and is recomputed that way."""
+    from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY, SPLIT, TABLE
+
+    return SPLIT if (root / "tables" / f"{TABLE}.parquet").is_file() else LEGACY
 
 
 def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list[str]:
@@ -229,11 +251,14 @@ TABLES_ADDED_LATER = frozenset(
         "affinity_matrix",
         "affinity_matrix_family",
         "bootstrap_ci",
+        "core_finders",
         "effort_accuracy",
+        "evidence_audit_rule",
         "low_prior_rb_effort",
         "paper_table1",
         "paper_table2",
         "paper_table3",
+        "relaxed_probe",
         "robustness_pivots",
     }
 )
@@ -380,6 +405,8 @@ def verify_release(root: Path) -> list[str]:
     problems += data_problems
     problems += _checked("data", lambda: check_rows_columns(root))
     problems += _checked("records", lambda: check_rows_from_records(root, frames))
+    problems += _checked("artifacts", lambda: check_artifact_scans(root))
+    problems += _checked("seeds", lambda: check_seeds(root))
     problems += _checked("tables", lambda: check_tables(root, recomputed))
     problems += _checked("claims.json", lambda: check_claims(root, recomputed, frames))
     problems += _checked("croissant.json", lambda: validate_croissant(root))

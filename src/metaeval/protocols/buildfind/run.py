@@ -41,6 +41,7 @@ from metaeval.protocols.buildfind.records import (
     final_builds,
     parse_find,
 )
+from metaeval.protocols.buildfind.seeds import SEED_RULE
 from metaeval.records import RunDir
 
 # run config keys that do not change what a recorded cell means (see `meaning_settings`)
@@ -81,7 +82,7 @@ class BuildFindRun:
             config=config,
             hashes=input_hashes(self.cells.pack),
             settings=self.meaning_settings(),
-            seeds={"seed0": self.config.seed0},
+            seeds={"seed0": self.config.seed0, "rule": SEED_RULE},
             new_layer=self.new_layer,
         )
 

@@ -7,6 +7,7 @@ columns holding percentage points say so.
 
 from __future__ import annotations
 
+from metaeval.protocols.buildfind.analysis.core_finders import GATES as GATE_NAMES
 from metaeval.protocols.buildfind.subset_docs import subset_table_docs
 from metaeval.protocols.buildfind.view_docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
 
@@ -33,6 +34,14 @@ TABLE_TITLES: dict[str, str] = {
     "cell_costs": "Per finder-task cell all-correct cost and within-finder ratio (paper eq. 2-3).",
     "failed_cells": "Build and find cells that stayed failed after their recovery attempts.",
     "effort_panels": "Effort panels: which builder-effort x finder-effort pairs are analysed.",
+    "evidence_audit_rule": "The evidence-audit sample's rule (paper Appendix I): seed, "
+    "answers per stratum, population, strata and rows drawn.",
+    "core_finders": "Core-finder selector: the hard gates of paper Appendix E per finder, "
+    "the routine panel and the prior-stress audit finder.",
+    "relaxed_probe": "Relaxed compile probe on the builds the root-level probe excluded "
+    "(paper Table 10): is a unique nested project buildable?",
+    "table_pairs": "Which builder-finder pairs each table reads: pooled tables every pair of "
+    "the run, per-panel tables the effort panels' pairs (issue 39).",
     "paper_table1": "Table 1 as the paper prints it (percentages, pp lifts, dashes).",
     "paper_table2": "Table 2 as the paper prints it, with its Build and Find columns.",
     "paper_table3": "Table 3 as the paper prints it: effort panels side by side, one row per "
@@ -77,6 +86,52 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "finders": "distinct finders with this effort pair",
         "mode": "matched (paper: high with high, low with low) or cross (full grid)",
         "note": "why a pair is not analysed, or that the finder effort is unknown (old rows)",
+    },
+    "evidence_audit_rule": {
+        "seed": "the sample's seed (the paper's audit seed 20260601)",
+        "per_stratum": "answers drawn per stratum (2, the paper's rule)",
+        "population": "correct formal answers on compile-pass artifacts in the audited "
+        "scoring set (controls excluded)",
+        "strata": "task x builder family x finder family x prior status strata the population "
+        "falls into",
+        "full_strata": "strata holding at least per_stratum answers",
+        "rows": "answers the rule draws (the paper's 72 = 36 strata x 2)",
+    },
+    "core_finders": {
+        "finder": "finder name",
+        "finder_family": "finder adapter family",
+        "formal_recovery": "formal recovery as in finder_calibration (gate: >= 0.95)",
+        "qonly_lift_pp": "lift over its own question-only control, pp (gate: >= 1)",
+        "low_prior_lift_pp": "lift on low-prior questions, pp (gate: >= 1)",
+        "impl_signal_lift_pp": "lift on implementation-signal questions, pp (gate: >= 1)",
+        "mean_tokens_per_run": "mean tokens per formal find run (gate: <= cost_ceiling)",
+        "mean_tau": "mean Kendall tau with the other finders of its effort panel (kendall_tau, "
+        "per panel; gate: >= 0; null fails)",
+        "own_family_affinity": "mean affinity_matrix residual on its own family's builders "
+        "(gate: |x| <= 0.05; null passes)",
+        **{
+            name: "whether the finder passes the gate (see docs/buildfind.md, Core finders)"
+            for name in GATE_NAMES
+        },
+        "selected": "passes every gate: a routine core finder",
+        "role": "core, prior_stress_audit (outside the core, largest question-only lift among "
+        "finders passing the recovery gate) or null",
+        "cost_ceiling": "half the median of mean_tokens_per_run over the finders",
+    },
+    "relaxed_probe": {
+        "slice": "Table 10's row: the ok builds that failed the root-level compile probe, then "
+        "by the relaxed probe's outcome (a unique nested project found, built, failed, timed "
+        "out; none or several found; a project file at the root; not run)",
+        "builds": "builds in the row",
+    },
+    "table_pairs": {
+        "table": "table name",
+        "pairs": "'all pairs' (pooled over every formal pair of the run) or 'panel pairs' (the "
+        "effort panels' pairs; matched: a builder's own-effort finders); bootstrap_ci has both",
+        "effort_pairs": "builder/finder effort pairs the table's rows come from",
+        "partial": "a pooled table of a run that lacks part of the full grid (e.g. "
+        "find_pairs: matched): it pools the pairs the run has",
+        "note": "why the table is partial; null otherwise",
     },
     "failed_cells": {
         "phase": "build or find",
@@ -193,8 +248,8 @@ TABLE_DOCS: dict[str, dict[str, str]] = {
         "builder": "builder name (one row of the matrix per builder at its effort)",
         "finder": "finder name (one column per finder at its effort)",
         "residual": "score minus the builder's mean minus the finder's mean plus the grand mean, "
-        "every mean taken over all observed cells of the one matrix (with matched panels the "
-        "off-diagonal effort blocks are unobserved and left out of every mean)",
+        "every mean taken over all observed cells of the one matrix (every pair of a full grid; "
+        "a run of matched pairs only leaves the off-diagonal effort blocks out of every mean)",
         "score": "the pair's matrix score: mean of the per-run Eq. 1 audited accuracy over the "
         "pair's formal find runs (each run weighs the same; tasks and build trials pooled)",
         "runs": "scored formal find runs of the pair",

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
     TABLE_TITLES,
@@ -95,6 +96,9 @@ def tables_readme(tables: dict[str, pl.DataFrame], warnings: list[str] | None = 
             lines += [TABLE_TITLES[name], ""]
         elif name not in TABLE_DOCS:
             lines += ["Table not known to the documentation; every column is flagged below.", ""]
+        pairs = pair_set_doc(name)
+        if pairs and name in TABLE_DOCS:
+            lines += [pairs, ""]
         lines += [f"Files: `{name}.csv`, `{name}.parquet`. Rows: {df.height}.", ""]
         lines += ["| column | type | meaning |", "|---|---|---|"]
         for column, dtype in df.schema.items():

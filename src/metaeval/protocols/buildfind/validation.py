@@ -112,24 +112,46 @@ def compile_probe(workspace: Workspace, command: str, timeout_s: float = 300) ->
 
 
 def leakage_scan(root: Path, pack_task: Any) -> dict[str, list[str]]:
-    """Question ids, option phrasing and gold keys that appear in the artifact's text."""
-    texts = []
+    """Direct answer leakage anywhere in the artifact a finder reads (paper App. H): question
+    ids, gold keys next to an id, copied option or question wording.
+
+    The whole artifact is scanned: every file the finder's clone holds (build outputs are
+    stripped from both), its path included (a file named after a question leaks as much as
+    its text), bytes read as UTF-8 with undecodable bytes replaced, so a file with one stray
+    byte is scanned rather than skipped. A file that cannot be read (too large, or a link
+    leading out of the artifact) is named in `unscanned`."""
+    texts, unscanned = [], []
     for path in _source_files(root):
-        try:
-            texts.append((_read(path, root) or b"").decode("utf-8"))
-        except UnicodeDecodeError:
-            continue
+        rel = path.relative_to(root).as_posix()
+        data = _read(path, root)
+        if data is None:
+            unscanned.append(rel)
+        texts += [rel, data.decode("utf-8", errors="replace") if data is not None else ""]
     corpus = "\n".join(texts)
     folded = " ".join(corpus.lower().split())
-    ids, phrases, gold_keys = [], [], []
+    ids, phrases, gold_keys, questions = [], [], [], []
     for question in pack_task.questions:
         if re.search(rf"(?<![\w-]){re.escape(question.id)}(?![\w-])", corpus):
             ids.append(question.id)
         for key, option in sorted(question.options.items()):
-            norm = " ".join(option.lower().split())
-            if len(norm) >= MIN_OPTION_CHARS and norm in folded:
+            if _copied(option, folded):
                 phrases.append(f"{question.id}:{key}")
+        if _copied(question.question, folded):
+            questions.append(question.id)
         gold_pattern = rf"{re.escape(question.id)}\W{{0,5}}(gold|answer)\W{{0,5}}{question.gold}\b"
         if re.search(gold_pattern, corpus, flags=re.IGNORECASE):
             gold_keys.append(question.id)
-    return {"question_ids": ids, "option_phrases": phrases, "gold_keys": gold_keys}
+    return {
+        "question_ids": ids,
+        "option_phrases": phrases,
+        "gold_keys": gold_keys,
+        "question_texts": questions,
+        "unscanned": unscanned,
+    }
+
+
+def _copied(text: str, folded: str) -> bool:
+    """`text` (case and whitespace folded, long enough to be more than a common phrase)
+    appears in the folded corpus."""
+    norm = " ".join(text.lower().split())
+    return len(norm) >= MIN_OPTION_CHARS and norm in folded

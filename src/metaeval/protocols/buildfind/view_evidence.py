@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.analysis.pair_sets import SPLIT, Reading
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.extract import rows_from_finds
 from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
@@ -162,11 +163,15 @@ def view_tables(
     view_rows: pl.DataFrame,
     full: dict[str, pl.DataFrame],
     panels: str = DEFAULT_PANELS,
+    reading: Reading = SPLIT,
 ) -> dict[str, pl.DataFrame]:
     """view_accuracy, view_finder, view_rb_effort and view_recovery_gate for every view.
 
     `full` holds the full view's calibration, finder_calibration, rb_effort and recovery_gate
-    (computed from `rows` with the same `panels`). Returns {} when there are no view rows.
+    (computed from `rows` with the same `panels` and `reading`). A view's tables read the
+    pairs the full view's do (`analysis.pair_sets`): accuracy and finder recovery every pair
+    (split reading), R_b and the recovery gate the panels' pairs. Returns {} when there are
+    no view rows.
     """
     from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration
     from metaeval.protocols.buildfind.analysis.suite import analyze
@@ -181,12 +186,13 @@ def view_tables(
         "view_recovery_gate": [],
     }
     for name in sorted(view_rows.get_column("view").unique().to_list()):
-        frame = pl.concat([view_rows.filter(pl.col("view") == name).drop("view"), controls])
-        frame = form_panels(frame, panels)[0].collect()
+        whole = pl.concat([view_rows.filter(pl.col("view") == name).drop("view"), controls])
+        frame = form_panels(whole, panels)[0].collect()
         tables = analyze(frame)
-        finders = finder_calibration(frame)
+        pooled = analyze(whole) if reading == SPLIT and whole.height != frame.height else tables
+        finders = finder_calibration(whole if pooled is not tables else frame)
         tag = pl.lit(name, pl.Utf8).alias("view")
-        parts["view_accuracy"].append(_accuracy(tables["calibration"], full["calibration"], tag))
+        parts["view_accuracy"].append(_accuracy(pooled["calibration"], full["calibration"], tag))
         parts["view_finder"].append(_finder(finders, full["finder_calibration"], tag))
         parts["view_rb_effort"].append(_rb(tables["rb_effort"], full["rb_effort"], tag))
         parts["view_recovery_gate"].append(

@@ -130,9 +130,10 @@ def affinity_matrix(
     finder matrix over every agent at every effort ("the full 12-agent matrix"), with the
     builder, finder and grand means taken over all its observed cells.
 
-    With matched panels only the diagonal blocks (high x high, low x low) are observed; the
-    means are then over those cells, so a panel's residuals no longer sum to zero on their
-    own (the grand mean mixes panels); `affinity` is the per-panel alternative. s(b, f) is
+    The suite reads it on every pair of the run (`analysis.pair_sets`). A run of matched
+    pairs only observes the diagonal blocks (high x high, low x low); the means are then over
+    those cells, so a panel's residuals no longer sum to zero on their own (the grand mean
+    mixes panels); `affinity` is the per-panel alternative. s(b, f) is
     the mean Eq. 1 accuracy over the pair's formal find runs (``score="recovery"``, each run
     weighing the same, pooled across tasks and build trials) or the pair's all-correct share
     (``score="all_correct"``).

@@ -92,6 +92,14 @@ def _runs(rows: Frame) -> tuple[pl.DataFrame, list[str], list[str]]:
     return runs, artifacts.get_column("builder").to_list(), artifacts.get_column("task").to_list()
 
 
+def _on_artifacts(rows: Frame, indexed: pl.DataFrame) -> pl.DataFrame:
+    """The scored primary runs of `rows` with the artifact index ``_a`` of `indexed`."""
+    runs = primary(run_table(rows)).filter(pl.col("accuracy").is_not_null()).collect()
+    runs = runs.with_columns(pl.col("effort_panel", "task", "builder", "finder").cast(pl.Utf8))
+    index = indexed.select("builder", "task", "build_trial", "_a").unique()
+    return runs.join(index, on=["builder", "task", "build_trial"])
+
+
 def _sparse(
     runs: pl.DataFrame, keys: list[str], value: pl.Expr, weights: np.ndarray
 ) -> dict[tuple[Any, ...], np.ndarray]:
@@ -164,13 +172,22 @@ def _row(stat: str, panel: Any, builder: Any, finder: Any, values: np.ndarray) -
     }
 
 
-def bootstrap_ci(rows: Frame, *, seed: int, replicates: int = DEFAULT_REPLICATES) -> pl.DataFrame:
+def bootstrap_ci(
+    rows: Frame,
+    *,
+    seed: int,
+    replicates: int = DEFAULT_REPLICATES,
+    rb_rows: Frame | None = None,
+) -> pl.DataFrame:
     """One row per R_b (effort_panel, builder) and per recovery finder (and pooled "all"),
-    with the point estimate and its percentile interval; `seed` and `replicates` recorded."""
+    with the point estimate and its percentile interval; `seed` and `replicates` recorded.
+    `rb_rows` (the effort panels' pairs, `analysis.pair_sets`) are the rows of R_b, `rows`
+    when None; the artifacts drawn are those of `rows` either way."""
     runs, builders, tasks = _runs(rows)
     weights = artifact_weights(list(zip(builders, tasks, strict=True)), replicates, seed)
+    rb_runs = runs if rb_rows is None else _on_artifacts(rb_rows, runs)
     out = []
-    for (panel, builder), values in sorted(_rb(runs, weights).items()):
+    for (panel, builder), values in sorted(_rb(rb_runs, weights).items()):
         row = _row("R_b", panel, builder, None, values)
         out.append({**row, "artifacts": builders.count(builder)})
     recovery = _recovery(runs, weights) if runs.height else {}

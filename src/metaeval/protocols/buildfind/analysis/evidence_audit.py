@@ -140,6 +140,41 @@ def evidence_audit_sample_from(prep: Prepared, seed: int, per_stratum: int) -> p
     ).select(_SAMPLE_COLUMNS)
 
 
+def evidence_audit_rule(
+    rows: pl.DataFrame, seed: int, per_stratum: int, *, compile_pass_only: bool = True
+) -> pl.DataFrame:
+    """The rule of `evidence_audit_sample` with these arguments, as one row (see
+    `evidence_audit_rule_from`)."""
+    return evidence_audit_rule_from(Prepared(rows, compile_pass_only), seed, per_stratum)
+
+
+def evidence_audit_rule_from(prep: Prepared, seed: int, per_stratum: int) -> pl.DataFrame:
+    """The sample's rule as one row (Appendix I): its seed, answers per stratum, the size of
+    the population (correct formal compile-pass answers in the audited scoring set), the
+    strata it falls into, how many of them hold the full per-stratum count, and the rows the
+    rule draws (the paper's 72 = 36 strata x 2)."""
+    strata = ["task", "builder_family", "finder_family", "_low"]
+    sizes = _audit_population(prep).group_by(strata).len().get_column("len")
+    return pl.DataFrame(
+        {
+            "seed": [seed],
+            "per_stratum": [per_stratum],
+            "population": [int(sizes.sum())],
+            "strata": [sizes.len()],
+            "full_strata": [int((sizes >= per_stratum).sum())],
+            "rows": [int(sizes.clip(upper_bound=per_stratum).sum())],
+        },
+        schema={
+            "seed": pl.Int64,
+            "per_stratum": pl.Int64,
+            "population": pl.Int64,
+            "strata": pl.Int64,
+            "full_strata": pl.Int64,
+            "rows": pl.Int64,
+        },
+    )
+
+
 def _audit_population(prep: Prepared) -> pl.DataFrame:
     """The population's row index, sort keys, families and low-prior flag (``_low``): correct
     formal answers (compile-pass only when asked) in the audited scoring set."""

@@ -5,7 +5,8 @@ The panel of a pair is formed from both:
 
 * ``matched`` (default, the paper's design): high builders are read by high finders, low by
   low; a pair whose efforts differ is left out of every panel-local metric (R_b, C_b "(n/6)",
-  G_task, AELS, Kendall tau, affinity). The panel keeps the shared effort as its name.
+  G_task, AELS, Kendall tau, per-panel affinity) and stays in the pooled tables
+  (`analysis.pair_sets`). The panel keeps the shared effort as its name.
 * ``cross``: every (builder effort, finder effort) pair is its own panel, named
   ``<builder effort>/<finder effort>`` (e.g. ``high/low``), so the full grid is analysed.
 
@@ -101,19 +102,27 @@ def form_panels(rows: Frame, mode: str = DEFAULT_PANELS) -> tuple[pl.LazyFrame, 
     return out, table.cast(PANEL_SCHEMA)  # type: ignore[arg-type]
 
 
-def panel_notes(table: pl.DataFrame | None) -> list[str]:
+def panel_notes(table: pl.DataFrame | None, pairs: pl.DataFrame | None = None) -> list[str]:
     """Warnings for the report and tables/README.md: old rows whose finder effort is unknown,
-    and effort pairs that matched panels leave out."""
+    effort pairs that matched panels leave out, and (from `pairs`, the `table_pairs` table)
+    why the pooled tables are partial."""
     if table is None or "note" not in table.columns:
         return []
     notes = [OLD_ROWS_NOTE] if table.filter(pl.col("note") == OLD_ROWS_NOTE).height else []
     left = table.filter(~pl.col("analysed"))
     if left.height:
-        pairs = ", ".join(
+        names = ", ".join(
             f"{b}/{f}" for b, f in left.select("builder_effort", "finder_effort").rows()
         )
-        notes.append(
-            f"matched panels leave out {left.height} builder/finder effort pair(s) ({pairs}); "
-            "`--panels cross` analyses them, `find_pairs: matched` stops running them"
+        which = (
+            "the per-panel tables; the pooled tables read them"
+            if pairs is not None
+            else ("every table")
         )
+        notes.append(
+            f"matched panels leave out {left.height} builder/finder effort pair(s) ({names}) "
+            f"of {which}; `--panels cross` analyses them per panel"
+        )
+    if pairs is not None and "partial" in pairs.columns:
+        notes += sorted(set(pairs.filter("partial").get_column("note").drop_nulls().to_list()))
     return notes

@@ -148,12 +148,17 @@ class Prepared:
       values and whether they are constant in the run. String keys, sorted by RUN_KEY.
 
     Scoring sets are evaluated from counts: a formal run of an artifact with labels scores its
-    ``implemented_gold`` rows, any other run scores every (primary) row.
+    ``implemented_gold`` rows, any other run scores every (primary) row. ``subsets_from``
+    takes pass 1 from another `Prepared` (the per-panel reading defines the question subsets
+    on every pair of the run, `analysis.pair_sets`).
     """
 
-    def __init__(self, rows: pl.DataFrame, compile_pass_only: bool) -> None:
+    def __init__(
+        self, rows: pl.DataFrame, compile_pass_only: bool, subsets_from: Prepared | None = None
+    ) -> None:
         self.rows = rows
         self.compile_pass_only = compile_pass_only
+        self._subsets_from = subsets_from  # whose question agreement defines the subsets
         lf = rows.lazy().with_columns(
             _keep=keep_expr(compile_pass_only),
             _ok=pl.col("correct").fill_null(False),
@@ -163,6 +168,8 @@ class Prepared:
 
     @cached_property
     def _pass1(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if self._subsets_from is not None:
+            return self._subsets_from._pass1
         return self._question_agreement(self._lf)
 
     @cached_property

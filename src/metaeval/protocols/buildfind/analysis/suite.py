@@ -16,13 +16,23 @@ from metaeval.protocols.buildfind.analysis.affinity import (
     family_from,
 )
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_ci, bootstrap_seed
+from metaeval.protocols.buildfind.analysis.core import lazy
+from metaeval.protocols.buildfind.analysis.core_finders import core_finders_from
 from metaeval.protocols.buildfind.analysis.effort_accuracy import effort_accuracy_from
 from metaeval.protocols.buildfind.analysis.evidence_audit import (
     EVIDENCE_AUDIT_PER_STRATUM,
     EVIDENCE_AUDIT_SEED,
+    evidence_audit_rule_from,
     evidence_audit_sample_from,
 )
 from metaeval.protocols.buildfind.analysis.finder_calibration import finder_calibration_from
+from metaeval.protocols.buildfind.analysis.pair_sets import (
+    PANEL_TABLES,
+    SPLIT,
+    Reading,
+    table_pairs,
+)
+from metaeval.protocols.buildfind.analysis.pair_sets import TABLE as PAIRS_TABLE
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
 from metaeval.protocols.buildfind.analysis.paper_tables import builder_labels, paper_tables
 from metaeval.protocols.buildfind.analysis.prepared import Prepared
@@ -30,6 +40,8 @@ from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.robustness import robustness_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
+from metaeval.protocols.buildfind.relaxed_probe import TABLE as RELAXED_TABLE
+from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe_table
 from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
 
@@ -38,24 +50,66 @@ def run_analysis(
     builds: pl.DataFrame | None = None,
     panels: str = DEFAULT_PANELS,
     seed0: int = DEFAULT_SEED0,
+    *,
+    reading: Reading = SPLIT,
+    find_pairs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Core metrics (Eqs. 1-8, Tables 1-3, 9, 11) plus Kendall tau, affinity, subsets,
-    finder calibration, token usage and the evidence-audit sample.
+    finder calibration and the core-finder selector (Appendix E), token usage, the
+    evidence-audit sample and (with `builds`) the relaxed compile probe's Table 10.
 
     `panels` (matched or cross, see `analysis.panels`) forms the effort panels first; the
-    `effort_panels` table lists them. String columns may be String, Categorical or Enum (the
-    extras work on the categorical codes and return String-keyed tables either way).
-    `seed0` (the run's) seeds the bootstrap intervals of `bootstrap_ci`."""
+    `effort_panels` table lists them. With the default `reading` ("split", see
+    `analysis.pair_sets`) the pooled tables read every formal pair of the run and the
+    per-panel tables the panels' pairs, and `table_pairs` says which table reads which (and
+    whether a pooled table is partial; `find_pairs` is the run's setting, None when unknown);
+    "panel" reads every table on the panels' pairs, as releases made before the split did.
+    String columns may be String, Categorical or Enum (the extras work on the categorical
+    codes and return String-keyed tables either way). `seed0` (the run's) seeds the bootstrap
+    intervals of `bootstrap_ci`."""
     paneled, panel_table = form_panels(rows, panels)
     labels = builder_labels(rows)  # from the builders' own efforts, before panels form
-    rows = paneled.collect()
-    tables = dict(analyze(rows))
+    panel_rows = paneled.collect()
+    dropped = panel_table.filter(~pl.col("analysed")).height > 0
+    if reading == SPLIT and dropped:
+        whole = lazy(rows).collect()
+        tables = _tables(whole, builds, None)
+        per_panel = _tables(panel_rows, builds, None, agreement_of=whole)
+        tables.update({k: v for k, v in per_panel.items() if k in PANEL_TABLES})
+        tables["bootstrap_ci"] = bootstrap_ci(whole, seed=bootstrap_seed(seed0), rb_rows=panel_rows)
+    else:
+        tables = _tables(panel_rows, builds, seed0)
     tables["effort_panels"] = panel_table
     tables.update(paper_tables(tables, labels))
-    tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
+    tables["core_finders"] = core_finders_from(
+        tables["finder_calibration"], tables["kendall_tau"], tables["affinity_matrix"]
+    )
+    if builds is not None and {"status", "compile_pass"} <= set(builds.columns):
+        tables[RELAXED_TABLE] = relaxed_probe_table(builds)
+    if reading == SPLIT:
+        tables[PAIRS_TABLE] = table_pairs(list(tables), panel_table, find_pairs)
+    return tables
+
+
+def _tables(
+    rows: pl.DataFrame,
+    builds: pl.DataFrame | None,
+    seed0: int | None,
+    agreement_of: pl.DataFrame | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Every table over one set of rows (`agreement_of`: the rows whose question agreement
+    defines the low-prior and implementation-signal subsets, `rows` when None; `seed0` None:
+    no bootstrap, the caller draws it once over both sets)."""
+    tables = dict(analyze(rows))
+    if seed0 is not None:
+        tables["bootstrap_ci"] = bootstrap_ci(rows, seed=bootstrap_seed(seed0))
     tables.update(
         analyze_extras(
-            rows, builds, seed=EVIDENCE_AUDIT_SEED, per_stratum=EVIDENCE_AUDIT_PER_STRATUM
+            rows,
+            builds,
+            seed=EVIDENCE_AUDIT_SEED,
+            per_stratum=EVIDENCE_AUDIT_PER_STRATUM,
+            agreement_of=agreement_of,
         )
     )
     return tables
@@ -98,13 +152,15 @@ def analyze_extras(
     *,
     seed: int = EVIDENCE_AUDIT_SEED,
     per_stratum: int = EVIDENCE_AUDIT_PER_STRATUM,
+    agreement_of: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every extra table with its default options, from two shared aggregations of the rows.
 
     Equal to calling `kendall_tau`, `affinity`, `affinity_family`, `affinity_matrix`,
     `affinity_matrix_family`, `question_agreement`,
     `finder_calibration`, `token_usage` (with ``builds``), `subset_views`,
-    `evidence_audit_sample` (with ``seed``, ``per_stratum``) and `robustness_pivots` one by
+    `evidence_audit_sample` and `evidence_audit_rule` (with ``seed``, ``per_stratum``) and
+    `robustness_pivots` one by
     one (and `effort_accuracy`), but the question rows are aggregated once (per run, and per (artifact, finder, question)) and every table is
     derived from those. String columns may be String, Categorical or Enum; outputs are keyed
     by String columns either way.
@@ -112,11 +168,13 @@ def analyze_extras(
     Returns a dict with keys kendall_tau, affinity, affinity_family, affinity_matrix,
     affinity_matrix_family, question_agreement,
     finder_calibration, token_usage, every `subset_views` key, evidence_audit_sample,
-    robustness_pivots and effort_accuracy.
+    evidence_audit_rule,
+    robustness_pivots and effort_accuracy. `agreement_of` (rows) defines the question
+    subsets instead of `rows` (the per-panel reading takes them from every pair).
     """
     if per_stratum < 0:
         raise ConfigError("per_stratum must be >= 0", field="per_stratum")
-    prep = Prepared(rows, True)
+    prep = Prepared(rows, True, None if agreement_of is None else Prepared(agreement_of, True))
     runs = prep.run_view()
     pairs = affinity_from(runs, "recovery")
     matrix = affinity_matrix_from(runs, "recovery")
@@ -132,6 +190,7 @@ def analyze_extras(
     }
     tables.update(subset_views_from(prep))
     tables["evidence_audit_sample"] = evidence_audit_sample_from(prep, seed, per_stratum)
+    tables["evidence_audit_rule"] = evidence_audit_rule_from(prep, seed, per_stratum)
     tables["robustness_pivots"] = robustness_from(prep)
     tables["effort_accuracy"] = effort_accuracy_from(prep)
     return tables

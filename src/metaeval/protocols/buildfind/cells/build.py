@@ -1,5 +1,6 @@
-"""A build cell: one builder writes one artifact from the hidden spec; the compile probe, the
-structure scan and the leakage scan are recorded with it."""
+"""A build cell: one builder writes one artifact from the hidden spec; the compile probe (and
+the relaxed probe when it fails), the structure scan and the leakage scan are recorded with
+it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from metaeval.agents.types import Limits, Task
 from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
 from metaeval.protocols.buildfind.prompts import render_builder_prompt
 from metaeval.protocols.buildfind.records import BuildRecord
-from metaeval.protocols.buildfind.seeds import derive_seed
+from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe
+from metaeval.protocols.buildfind.seeds import build_seed, run_seed_rule
 from metaeval.protocols.buildfind.validation import (
     compile_probe,
     leakage_scan,
@@ -24,7 +26,7 @@ from metaeval.sandbox.workspace import Workspace
 def build_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int) -> dict[str, Any]:
     pack_task = ctx.pack.tasks[key["task"]]
     spec, agent = ctx.builders[key["builder"]]
-    seed = derive_seed(ctx.config.seed0, "build", *key.values(), recovery)
+    seed = build_seed(ctx.config.seed0, key, recovery, run_seed_rule(run.manifest.get("seeds")))
     attempt = uuid.uuid4().hex[:10]
     artifact = (
         run.path / "artifacts" / key["task"] / key["builder"] / f"r{key['build_trial']}-{attempt}"
@@ -51,6 +53,11 @@ def build_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int
         # a probe such as `python -m compileall .` passes on an empty tree
         validation["compile_pass"] = False
         validation["wrote_nothing"] = True
+    if not validation["compile_pass"]:  # beside the strict outcome, never replacing it
+        config = pack_task.config
+        validation["relaxed_probe"] = relaxed_probe(
+            artifact, config.project_file, config.compile_probe
+        )
     return BuildRecord(
         **key,
         recovery=recovery,

@@ -16,9 +16,10 @@ from metaeval.protocols.buildfind.prompts import answers_schema, render_finder_p
 from metaeval.protocols.buildfind.records import BuildRecord, FindRecord
 from metaeval.protocols.buildfind.seeds import (
     LETTERS,
-    derive_seed,
     deshuffle,
+    find_seed,
     permutation,
+    run_seed_rule,
     shuffle_options,
 )
 from metaeval.protocols.buildfind.view_specs import restricted_clone
@@ -37,8 +38,7 @@ def find_cell(ctx: CellContext, run: RunDir, key: dict[str, Any], recovery: int)
     # A view run gets the seed (and option order) of its full-view cell: only the view
     # differs. The recovery index is not part of the seed: a cell re-run after an
     # infrastructure failure shows the finder the same option order.
-    full_key = [v for k, v in key.items() if k != "view"]
-    seed = derive_seed(ctx.config.seed0, "find", *full_key, 0)
+    seed = find_seed(ctx.config.seed0, key, run_seed_rule(run.manifest.get("seeds")))
     orders = {q.id: permutation(seed, q.id) for q in pack_task.questions}
     shuffled = {q.id: shuffle_options(q.options, orders[q.id]) for q in pack_task.questions}
     prompt = render_finder_prompt(key["slice"], pack_task, shuffled)

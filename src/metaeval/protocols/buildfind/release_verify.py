@@ -306,11 +306,6 @@ def _layout_of(
             if not compare_frames(label, released, earlier):
                 return earlier, []
     return current, differences
-    for _why, layout in EARLIER_LAYOUTS.get(name, []):
-        earlier = layout(recomputed)
-        if not compare_frames(name, released, earlier):
-            return earlier
-    return current
 
 
 # ------------------------------------------------------------------------------- claims

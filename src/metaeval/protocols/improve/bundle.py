@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
+from metaeval.protocols.improve.extension import (
+    EXTENSIONS,
+    bundle_budget,
+    extension_layer,
+    extension_record,
+)
 from metaeval.protocols.improve.records import (
     FEEDBACK,
     LedgerEntry,
@@ -48,27 +54,32 @@ def open_bundle(plan: Plan) -> RunDir:
         # resuming with another one is refused like a changed input file
         config["host_env"] = list(plan.host_env)
         hashes["allow_host_env"] = "\n".join(plan.host_env)
+    layer = extension_layer(plan.bundle, plan.trial_budget, hashes)
     try:
-        return RunDir.open(
+        run = RunDir.open(
             plan.bundle,
             protocol="improve",
             config=config,
             hashes=hashes,
             seeds={},
+            new_layer=layer,
         )
     except RecordIntegrityError as exc:
         # improve has no evidence layers: the only way forward is a new bundle
         detail = str(exc).split(WAYS_OUT, 1)[0]
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
+    if layer is not None:
+        run.write_document(EXTENSIONS, extension_record(plan.bundle, plan.trial_budget, layer))
+    return run
 
 
-CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models")
+CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models", "noise")
 """The resolved manifest's keys that fix what a trial means; a resume may not change them."""
 
 
 def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     """Refuse a resume whose budget, seed, meta-agent limits or suites differ from the
-    bundle's, in words. Settings are compared by the run directory's one rule
+    bundle's, in words (a larger budget is an extension, `extension`). Settings are compared by the run directory's one rule
     (`records.manifest.diff_hashes`, "setting 'seed' changed: 0 -> 7"); a setting the bundle
     did not record yet (an older metaeval) is not compared."""
     path = bundle / "resolved_manifest.json"
@@ -79,6 +90,9 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     except (OSError, ValueError) as exc:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
     old = {key: before[key] for key in CONTRACT_SETTINGS if key in before}
+    old["trial_budget"] = bundle_budget(bundle)
+    if (resolved.get("trial_budget") or 0) > (old["trial_budget"] or 0):
+        del old["trial_budget"]  # a larger budget extends the contract (`extension`)
     new = {key: resolved.get(key) for key in old}
     changes = diff_hashes(setting_hashes(old), setting_hashes(new), old, new)
     for split, suite in (before.get("suites") or {}).items():
@@ -176,7 +190,16 @@ def benchmark_summary(
         "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
         **_meta_agent_totals(entries),
         **_target_totals(baseline, entries),
+        **_noise(plan.bundle),
     }
+
+
+def _noise(bundle: Path) -> dict[str, Any]:
+    """`baseline_noise` (`noise.BaselineNoise`) when the baseline was evaluated repeatedly."""
+    from metaeval.protocols.improve.noise import read_noise
+
+    noise = read_noise(bundle)
+    return {} if noise is None else {"baseline_noise": noise.model_dump()}
 
 
 def _best_so_far(baseline: NodeEval, entries: list[LedgerEntry]) -> list[Number | None]:

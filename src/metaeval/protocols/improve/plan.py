@@ -14,9 +14,12 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
+from metaeval.protocols.improve.extension import extended_budget
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
+from metaeval.protocols.improve.split_check import check_disjoint
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
+from metaeval.protocols.improve.target_source import target_source
 
 
 @dataclass
@@ -48,6 +51,8 @@ class Plan:
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
     sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
+    baseline_repeats: int = 1  # evaluations of the baseline (`noise`)
+    noise_gate: str = "off"  # off | above_spread (`noise`)
 
 
 def _boundary(resolved: Any) -> MutationBoundary:
@@ -87,6 +92,7 @@ def _contract_json(
     data["trial_budget"] = budget or manifest.trial_budget
     data["models"] = {"target": manifest.sum.model, "meta_agent": sut.meta_agent.model}
     data["sandbox"] = sandbox  # where the tasks and their verifiers run
+    data["noise"] = {"baseline_repeats": manifest.baseline_repeats, "gate": manifest.noise_gate}
     data["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in suites.items()
@@ -150,8 +156,11 @@ def build_plan(
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
+    check_disjoint(optimize_tasks, held_tasks, resolved.manifest_path)
     suites = {"optimize": optimize_tasks, "held_out": held_tasks}
+    budget = budget or extended_budget(bundle)
     resolved_json = _contract_json(resolved, budget, sandbox, suites)
+    resolved_json["target_source"] = target_source(manifest.baseline.repo, resolved.base_commit)
     sut = resolved.sut
     held = manifest.evaluation.held_out
     plan = Plan(
@@ -180,6 +189,8 @@ def build_plan(
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
         documents=_documents(resolved, resolved_json, boundary),
+        baseline_repeats=manifest.baseline_repeats,
+        noise_gate=manifest.noise_gate,
     )
     return plan, resolved
 

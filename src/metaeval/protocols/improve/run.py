@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.extension import bundle_budget
 from metaeval.protocols.improve.loop import TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
 from metaeval.protocols.improve.plan import build_plan
@@ -65,7 +66,7 @@ def rerender(bundle: Path) -> list[Path]:
             run_id=bundle.name,
             baseline_id=resolved["baseline"]["id"],
             baseline_commit=resolved["baseline"]["base_commit"],
-            trial_budget=resolved["trial_budget"],
+            trial_budget=bundle_budget(bundle) or resolved["trial_budget"],
         )
     except (KeyError, TypeError) as exc:
         raise ConfigError(

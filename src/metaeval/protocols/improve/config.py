@@ -50,6 +50,7 @@ DEFAULT_META_MAX_STEPS = 40
 MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli", "pact"]
 Contract = Literal["patch/1", "edit/1"]
 SelectionGate = Literal["record_only", "must_not_regress", "must_improve"]
+NoiseGate = Literal["off", "above_spread"]
 
 _HEX_COMMIT = re.compile(r"^[0-9a-fA-F]{7,40}$")
 
@@ -281,6 +282,22 @@ class ExperimentManifest(_Strict):
     mutation_policy: MutationPolicy = Field(default_factory=MutationPolicy)
     output: Path | None = None
     seed: int = 0
+
+    # --- noise before claims (issue 40; `noise.py`) ---
+    baseline_repeats: int = Field(default=1, ge=1, le=100)
+    """How many times the baseline is evaluated; the spread of its optimize scores is reported."""
+    noise_gate: NoiseGate = "off"
+    """`above_spread`: a promotion also needs a gain over the parent above the baseline's spread."""
+
+    @model_validator(mode="after")
+    def _noise_needs_repeats(self) -> ExperimentManifest:
+        if self.noise_gate != "off" and self.baseline_repeats < 2:
+            raise FieldProblem(
+                "noise_gate",
+                f"'{self.noise_gate}' compares gains with the baseline's spread, which needs "
+                "baseline_repeats of 2 or more",
+            )
+        return self
 
 
 __all__ = [

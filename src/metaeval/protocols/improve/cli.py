@@ -1,4 +1,4 @@
-"""`metaeval improve ...`: init, init-target, run, report, check-patch."""
+"""`metaeval improve ...`: init, init-target, run, matrix, report, check-patch."""
 
 from __future__ import annotations
 
@@ -89,6 +89,42 @@ def run_cmd(
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
     failures = framework_failures(plan.bundle, summary["trials_consumed"])
     raise typer.Exit(report_failures(out, failures))
+
+
+@improve_app.command("matrix")
+def matrix_cmd(
+    config: Annotated[Path, typer.Argument(help="Matrix config (YAML or JSON).")],
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan", help="Only show what would run: cells, evaluations, calls."),
+    ] = False,
+    allow_host_env: AllowHostEnv = None,
+    sandbox: Annotated[
+        str, typer.Option(help="Where tasks run, as for `improve run --sandbox`.")
+    ] = "bwrap",
+) -> None:
+    """Run (or resume) lanes x benchmarks (x seeds) from one config; writes the matrix report."""
+    from metaeval.protocols.improve.matrix.report import row_cells
+    from metaeval.protocols.improve.matrix.run import plan_matrix, plan_text, run_matrix
+
+    host_env = host_env_names(allow_host_env or [])
+    if plan_only:
+        out.print(plan_text(plan_matrix(config, sandbox, host_env)), highlight=False)
+        return
+    rows, written = run_matrix(config, sandbox, host_env)
+    for row in rows:
+        values = row_cells(row)
+        out.print(
+            f"{row.cell}: baseline {values[3]}%, best {values[4]}% ({values[5]} pp), {row.status}",
+            highlight=False,
+        )
+    out.print("written: " + ", ".join(str(p) for p in written))
+    from metaeval.exit_codes import CELLS_FAILED
+
+    failed = [row.cell for row in rows if row.status.startswith("failed")]
+    if failed:  # the other cells ran; rerunning the same command retries these
+        out.print(f"failed cells: {', '.join(failed)}")
+        raise typer.Exit(CELLS_FAILED)
 
 
 @improve_app.command("report")

@@ -13,6 +13,7 @@ from metaeval.cli_options import (
     ModelArgs,
     ModelBaseUrl,
     ModelTimeout,
+    Pull,
 )
 from metaeval.console import make_console
 from metaeval.exit_codes import report_failures
@@ -70,13 +71,6 @@ Sandbox = Annotated[
     typer.Option(
         help="Execution backend: auto (a working Docker/Podman for tasks with an "
         "environment, bubblewrap for the rest), docker, podman, or bwrap."
-    ),
-]
-Pull = Annotated[
-    str,
-    typer.Option(
-        help="Pull task images before their build/run: never (default: offline, only "
-        "images the engine holds), missing (pull those it lacks), always."
     ),
 ]
 AgentSpec = Annotated[

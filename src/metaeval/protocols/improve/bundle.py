@@ -73,7 +73,15 @@ def open_bundle(plan: Plan) -> RunDir:
     return run
 
 
-CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models", "noise")
+CONTRACT_SETTINGS = (
+    "trial_budget",
+    "seed",
+    "meta_agent_limits",
+    "sandbox",
+    "pull",
+    "models",
+    "noise",
+)
 """The resolved manifest's keys that fix what a trial means; a resume may not change them."""
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from metaeval.cli_options import AllowHostEnv, host_env_names
+from metaeval.cli_options import AllowHostEnv, Pull, host_env_names
 from metaeval.console import make_console
 
 improve_app = typer.Typer(
@@ -70,6 +70,7 @@ def run_cmd(
             "Podman works, else bubblewrap), docker or podman (that engine, required)."
         ),
     ] = "bwrap",
+    pull: Pull = "never",
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.exit_codes import report_failures
@@ -81,9 +82,9 @@ def run_cmd(
     host_env = host_env_names(allow_host_env or [])
     models = {"model": model, "target_model": target_model, "meta_model": meta_model}
     # the bundle path, planned first (suites may change)
-    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models)
+    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models, pull)
     summary = run_experiment(
-        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models
+        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models, pull=pull
     )
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
@@ -102,6 +103,7 @@ def matrix_cmd(
     sandbox: Annotated[
         str, typer.Option(help="Where tasks run, as for `improve run --sandbox`.")
     ] = "bwrap",
+    pull: Pull = "never",
 ) -> None:
     """Run (or resume) lanes x benchmarks (x seeds) from one config; writes the matrix report."""
     from metaeval.protocols.improve.matrix.report import row_cells
@@ -109,9 +111,9 @@ def matrix_cmd(
 
     host_env = host_env_names(allow_host_env or [])
     if plan_only:
-        out.print(plan_text(plan_matrix(config, sandbox, host_env)), highlight=False)
+        out.print(plan_text(plan_matrix(config, sandbox, host_env, pull)), highlight=False)
         return
-    rows, written = run_matrix(config, sandbox, host_env)
+    rows, written = run_matrix(config, sandbox, host_env, pull)
     for row in rows:
         values = row_cells(row)
         out.print(

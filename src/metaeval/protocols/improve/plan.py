@@ -18,6 +18,7 @@ from metaeval.protocols.improve.extension import extended_budget
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
 from metaeval.protocols.improve.split_check import check_disjoint
+from metaeval.protocols.improve.suite_images import check_pull
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
 from metaeval.protocols.improve.target_source import target_source
 
@@ -51,6 +52,7 @@ class Plan:
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
     sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
+    pull: str = "never"  # --pull: never | missing | always (`suite_images`)
     baseline_repeats: int = 1  # evaluations of the baseline (`noise`)
     noise_gate: str = "off"  # off | above_spread (`noise`)
 
@@ -136,13 +138,16 @@ def build_plan(
     host_env: Sequence[str] = (),
     sandbox: str | None = None,
     models: Mapping[str, str | None] | None = None,
+    pull: str = "never",
 ) -> tuple[Plan, Any]:
     """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
     `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
     `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`);
-    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`).
+    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`);
+    `pull` which task images are fetched first (`--pull`, `suite_images`).
     """
+    check_pull(pull)
     sandbox = sandbox or DEFAULT_SANDBOX
     try:
         check_sandbox(sandbox)
@@ -160,6 +165,7 @@ def build_plan(
     suites = {"optimize": optimize_tasks, "held_out": held_tasks}
     budget = budget or extended_budget(bundle)
     resolved_json = _contract_json(resolved, budget, sandbox, suites)
+    resolved_json["pull"] = pull  # like the sandbox: "always" may fetch a newer image
     resolved_json["target_source"] = target_source(manifest.baseline.repo, resolved.base_commit)
     sut = resolved.sut
     held = manifest.evaluation.held_out
@@ -189,6 +195,7 @@ def build_plan(
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
         documents=_documents(resolved, resolved_json, boundary),
+        pull=pull,
         baseline_repeats=manifest.baseline_repeats,
         noise_gate=manifest.noise_gate,
     )

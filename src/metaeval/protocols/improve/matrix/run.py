@@ -69,7 +69,10 @@ def _trials_done(bundle: Path) -> int:
 
 
 def plan_matrix(
-    config_path: Path, sandbox: str | None = None, host_env: Sequence[str] = ()
+    config_path: Path,
+    sandbox: str | None = None,
+    host_env: Sequence[str] = (),
+    pull: str = "never",
 ) -> list[CellPlan]:
     """Every cell, checked as `improve run` checks a manifest (bad input is refused here,
     before any cell runs), with its size."""
@@ -78,7 +81,7 @@ def plan_matrix(
     _, cells = write_cell_manifests(config_path)
     plans = []
     for cell in cells:
-        plan, _ = build_plan(cell.manifest, host_env=host_env, sandbox=sandbox)
+        plan, _ = build_plan(cell.manifest, host_env=host_env, sandbox=sandbox, pull=pull)
         plans.append(
             CellPlan(
                 cell=cell,
@@ -115,29 +118,32 @@ def plan_text(plans: list[CellPlan]) -> str:
 
 
 def run_cell(
-    manifest: Path, sandbox: str | None, host_env: tuple[str, ...]
+    manifest: Path, sandbox: str | None, host_env: tuple[str, ...], pull: str
 ) -> dict[str, Any] | JobFailed:
     """One cell: `improve run` of its manifest (resumes its bundle)."""
     from metaeval.protocols.improve.run import run_experiment
 
     try:
-        return run_experiment(manifest, host_env=host_env, sandbox=sandbox)
+        return run_experiment(manifest, host_env=host_env, sandbox=sandbox, pull=pull)
     except MetaevalError as exc:  # a refused contract or a failed baseline: say why
         return JobFailed(str(exc))
 
 
 def run_matrix(
-    config_path: Path, sandbox: str | None = None, host_env: Sequence[str] = ()
+    config_path: Path,
+    sandbox: str | None = None,
+    host_env: Sequence[str] = (),
+    pull: str = "never",
 ) -> tuple[list[CellRow], list[Path]]:
     """Run (or resume) every cell; write the matrix report; return its rows and files."""
-    plans = plan_matrix(config_path, sandbox, host_env)
+    plans = plan_matrix(config_path, sandbox, host_env, pull)
     from metaeval.protocols.improve.matrix.cells import load_matrix
 
     config = load_matrix(config_path)
     jobs = [
         Job(
             key=p.cell.id,
-            fn=partial(run_cell, p.cell.manifest, sandbox, tuple(host_env)),
+            fn=partial(run_cell, p.cell.manifest, sandbox, tuple(host_env), pull),
             label=p.cell.id,
             resources=JobResources(sandbox=True),
         )

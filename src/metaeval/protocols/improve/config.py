@@ -88,8 +88,10 @@ class SutConfig(_Strict):
     Per trial the meta-agent runs for at most `timeout_s` seconds of wall clock (and never
     longer than the manifest's `budget_step_timeout_s`) and `max_steps` agent steps
     (default 40). `tool_menu` is an allow-list of the tools it is offered (empty: the lane's
-    full menu); only the toolloop lane can honour one, any other lane refuses a non-empty
-    menu.
+    full menu): toolloop's own tool names for the toolloop lane; for a CLI lane the names
+    bash, read, write, edit, glob, grep, handed to the CLI's own allow-list (`lane_tools`,
+    refused where the CLI cannot enforce them); the scripted and pact lanes refuse a
+    non-empty menu.
     """
 
     name: str = Field(default="sut", min_length=1)

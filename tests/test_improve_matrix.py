@@ -169,3 +169,26 @@ def test_the_2x2_matrix_runs_resumes_after_sigkill_and_reports_the_ledgers(tmp_p
     terminal = next(r for r in rows if r["cell"] == "scripted-a--terminal")
     assert terminal["promoted"] == 1 and terminal["delta"] > 0
     assert terminal["invalid"]["meta_agent_failure"] == 1
+
+
+def test_the_paper_matrix_example_is_a_valid_config_with_enforceable_lane_menus():
+    """examples/improve/matrix-paper.yaml (it needs keys and the Harbor datasets to run): its
+    lanes' SUT configs load and their tool menus map onto the CLIs' own allow-lists."""
+    from improve_experiment import ROOT
+    from metaeval.config_files import load
+    from metaeval.protocols.improve.config import SutConfig
+    from metaeval.protocols.improve.matrix.cells import load_matrix
+    from metaeval.protocols.improve.meta_agents import apply_tool_menu, make_meta_agent
+
+    path = ROOT / "examples" / "improve" / "matrix-paper.yaml"
+    config = load_matrix(path)
+    assert [lane.id for lane in config.lanes] == ["claude-code", "gemini-cli"]
+    assert config.experiment["trial_budget"] == 8
+    allowed = {}
+    for lane in config.lanes:
+        sut = load(path.parent / lane.sut_config, SutConfig)
+        meta = make_meta_agent(sut.meta_agent.model_dump())
+        apply_tool_menu(meta, sut.tool_menu, str(lane.sut_config))
+        allowed[lane.id] = meta.agent.allowed_tools
+    assert allowed["claude-code"] == ["Bash"]
+    assert len(allowed["gemini-cli"]) == 6

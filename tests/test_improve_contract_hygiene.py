@@ -91,3 +91,33 @@ def test_a_mini_swe_agent_target_states_its_release_and_the_paper_difference(tmp
     git(repo, "rm", "-q", "target.json")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "drop")
     assert target_source(repo, resolve_commit(repo, "HEAD"))["provenance"] is None
+
+
+def test_an_unknown_pull_policy_is_refused_naming_the_option(tmp_path):
+    manifest = experiment(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "metaeval.cli", "improve", "run", str(manifest)]
+        + ["--pull", "sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert "field 'pull'" in result.stderr
+    assert "unknown pull policy 'sometimes' (never, missing, always)" in result.stderr
+    assert not (tmp_path / "runs" / "improve-demo").exists()
+
+
+@pytest.mark.bwrap
+def test_the_pull_policy_is_part_of_the_contract(tmp_path):
+    manifest = experiment(tmp_path)
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "metaeval.cli", "improve", "run", str(manifest), *extra]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+
+    assert run().returncode == 0
+    bundle = tmp_path / "runs" / "improve-demo"
+    assert json.loads((bundle / "resolved_manifest.json").read_text())["pull"] == "never"
+    other = run("--pull", "missing")
+    assert other.returncode == 2 and "setting 'pull' changed" in other.stderr

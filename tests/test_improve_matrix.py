@@ -96,7 +96,13 @@ def hand_row(bundle: Path) -> dict:
     baseline = base["passed"] / total
     promoted = [e for e in entries if e["decision"] == "promoted"]
     best = promoted[-1]["optimize_score"] if promoted else baseline
+    meta_costs = [e["meta_agent"]["cost_usd"] for e in entries]
+    usages = [json.loads((bundle / "baseline_evaluation.json").read_text()).get("target_usage")]
+    usages += [e["target"] for e in entries if e["candidate_commit"]]
+    target_costs = [(u or {}).get("cost_usd") for u in usages]
     return {
+        "meta_cost": None if None in meta_costs else sum(meta_costs),
+        "target_cost": None if None in target_costs else sum(target_costs),
         "trials": len(entries),
         "baseline": baseline,
         "best": best,
@@ -153,6 +159,14 @@ def test_the_2x2_matrix_runs_resumes_after_sigkill_and_reports_the_ledgers(tmp_p
         assert row["delta"] == pytest.approx(hand["delta"])
         assert (row["promoted"], row["rejected"]) == (hand["promoted"], hand["rejected"])
         assert row["invalid"] == hand["invalid"]
+        for key, hand_key in (
+            ("meta_agent_cost_usd", "meta_cost"),
+            ("target_cost_usd", "target_cost"),
+        ):
+            if hand[hand_key] is None:
+                assert row[key] is None
+            else:
+                assert row[key] == pytest.approx(hand[hand_key])
         # the cell is an ordinary bundle of its own manifest
         resolved = json.loads((bundle / "resolved_manifest.json").read_text())
         assert resolved["manifest"] == str(bundles / "manifests" / f"{row['cell']}.json")
@@ -192,3 +206,24 @@ def test_the_paper_matrix_example_is_a_valid_config_with_enforceable_lane_menus(
         allowed[lane.id] = meta.agent.allowed_tools
     assert allowed["claude-code"] == ["Bash"]
     assert len(allowed["gemini-cli"]) == 6
+
+
+def test_a_cell_without_a_finished_run_is_shown_as_such_never_as_zero(tmp_path):
+    from metaeval.protocols.improve.matrix.cells import Cell
+    from metaeval.protocols.improve.matrix.report import cell_row, render_text, row_cells
+
+    cell = Cell("a--b", "a", "b", 0, tmp_path / "m.json", tmp_path / "a--b")
+    fresh = cell_row(cell)
+    assert fresh.status == "not run" and fresh.baseline is None
+    assert row_cells(fresh)[3:6] == ["-", "-", "-"]
+    failed = cell_row(cell, "the baseline could not be evaluated (framework_failure)")
+    assert failed.status.startswith("failed: the baseline could not be evaluated")
+    (tmp_path / "a--b").mkdir()
+    (tmp_path / "a--b" / "trial_ledger.jsonl").write_text(
+        json.dumps({"trial": 1, "decision": "invalid", "failure_class": "meta_agent_failure"})
+        + '\n{"trial": 2, "decis'  # the torn last line of a killed run
+    )
+    partial = cell_row(cell)
+    assert partial.status == "partial" and partial.trials == 1
+    assert partial.invalid["meta_agent_failure"] == 1
+    assert "partial" in render_text("t", [partial])

@@ -125,6 +125,8 @@ def test_a_2x2_matrix_with_a_podman_suite_pulled_from_a_local_registry(
             hand["rejected"],
             hand["invalid"],
         )
+        assert row["meta_agent_cost_usd"] == hand["meta_cost"]
+        assert row["target_cost_usd"] == hand["target_cost"]
     # the registry tasks ran in the pulled image, the function-calling ones in bubblewrap;
     # the target has no model, so only the task that needs no agent passed
     baseline = json.loads(

@@ -198,15 +198,16 @@ def benchmark_summary(
         "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
         **_meta_agent_totals(entries),
         **_target_totals(baseline, entries),
-        **_noise(plan.bundle),
+        **_noise(getattr(plan, "bundle", None)),
     }
 
 
-def _noise(bundle: Path) -> dict[str, Any]:
-    """`baseline_noise` (`noise.BaselineNoise`) when the baseline was evaluated repeatedly."""
+def _noise(bundle: Path | None) -> dict[str, Any]:
+    """`baseline_noise` (`noise.BaselineNoise`) when the bundle's baseline was evaluated
+    repeatedly (nothing for a summary computed without a bundle)."""
     from metaeval.protocols.improve.noise import read_noise
 
-    noise = read_noise(bundle)
+    noise = None if bundle is None else read_noise(bundle)
     return {} if noise is None else {"baseline_noise": noise.model_dump()}
 
 

@@ -154,32 +154,56 @@ def row_cells(row: CellRow) -> list[str]:
     ]
 
 
+SCORES = HEADERS[:9]
+"""Table 3/4 of the paper: baseline, best descendant and delta per lane and benchmark."""
+OUTCOMES = (*HEADERS[:3], *HEADERS[9:])
+"""What each cell's trials came to, and what they cost."""
+TABLES = (
+    ("Scores: optimize accuracy (AIE Bench Tables 3 and 4)", SCORES),
+    ("Trials and cost", OUTCOMES),
+)
+
+
+def _columns(headers: tuple[str, ...], rows: list[CellRow]) -> list[list[str]]:
+    """The header line and each row's values of `headers`."""
+    picks = [HEADERS.index(h) for h in headers]
+    return [list(headers), *([row_cells(r)[i] for i in picks] for r in rows)]
+
+
 def render_text(title: str, rows: list[CellRow]) -> str:
-    """The matrix as an aligned plain-text table."""
-    table = [list(HEADERS), *(row_cells(r) for r in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-    lines = [title, ""]
-    for number, line in enumerate(table):
-        lines.append("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    """The matrix as two aligned plain-text tables (scores; trials and cost)."""
+    lines = [title]
+    for caption, headers in TABLES:
+        table = _columns(headers, rows)
+        widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+        lines += ["", caption, ""]
+        for number, line in enumerate(table):
+            lines.append("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+            if number == 0:
+                lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"
 
 
 def render_html(title: str, rows: list[CellRow]) -> str:
-    """The matrix as one HTML table in the reports' shared style."""
+    """The matrix as two HTML tables in the reports' shared style."""
     from metaeval.report.html import shared_css
 
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row_cells(r)) + "</tr>\n"
-        for r in rows
-    )
+    parts = []
+    for caption, headers in TABLES:
+        head, *body = _columns(headers, rows)
+        cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        lines = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in line) + "</tr>\n"
+            for line in body
+        )
+        parts.append(
+            f"<h2>{html.escape(caption)}</h2>\n<table>\n<thead><tr>{cells}</tr></thead>\n"
+            f"<tbody>\n{lines}</tbody>\n</table>\n"
+        )
     return (
         '<!doctype html>\n<html><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{shared_css()}</style></head>\n"
-        f"<body><h1>{html.escape(title)}</h1>\n<table>\n<thead><tr>{head}</tr></thead>\n"
-        f"<tbody>\n{body}</tbody>\n</table></body></html>\n"
+        f"<body><h1>{html.escape(title)}</h1>\n{''.join(parts)}</body></html>\n"
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from metaeval.engine.executor import Job, JobFailed, JobOutcome, JobResources, make_executor
 from metaeval.errors import MetaevalError
-from metaeval.protocols.improve.matrix.cells import Cell, write_cell_manifests
+from metaeval.protocols.improve.matrix.cells import Cell, load_matrix, write_cell_manifests
 from metaeval.protocols.improve.matrix.report import CellRow, cell_row, write_report
 from metaeval.protocols.improve.records import LEDGER
 
@@ -137,8 +137,6 @@ def run_matrix(
 ) -> tuple[list[CellRow], list[Path]]:
     """Run (or resume) every cell; write the matrix report; return its rows and files."""
     plans = plan_matrix(config_path, sandbox, host_env, pull)
-    from metaeval.protocols.improve.matrix.cells import load_matrix
-
     config = load_matrix(config_path)
     jobs = [
         Job(

@@ -98,6 +98,10 @@ def hand_row(bundle: Path) -> dict:
     best = promoted[-1]["optimize_score"] if promoted else baseline
     meta_costs = [e["meta_agent"]["cost_usd"] for e in entries]
     usages = [json.loads((bundle / "baseline_evaluation.json").read_text()).get("target_usage")]
+    usages += [
+        json.loads(p.read_text()).get("target_usage")
+        for p in bundle.glob("baseline_repeats/*.json")
+    ]
     usages += [e["target"] for e in entries if e["candidate_commit"]]
     target_costs = [(u or {}).get("cost_usd") for u in usages]
     return {

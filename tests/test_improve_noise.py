@@ -121,6 +121,14 @@ def test_baseline_repeats_evaluates_the_baseline_k_times_and_gates_on_the_spread
     assert repeat["held_out"] is None  # repeats measure the optimize view only
     summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert summary["baseline_noise"] == noise
+    # the repeat's target usage counts in the run's target cost
+    usages = [first, repeat] + [
+        json.loads(p.read_text())
+        for p in bundle.glob("trials/*/artifacts/candidates/evaluation.json")
+    ]
+    costs = [(u.get("target_usage") or {}).get("cost_usd") for u in usages]
+    expected = None if None in costs else pytest.approx(sum(costs))
+    assert summary["target_cost_usd"] == expected
     entries = ledger(bundle)
     assert entries[0]["decision"] == "promoted"  # 0.0 -> 0.2 is above a spread of 0
     resolved = json.loads((bundle / "resolved_manifest.json").read_text())

@@ -197,7 +197,7 @@ def benchmark_summary(
         "invalid_or_broken_trials": len(entries) - len(valid),
         "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
         **_meta_agent_totals(entries),
-        **_target_totals(baseline, entries),
+        **_target_totals(baseline, entries, _repeat_usages(getattr(plan, "bundle", None))),
         **_noise(getattr(plan, "bundle", None)),
     }
 
@@ -234,10 +234,22 @@ def _meta_agent_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     }
 
 
-def _target_totals(baseline: NodeEval, entries: list[LedgerEntry]) -> dict[str, Any]:
-    """The target's tokens and cost over the baseline's and every candidate's evaluation
-    (ledger entries written before these were recorded count as unknown cost)."""
-    usages = [baseline.target_usage]
+def _repeat_usages(bundle: Path | None) -> list[dict[str, Any] | None]:
+    """The target usage of the baseline's repeats (`noise`), none without a bundle."""
+    from metaeval.protocols.improve.noise import repeat_usages
+
+    return [] if bundle is None else repeat_usages(bundle)
+
+
+def _target_totals(
+    baseline: NodeEval,
+    entries: list[LedgerEntry],
+    repeats: Sequence[dict[str, Any] | None] = (),
+) -> dict[str, Any]:
+    """The target's tokens and cost over the baseline's evaluations (its repeats included)
+    and every candidate's (ledger entries written before these were recorded count as
+    unknown cost)."""
+    usages = [baseline.target_usage, *repeats]
     usages += [e.target for e in entries if e.candidate_commit]
     known = [u for u in usages if u]
     return {

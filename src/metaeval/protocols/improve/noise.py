@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -96,6 +96,16 @@ def measure_noise(
     )
     files.json(Path(bundle) / NOISE, noise.model_dump())
     return noise
+
+
+def repeat_usages(bundle: Path) -> list[dict[str, Any] | None]:
+    """The target usage recorded by each baseline repeat written so far (counted in the
+    bundle's target cost)."""
+    usages = []
+    for path in sorted((Path(bundle) / REPEATS_DIR).glob("[0-9][0-9].json")):
+        node = NodeEval.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        usages.append(node.target_usage)
+    return usages
 
 
 def read_noise(bundle: Path) -> BaselineNoise | None:

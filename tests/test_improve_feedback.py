@@ -281,14 +281,16 @@ def test_a_long_failed_log_is_delivered_as_its_redacted_tail_with_both_sizes(tmp
     ]
 
 
-def test_a_cli_meta_agent_lane_refuses_a_tool_menu():
+def test_a_cli_meta_agent_lane_without_an_allow_list_refuses_a_tool_menu():
+    """Codex has no per-tool allow-list: its lane refuses a menu (the CLIs that have one
+    take it: tests/test_improve_lane_tools.py)."""
     from metaeval.protocols.improve.meta_agents import apply_tool_menu, make_meta_agent
 
-    meta = make_meta_agent({"agent": "claude-code:gwtest/meta"})
-    with pytest.raises(ConfigError, match="cannot honour a tool menu") as error:
-        apply_tool_menu(meta, ["bash"], "suts/claude.json")
-    assert error.value.field == "tool_menu" and "suts/claude.json" in str(error.value)
-    apply_tool_menu(meta, [], "suts/claude.json")  # no menu: the lane's own tools
+    meta = make_meta_agent({"agent": "codex:gwtest/meta"})
+    with pytest.raises(ConfigError, match="cannot enforce a tool menu") as error:
+        apply_tool_menu(meta, ["bash"], "suts/codex.json")
+    assert error.value.field == "tool_menu" and "suts/codex.json" in str(error.value)
+    apply_tool_menu(meta, [], "suts/codex.json")  # no menu: the lane's own tools
 
 
 @pytest.mark.bwrap

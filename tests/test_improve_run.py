@@ -356,22 +356,68 @@ def test_resume_with_a_changed_budget_seed_or_task_file_is_refused(tmp_path):
     assert len(resolved["suites"]["optimize"]["tasks"]) == 10
     kept = (bundle / "trial_ledger.jsonl").read_bytes()
 
-    bigger = cli("improve", "run", str(manifest), "--budget", "3")
-    assert bigger.returncode == 2
-    assert "trial_budget" in bigger.stderr and "1 -> 3" in bigger.stderr
-
     data = json.loads(manifest.read_text())
     data["seed"] = 7
     seeded = tmp_path / "examples" / "improve" / "manifest-seed.json"
     seeded.write_text(json.dumps(data))
     reseeded = cli("improve", "run", str(seeded), "--budget", "1")
     assert reseeded.returncode == 2 and "seed" in reseeded.stderr
+    # a larger budget is an extension, but only of the same contract: with the seed changed too
+    # it is refused as well
+    reseeded = cli("improve", "run", str(seeded), "--budget", "3")
+    assert reseeded.returncode == 2 and "seed" in reseeded.stderr
 
     test_sh = tmp_path / "examples" / "improve-suites" / "terminal" / "csv-column" / "tests"
-    (test_sh / "test.sh").write_text((test_sh / "test.sh").read_text() + "\n# edited\n")
+    original = (test_sh / "test.sh").read_text()
+    (test_sh / "test.sh").write_text(original + "\n# edited\n")
     edited = cli("improve", "run", str(manifest), "--budget", "1")
     assert edited.returncode == 2 and "suite 'optimize' changed" in edited.stderr
     assert (bundle / "trial_ledger.jsonl").read_bytes() == kept  # nothing was run or lost
+    (test_sh / "test.sh").write_text(original)
+
+
+@pytest.mark.bwrap
+def test_a_finished_run_is_extended_by_a_larger_budget_of_the_same_contract(tmp_path):
+    """`--budget 3` on a finished budget-1 bundle runs trials 2 and 3 after the kept trial 1,
+    in an evidence layer of its own, recorded in contract_extensions.json; the same with
+    another input file changed is refused naming it; afterwards a resume without --budget
+    continues the extended budget and a smaller budget is refused."""
+    manifest = experiment(tmp_path)
+    assert cli("improve", "run", str(manifest), "--budget", "1").returncode == 0
+    bundle = tmp_path / "runs" / "improve-demo"
+    kept = (bundle / "trial_ledger.jsonl").read_bytes()
+
+    sut = tmp_path / "examples" / "improve" / "suts" / "scripted_sut.json"
+    original = sut.read_text()
+    sut.write_text(json.dumps({**json.loads(original), "description": "changed"}))
+    changed = cli("improve", "run", str(manifest), "--budget", "3")
+    assert changed.returncode == 2
+    assert "extending the trial budget 1 -> 3" in changed.stderr
+    assert "sut_config" in changed.stderr
+    assert (bundle / "trial_ledger.jsonl").read_bytes() == kept
+    assert not (bundle / "contract_extensions.json").exists()
+    sut.write_text(original)
+
+    extended = cli("improve", "run", str(manifest), "--budget", "3")
+    assert extended.returncode == 0, extended.stderr
+    assert (bundle / "trial_ledger.jsonl").read_bytes().startswith(kept)
+    entries = ledger(bundle)
+    assert [e["trial"] for e in entries] == [1, 2, 3]
+    assert [e["decision"] for e in entries] == ["promoted", "rejected", "invalid"]
+    assert [e["parent_id"] for e in entries] == ["baseline", "trial-001", "trial-001"]
+    record = json.loads((bundle / "contract_extensions.json").read_text())
+    assert [(r["from"], r["to"], r["layer"]) for r in record] == [(1, 3, "budget-3")]
+    later = (bundle / "layers.jsonl").read_text().splitlines()
+    assert [json.loads(line)["name"] for line in later] == ["budget-3"]
+    summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
+    assert summary["trial_budget"] == 3 and summary["trials_consumed"] == 3
+
+    again = cli("improve", "run", str(manifest))
+    assert again.returncode == 0, again.stderr
+    assert ledger(bundle) == entries
+    smaller = cli("improve", "run", str(manifest), "--budget", "2")
+    assert smaller.returncode == 2 and "3 -> 2" in smaller.stderr
+    assert ledger(bundle) == entries
 
 
 @pytest.mark.bwrap

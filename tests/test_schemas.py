@@ -16,6 +16,7 @@ from metaeval.protocols.audit.gold import load_gold
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.improve.boundary import load_boundary
 from metaeval.protocols.improve.manifest_files import load_sut_config, load_system_profile
+from metaeval.protocols.improve.matrix.cells import load_matrix
 from metaeval.protocols.improve.suites import load_suite_config, load_suite_manifest
 from metaeval.schemas import SCHEMAS, schema
 
@@ -32,6 +33,7 @@ CASES = [
     ("improve-suite", ["improve/suites/*.json", "improve-suites/*.json"], load_suite_config),
     ("improve-suite-manifest", ["improve-suites/*/suite.json"], None),
     ("improve-profile", ["improve/profiles/*.json"], load_system_profile),
+    ("improve-matrix", ["improve/matrix-*.yaml"], load_matrix),
 ]
 
 

@@ -16,6 +16,15 @@ import typer
 
 from metaeval.errors import ConfigError
 
+Pull = Annotated[
+    str,
+    typer.Option(
+        help="Pull task images before their build/run: never (default: offline, only "
+        "images the engine holds), missing (pull those it lacks), always."
+    ),
+]
+"""`--pull`, one meaning for `audit run` and `improve run` (`metaeval.tasks.image_pull`)."""
+
 ModelArgs = Annotated[
     list[str] | None,
     typer.Option(

@@ -83,6 +83,7 @@ def _buildfind_config() -> type[BaseModel]:
 def _improve(name: str) -> Callable[[], type[BaseModel]]:
     def load() -> type[BaseModel]:
         from metaeval.protocols.improve import boundary, config, profiles, suites
+        from metaeval.protocols.improve.matrix.config import MatrixConfig
 
         models: dict[str, type[BaseModel]] = {
             "manifest": config.ExperimentManifest,
@@ -91,6 +92,7 @@ def _improve(name: str) -> Callable[[], type[BaseModel]]:
             "suite-manifest": suites.SuiteManifest,
             "profile": profiles.SystemProfile,
             "boundary": boundary.MutationBoundary,
+            "matrix": MatrixConfig,
         }
         return models[name]
 
@@ -114,6 +116,10 @@ SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "improve-boundary": (
         "a mutation boundary (`improve check-patch --boundary`)",
         _model(_improve("boundary")),
+    ),
+    "improve-matrix": (
+        "an improve matrix config: lanes x benchmark sets (`improve matrix`)",
+        _model(_improve("matrix")),
     ),
 }
 

@@ -131,6 +131,9 @@ class CLIAdapter:
         self.model = None if (self.served_model or gateway is not None) else model
         self.binary = binary or self.default_binary
         self.extra_args = list(extra_args)
+        # the tools the CLI may offer, in its own names (None: all); set by improve's lane
+        # tool menu (`metaeval.protocols.improve.lane_tools`) for the CLIs that enforce one
+        self.allowed_tools: list[str] | None = None
         self.home = home
         self.gateway = gateway
         self.effort = None if effort in (None, "default") else effort

@@ -391,6 +391,8 @@ class ClaudeCodeAdapter(CLIAdapter):
         if self.model:
             argv += ["--model", self.model]
         argv += ["--permission-mode", mode]
+        if self.allowed_tools is not None:  # the built-in tools it may use at all
+            argv += ["--tools", ",".join(self.allowed_tools)]
         return argv + self.extra_args
 
     def parse_output(self, stdout: str, task: Task, workspace: Workspace) -> ParsedStream:

@@ -85,6 +85,8 @@ class GeminiCliAdapter(CLIAdapter):
             settings["modelConfigs"] = {
                 "overrides": [{"match": {"model": model}, "modelConfig": config}]
             }
+        if self.allowed_tools is not None:  # the allow-list of built-in tools
+            settings["tools"] = {"core": list(self.allowed_tools)}
         path = home / ".gemini" / "settings.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, indent=2))

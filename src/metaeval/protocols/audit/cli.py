@@ -14,6 +14,7 @@ from metaeval.cli_options import (
     ModelArgs,
     ModelBaseUrl,
     ModelTimeout,
+    Pull,
 )
 from metaeval.console import make_console
 from metaeval.errors import ConfigError
@@ -81,13 +82,6 @@ Sandbox = Annotated[
     typer.Option(
         help="Execution backend: auto (a working Docker/Podman for tasks with an "
         "environment, bubblewrap for the rest), docker, podman, or bwrap."
-    ),
-]
-Pull = Annotated[
-    str,
-    typer.Option(
-        help="Pull task images before their build/run: never (default: offline, only "
-        "images the engine holds), missing (pull those it lacks), always."
     ),
 ]
 AgentSpec = Annotated[

@@ -3,54 +3,18 @@
 A task needs `[environment] docker_image` (without a Dockerfile) or the base images its
 environment/Dockerfile starts from. `missing_image` names one the engine does not hold (said
 before any engine call: no time spent); `pull_images` fetches them first as the policy says:
-"never" (the default), "missing" or "always" (`metaeval.tasks.images.pull_image`).
+"never" (the default), "missing" or "always", with the one rule audit and improve share
+(`metaeval.tasks.image_pull`).
 """
 
 from __future__ import annotations
-
-import subprocess
-import time
 
 from metaeval.protocols.audit.execution_findings import MENTION_SCAN_BYTES
 from metaeval.protocols.audit.static.dockerfile import parse_dockerfile
 from metaeval.protocols.audit.task_view import LoadedTask
 from metaeval.sandbox.container import Engine
-from metaeval.tasks.images import image_exists, local_image_key, pull_image
+from metaeval.tasks.image_pull import held, local_images, pull_wanted
 from metaeval.tasks.safe_files import UnsafeFileError, read_regular
-
-LOCAL_IMAGES_TTL_S = 60.0
-_local_images: dict[str, tuple[float, frozenset[str] | None]] = {}
-
-
-def local_images(engine: Engine) -> frozenset[str] | None:
-    """The images `engine` holds (normalised names), listed at most once a minute per process;
-    None when they cannot be listed."""
-    now = time.monotonic()
-    cached = _local_images.get(engine.binary)
-    if cached is not None and now - cached[0] < LOCAL_IMAGES_TTL_S:
-        return cached[1]
-    try:
-        done = subprocess.run(
-            engine.command("images", "--format", "{{.Repository}}:{{.Tag}}"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        names = None
-    else:
-        names = (
-            frozenset(
-                local_image_key(line.strip())
-                for line in done.stdout.splitlines()
-                if line.strip() and "<none>" not in line
-            )
-            if done.returncode == 0
-            else None
-        )
-    _local_images[engine.binary] = (now, names)
-    return names
 
 
 def wanted_images(task: LoadedTask, env: dict) -> list[str]:
@@ -63,14 +27,6 @@ def wanted_images(task: LoadedTask, env: dict) -> list[str]:
         image = env.get("docker_image")
         wanted = [image] if isinstance(image, str) and image else []
     return [w for w in wanted if w != "scratch" and "$" not in w]
-
-
-def held(engine: Engine, ref: str, have: frozenset[str] | None) -> bool:
-    """Whether `engine` holds `ref`: by its name in the listing `have`, or asked of the engine
-    for a digest reference (the listing names tags, not digests) or without a listing."""
-    if have is None or "@" in ref:
-        return image_exists(engine, ref)
-    return local_image_key(ref) in have
 
 
 def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
@@ -86,24 +42,9 @@ def missing_image(engine: Engine, task: LoadedTask, env: dict) -> str | None:
 def pull_images(
     engine: Engine, task: LoadedTask, env: dict, pull: str, *, timeout_s: float
 ) -> tuple[str, str] | None:
-    """Pull what the policy asks for: nothing ("never"), the wanted images the engine lacks
-    ("missing"), or all of them ("always") but those the engine holds under its own local
-    name (`localhost/NAME`, no port: built here, in no registry). Returns (image, error) of the
-    first failed pull."""
-    if pull == "never":
-        return None
-    wanted = wanted_images(task, env)
-    have = local_images(engine) if wanted else None
-    if pull == "missing":
-        wanted = [w for w in wanted if not held(engine, w, have)]
-    else:
-        wanted = [w for w in wanted if not (w.startswith("localhost/") and held(engine, w, have))]
-    for image in wanted:
-        error = pull_image(engine, image, timeout_s=timeout_s)
-        if error is not None:
-            return image, error
-        _local_images.pop(engine.binary, None)  # the engine holds one more image now
-    return None
+    """Pull the task's `wanted_images` as the policy says (`tasks.image_pull.pull_wanted`).
+    Returns (image, error) of the first failed pull."""
+    return pull_wanted(engine, wanted_images(task, env), pull, timeout_s=timeout_s)
 
 
 def base_images(task: LoadedTask, env: dict) -> list[str]:

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.errors import RecordIntegrityError
+from metaeval.protocols.improve.extension import (
+    EXTENSIONS,
+    bundle_budget,
+    extension_layer,
+    extension_record,
+)
 from metaeval.protocols.improve.records import (
     FEEDBACK,
     LedgerEntry,
@@ -49,27 +55,40 @@ def open_bundle(plan: Plan) -> RunDir:
         # resuming with another one is refused like a changed input file
         config["host_env"] = list(plan.host_env)
         hashes["allow_host_env"] = "\n".join(plan.host_env)
+    layer = extension_layer(plan.bundle, plan.trial_budget, hashes)
     try:
-        return RunDir.open(
+        run = RunDir.open(
             plan.bundle,
             protocol="improve",
             config=config,
             hashes=hashes,
             seeds={},
+            new_layer=layer,
         )
     except RecordIntegrityError as exc:
         # improve has no evidence layers: the only way forward is a new bundle
         detail = str(exc).split(WAYS_OUT, 1)[0]
         raise RecordIntegrityError(f"{detail}; use a new output directory (-o)") from None
+    if layer is not None:
+        run.write_document(EXTENSIONS, extension_record(plan.bundle, plan.trial_budget, layer))
+    return run
 
 
-CONTRACT_SETTINGS = ("trial_budget", "seed", "meta_agent_limits", "sandbox", "models")
+CONTRACT_SETTINGS = (
+    "trial_budget",
+    "seed",
+    "meta_agent_limits",
+    "sandbox",
+    "pull",
+    "models",
+    "noise",
+)
 """The resolved manifest's keys that fix what a trial means; a resume may not change them."""
 
 
 def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     """Refuse a resume whose budget, seed, meta-agent limits or suites differ from the
-    bundle's, in words. Settings are compared by the run directory's one rule
+    bundle's, in words (a larger budget is an extension, `extension`). Settings are compared by the run directory's one rule
     (`records.manifest.diff_hashes`, "setting 'seed' changed: 0 -> 7"); a setting the bundle
     did not record yet (an older metaeval) is not compared."""
     path = bundle / "resolved_manifest.json"
@@ -80,6 +99,9 @@ def _refuse_changed_contract(bundle: Path, resolved: dict[str, Any]) -> None:
     except (OSError, ValueError) as exc:
         raise RecordIntegrityError(f"{path}: cannot be read ({exc})") from None
     old = {key: before[key] for key in CONTRACT_SETTINGS if key in before}
+    old["trial_budget"] = bundle_budget(bundle)
+    if (resolved.get("trial_budget") or 0) > (old["trial_budget"] or 0):
+        del old["trial_budget"]  # a larger budget extends the contract (`extension`)
     new = {key: resolved.get(key) for key in old}
     changes = diff_hashes(setting_hashes(old), setting_hashes(new), old, new)
     if before.get("search") != resolved.get("search"):  # absent: the default, recursive
@@ -178,8 +200,18 @@ def benchmark_summary(
         "invalid_or_broken_trials": len(entries) - len(valid),
         "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
         **_meta_agent_totals(entries),
-        **_target_totals(baseline, entries),
+        **_target_totals(baseline, entries, _repeat_usages(getattr(plan, "bundle", None))),
+        **_noise(getattr(plan, "bundle", None)),
     }
+
+
+def _noise(bundle: Path | None) -> dict[str, Any]:
+    """`baseline_noise` (`noise.BaselineNoise`) when the bundle's baseline was evaluated
+    repeatedly (nothing for a summary computed without a bundle)."""
+    from metaeval.protocols.improve.noise import read_noise
+
+    noise = None if bundle is None else read_noise(bundle)
+    return {} if noise is None else {"baseline_noise": noise.model_dump()}
 
 
 def _best_so_far(baseline: NodeEval, entries: list[LedgerEntry]) -> list[Number | None]:
@@ -205,10 +237,22 @@ def _meta_agent_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     }
 
 
-def _target_totals(baseline: NodeEval, entries: list[LedgerEntry]) -> dict[str, Any]:
-    """The target's tokens and cost over the baseline's and every candidate's evaluation
-    (ledger entries written before these were recorded count as unknown cost)."""
-    usages = [baseline.target_usage]
+def _repeat_usages(bundle: Path | None) -> list[dict[str, Any] | None]:
+    """The target usage of the baseline's repeats (`noise`), none without a bundle."""
+    from metaeval.protocols.improve.noise import repeat_usages
+
+    return [] if bundle is None else repeat_usages(bundle)
+
+
+def _target_totals(
+    baseline: NodeEval,
+    entries: list[LedgerEntry],
+    repeats: Sequence[dict[str, Any] | None] = (),
+) -> dict[str, Any]:
+    """The target's tokens and cost over the baseline's evaluations (its repeats included)
+    and every candidate's (ledger entries written before these were recorded count as
+    unknown cost)."""
+    usages = [baseline.target_usage, *repeats]
     usages += [e.target for e in entries if e.candidate_commit]
     known = [u for u in usages if u]
     return {

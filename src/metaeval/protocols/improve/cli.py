@@ -1,4 +1,4 @@
-"""`metaeval improve ...`: init, init-target, run, report, check-patch."""
+"""`metaeval improve ...`: init, init-target, run, matrix, report, check-patch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from metaeval.cli_options import AllowHostEnv, host_env_names
+from metaeval.cli_options import AllowHostEnv, Pull, host_env_names
 from metaeval.console import make_console
 
 improve_app = typer.Typer(
@@ -70,6 +70,7 @@ def run_cmd(
             "Podman works, else bubblewrap), docker or podman (that engine, required)."
         ),
     ] = "bwrap",
+    pull: Pull = "never",
 ) -> None:
     """Run (or resume) the recursive trial loop; writes the bundle."""
     from metaeval.exit_codes import report_failures
@@ -81,14 +82,51 @@ def run_cmd(
     host_env = host_env_names(allow_host_env or [])
     models = {"model": model, "target_model": target_model, "meta_model": meta_model}
     # the bundle path, planned first (suites may change)
-    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models)
+    plan, _ = build_plan(manifest, output, budget, host_env, sandbox, models, pull)
     summary = run_experiment(
-        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models
+        manifest, output, budget, host_env=host_env, sandbox=sandbox, models=models, pull=pull
     )
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
     failures = framework_failures(plan.bundle, summary["trials_consumed"])
     raise typer.Exit(report_failures(out, failures))
+
+
+@improve_app.command("matrix")
+def matrix_cmd(
+    config: Annotated[Path, typer.Argument(help="Matrix config (YAML or JSON).")],
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan", help="Only show what would run: cells, evaluations, calls."),
+    ] = False,
+    allow_host_env: AllowHostEnv = None,
+    sandbox: Annotated[
+        str, typer.Option(help="Where tasks run, as for `improve run --sandbox`.")
+    ] = "bwrap",
+    pull: Pull = "never",
+) -> None:
+    """Run (or resume) lanes x benchmarks (x seeds) from one config; writes the matrix report."""
+    from metaeval.protocols.improve.matrix.report import row_cells
+    from metaeval.protocols.improve.matrix.run import plan_matrix, plan_text, run_matrix
+
+    host_env = host_env_names(allow_host_env or [])
+    if plan_only:
+        out.print(plan_text(plan_matrix(config, sandbox, host_env, pull)), highlight=False)
+        return
+    rows, written = run_matrix(config, sandbox, host_env, pull)
+    for row in rows:
+        values = row_cells(row)
+        out.print(
+            f"{row.cell}: baseline {values[3]}%, best {values[4]}% ({values[5]} pp), {row.status}",
+            highlight=False,
+        )
+    out.print("written: " + ", ".join(str(p) for p in written))
+    from metaeval.exit_codes import CELLS_FAILED
+
+    failed = [row.cell for row in rows if row.status.startswith("failed")]
+    if failed:  # the other cells ran; rerunning the same command retries these
+        out.print(f"failed cells: {', '.join(failed)}")
+        raise typer.Exit(CELLS_FAILED)
 
 
 @improve_app.command("report")

@@ -51,6 +51,7 @@ DEFAULT_META_MAX_STEPS = 40
 MetaAgentName = Literal["scripted", "toolloop", "claude-code", "codex", "gemini-cli", "pact"]
 Contract = Literal["patch/1", "edit/1"]
 SelectionGate = Literal["record_only", "must_not_regress", "must_improve"]
+NoiseGate = Literal["off", "above_spread"]
 
 _HEX_COMMIT = re.compile(r"^[0-9a-fA-F]{7,40}$")
 
@@ -88,8 +89,10 @@ class SutConfig(_Strict):
     Per trial the meta-agent runs for at most `timeout_s` seconds of wall clock (and never
     longer than the manifest's `budget_step_timeout_s`) and `max_steps` agent steps
     (default 40). `tool_menu` is an allow-list of the tools it is offered (empty: the lane's
-    full menu); only the toolloop lane can honour one, any other lane refuses a non-empty
-    menu.
+    full menu): toolloop's own tool names for the toolloop lane; for a CLI lane the names
+    bash, read, write, edit, glob, grep, handed to the CLI's own allow-list (`lane_tools`,
+    refused where the CLI cannot enforce them); the scripted and pact lanes refuse a
+    non-empty menu.
     """
 
     name: str = Field(default="sut", min_length=1)
@@ -284,6 +287,22 @@ class ExperimentManifest(_Strict):
     seed: int = 0
     # --- population search (issue 41): the policy choosing parents; default: recursive ---
     search: SearchSettings = Field(default_factory=SearchSettings)
+
+    # --- noise before claims (issue 40; `noise.py`) ---
+    baseline_repeats: int = Field(default=1, ge=1, le=100)
+    """How many times the baseline is evaluated; the spread of its optimize scores is reported."""
+    noise_gate: NoiseGate = "off"
+    """`above_spread`: a promotion also needs a gain over the parent above the baseline's spread."""
+
+    @model_validator(mode="after")
+    def _noise_needs_repeats(self) -> ExperimentManifest:
+        if self.noise_gate != "off" and self.baseline_repeats < 2:
+            raise FieldProblem(
+                "noise_gate",
+                f"'{self.noise_gate}' compares gains with the baseline's spread, which needs "
+                "baseline_repeats of 2 or more",
+            )
+        return self
 
 
 __all__ = [

@@ -41,6 +41,7 @@ from metaeval.protocols.improve.gitops import (
 )
 from metaeval.protocols.improve.meta_agents import apply_tool_menu
 from metaeval.protocols.improve.node_eval import NodeEvaluator
+from metaeval.protocols.improve.noise import BaselineNoise, measure_noise
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
 from metaeval.protocols.improve.plan import Plan
 from metaeval.protocols.improve.proposal import (
@@ -91,6 +92,7 @@ class TrialLoop:
         self.meta_agent = meta_agent
         apply_tool_menu(meta_agent, plan.tool_menu, plan.sut_config)
         self.trace_lines: list[str] = []
+        self.margin = 0.0  # the gain a promotion must exceed (`noise`)
         self.files: BundleFiles  # set by run(), once the bundle is open
         self.sealed = sealed_paths(
             [*plan.optimize_tasks, *(plan.held_out_tasks or [])], target_visible_roots()
@@ -115,15 +117,7 @@ class TrialLoop:
         if path.exists():
             data = json.loads(path.read_text())
             return NodeEval.model_validate(data)
-        worktree = self.plan.bundle / "baseline-worktree"
-        add_worktree(self.plan.repo, worktree, self.plan.baseline_commit)
-        try:
-            node = self.evaluate(
-                worktree, "baseline", self.plan.bundle / "baseline_artifacts", held_out=True
-            )
-        finally:
-            remove_worktree(self.plan.repo, worktree)
-            shutil.rmtree(worktree, ignore_errors=True)
+        node = self._evaluate_baseline("baseline", self.plan.bundle / "baseline_artifacts")
         if node.status == "evaluated":  # a failed baseline is tried again on resume
             self.files.json(path, node.model_dump())
         return node
@@ -133,6 +127,32 @@ class TrialLoop:
         plan = self.plan
         scores = (baseline.optimize_score, baseline.held_out_score)
         return population(plan.bundle, plan.baseline_id, plan.baseline_commit, scores, ledger)
+
+    def _evaluate_baseline(self, label: str, out_dir: Path, held_out: bool = True) -> NodeEval:
+        """Evaluate the baseline commit from a fresh worktree."""
+        worktree = self.plan.bundle / "baseline-worktree"
+        add_worktree(self.plan.repo, worktree, self.plan.baseline_commit)
+        try:
+            return self.evaluate(worktree, label, out_dir, held_out=held_out)
+        finally:
+            remove_worktree(self.plan.repo, worktree)
+            shutil.rmtree(worktree, ignore_errors=True)
+
+    def noise(self, baseline: NodeEval) -> BaselineNoise | None:
+        """The baseline's repeats (`baseline_repeats`), evaluated once each (`noise`)."""
+        plan = self.plan
+        return measure_noise(
+            plan.bundle,
+            plan.baseline_repeats,
+            plan.noise_gate,
+            baseline,
+            lambda n: self._evaluate_baseline(
+                f"baseline-repeat-{n:02d}",
+                plan.bundle / "baseline_artifacts" / f"repeat-{n:02d}",
+                held_out=False,
+            ),
+            self.files,
+        )
 
     # ----------------------------------------------------------------- loop
 
@@ -159,6 +179,8 @@ class TrialLoop:
                         "it evaluates the baseline again"
                     )
                 raise MetaevalError(raise_error)
+            noise = self.noise(baseline)
+            self.margin = 0.0 if noise is None else noise.margin
             ledger = self.ledger()
             done = {entry["trial"] for entry in ledger}
             todo = [t for t in range(1, plan.trial_budget + 1) if t not in done]
@@ -268,7 +290,11 @@ class TrialLoop:
         if not got.reasons:
             commit, node = self._commit_and_evaluate(tree, output.summary, candidate_id, trial_dir)
             failure_class = FAILURE_CLASS[node.status]
-        gate = select(plan, parent, node) if node is not None and not failure_class else None
+        gate = (
+            select(plan, parent, node, self.margin)
+            if node is not None and not failure_class
+            else None
+        )
         decision = gate["decision"] if gate is not None else "invalid"
         self._write_decision(
             trial, parent, candidate_id, commit, got, node, gate, failure_class, second

@@ -74,18 +74,27 @@ class AgentMetaAgent:
 def apply_tool_menu(meta_agent: Any, menu: Sequence[str], sut_config: str | None) -> None:
     """Restrict the meta-agent to the SUT config's `tool_menu` (empty: its full menu).
 
-    Only the toolloop lane offers tools the harness controls; for any other lane (the
-    scripted one, a CLI agent) a non-empty menu is a ConfigError naming the field rather
-    than a menu recorded and silently ignored. Unknown tool names are refused likewise."""
+    The toolloop lane offers tools the harness controls; a CLI lane gets the menu through
+    its own allow-list (`lane_tools`, refused where the CLI cannot enforce it); for any other
+    lane (the scripted one) a non-empty menu is a ConfigError naming the field rather than a
+    menu recorded and silently ignored. Unknown tool names are refused likewise."""
     if not menu:
         return
+    from metaeval.agents.cli.base import CLIAdapter
     from metaeval.agents.toolloop import ToolLoopAgent
     from metaeval.agents.tools import TOOL_KINDS
 
     lane = getattr(meta_agent, "name", type(meta_agent).__name__)
-    if not isinstance(getattr(meta_agent, "agent", None), ToolLoopAgent):
+    inner = getattr(meta_agent, "agent", None)
+    if isinstance(inner, CLIAdapter):  # the CLI's own allow-list enforces it (`lane_tools`)
+        from metaeval.protocols.improve.lane_tools import restrict_cli
+
+        restrict_cli(inner, menu, sut_config)
+        return
+    if not isinstance(inner, ToolLoopAgent):
         raise ConfigError(
-            f"the meta-agent lane '{lane}' cannot honour a tool menu (only toolloop can); "
+            f"the meta-agent lane '{lane}' cannot honour a tool menu (toolloop and the CLI "
+            "lanes can); "
             "leave tool_menu empty for this lane",
             file=sut_config,
             field="tool_menu",

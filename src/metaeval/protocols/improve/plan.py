@@ -14,10 +14,14 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
+from metaeval.protocols.improve.extension import extended_budget
 from metaeval.protocols.improve.profiles import SystemProfile
 from metaeval.protocols.improve.resolve import resolve_manifest, with_models
 from metaeval.protocols.improve.search.settings import SearchSettings
+from metaeval.protocols.improve.split_check import check_disjoint
+from metaeval.protocols.improve.suite_images import check_pull
 from metaeval.protocols.improve.suites import SuiteConfig, load_suite_config, suite_tasks
+from metaeval.protocols.improve.target_source import target_source
 
 
 @dataclass
@@ -51,6 +55,9 @@ class Plan:
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
     search: SearchSettings = field(default_factory=SearchSettings)  # parent choice (issue 41)
     search_seed: int = 0  # the search's seed: `search.seed`, else the manifest's `seed`
+    pull: str = "never"  # --pull: never | missing | always (`suite_images`)
+    baseline_repeats: int = 1  # evaluations of the baseline (`noise`)
+    noise_gate: str = "off"  # off | above_spread (`noise`)
 
 
 def _boundary(resolved: Any) -> MutationBoundary:
@@ -90,6 +97,7 @@ def _contract_json(
     data["trial_budget"] = budget or manifest.trial_budget
     data["models"] = {"target": manifest.sum.model, "meta_agent": sut.meta_agent.model}
     data["sandbox"] = sandbox  # where the tasks and their verifiers run
+    data["noise"] = {"baseline_repeats": manifest.baseline_repeats, "gate": manifest.noise_gate}
     data["suites"] = {
         split: {"tasks": [t.name for t in tasks], "sha256": suite_hash(tasks)}
         for split, tasks in suites.items()
@@ -133,13 +141,16 @@ def build_plan(
     host_env: Sequence[str] = (),
     sandbox: str | None = None,
     models: Mapping[str, str | None] | None = None,
+    pull: str = "never",
 ) -> tuple[Plan, Any]:
     """Resolve the manifest and every layer it names into a Plan (and the resolved manifest).
 
     `host_env` names the host variables task.toml's env tables may read (`--allow-host-env`);
     `sandbox` where the tasks run (`--sandbox`, `metaeval.protocols.improve.episode_room`);
-    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`).
+    `models` the models of `-M/--target-model/--meta-model` (`resolve.with_models`);
+    `pull` which task images are fetched first (`--pull`, `suite_images`).
     """
+    check_pull(pull)
     sandbox = sandbox or DEFAULT_SANDBOX
     try:
         check_sandbox(sandbox)
@@ -153,8 +164,12 @@ def build_plan(
     held_tasks = None
     if resolved.held_out is not None:
         held_tasks, _ = _tasks(resolved.held_out)
+    check_disjoint(optimize_tasks, held_tasks, resolved.manifest_path)
     suites = {"optimize": optimize_tasks, "held_out": held_tasks}
+    budget = budget or extended_budget(bundle)
     resolved_json = _contract_json(resolved, budget, sandbox, suites)
+    resolved_json["pull"] = pull  # like the sandbox: "always" may fetch a newer image
+    resolved_json["target_source"] = target_source(manifest.baseline.repo, resolved.base_commit)
     sut = resolved.sut
     held = manifest.evaluation.held_out
     plan = Plan(
@@ -185,6 +200,9 @@ def build_plan(
         documents=_documents(resolved, resolved_json, boundary),
         search=manifest.search,
         search_seed=resolved.search_json()["seed"],
+        pull=pull,
+        baseline_repeats=manifest.baseline_repeats,
+        noise_gate=manifest.noise_gate,
     )
     return plan, resolved
 

@@ -4,6 +4,7 @@ re-render a bundle's summary files and reports from its ledger."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 
 from metaeval.config_files import validation_error
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.extension import bundle_budget
 from metaeval.protocols.improve.loop import TrialLoop
 from metaeval.protocols.improve.meta_agents import make_meta_agent
 from metaeval.protocols.improve.plan import build_plan
@@ -23,6 +25,7 @@ from metaeval.protocols.improve.records import (
     LedgerEntry,
     NodeEval,
 )
+from metaeval.protocols.improve.suite_images import pull_suite_images
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
 
@@ -35,9 +38,13 @@ def run_experiment(
     host_env: Sequence[str] = (),
     sandbox: str | None = None,
     models: Mapping[str, str | None] | None = None,
+    pull: str = "never",
 ) -> dict[str, Any]:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
-    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox, models)
+    plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox, models, pull)
+    tasks = [*plan.optimize_tasks, *(plan.held_out_tasks or [])]
+    for problem in pull_suite_images(tasks, plan.sandbox, plan.pull):
+        sys.stderr.write(f"warning: {problem}\n")
     agent = meta_agent or make_meta_agent(
         resolved.sut.meta_agent.model_dump(), launch_profile=resolved.launch_profile
     )
@@ -65,7 +72,7 @@ def rerender(bundle: Path) -> list[Path]:
             run_id=bundle.name,
             baseline_id=resolved["baseline"]["id"],
             baseline_commit=resolved["baseline"]["base_commit"],
-            trial_budget=resolved["trial_budget"],
+            trial_budget=bundle_budget(bundle) or resolved["trial_budget"],
         )
     except (KeyError, TypeError) as exc:
         raise ConfigError(

@@ -3,21 +3,30 @@
 A candidate is promoted when its optimize score is strictly better than its parent's and,
 when held-out gating is required, its held-out score holds (`must_not_regress`) or rises
 (`must_improve`) against the parent's. `record_only` records held-out scores without gating.
+Under `noise_gate: above_spread` the optimize gain must also exceed the baseline's spread
+(`noise`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from metaeval.protocols.improve.noise import above_margin
+
 if TYPE_CHECKING:
     from metaeval.protocols.improve.node_eval import NodeEval
     from metaeval.protocols.improve.plan import Plan
 
 
-def select(plan: Plan, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]:
-    """Strict improvement on optimize over the parent; held-out gates promotion if required."""
+def select(
+    plan: Plan, parent: dict[str, Any], node: NodeEval, margin: float = 0.0
+) -> dict[str, Any]:
+    """Strict improvement on optimize over the parent, by more than `margin` (the baseline's
+    spread under `noise_gate: above_spread`, `noise`); held-out gates promotion if required."""
     parent_opt = parent["optimize_score"] or 0.0
     better = node.optimize_score is not None and node.optimize_score > parent_opt
+    if better and margin:
+        better = above_margin((node.optimize_score or 0.0) - parent_opt, margin)
     held_state = "not_required"
     held_ok = True
     if plan.held_out_tasks:
@@ -33,12 +42,15 @@ def select(plan: Plan, parent: dict[str, Any], node: NodeEval) -> dict[str, Any]
             held_ok = cand > base
             held_state = "passed" if held_ok else "failed"
     promoted = better and held_ok
+    optimize: dict[str, Any] = {
+        "parent": parent_opt,
+        "candidate": node.optimize_score,
+        "strictly_better": better,
+    }
+    if margin:
+        optimize["noise_margin"] = margin  # the gain had to exceed the baseline's spread
     return {
-        "optimize": {
-            "parent": parent_opt,
-            "candidate": node.optimize_score,
-            "strictly_better": better,
-        },
+        "optimize": optimize,
         "held_out": {
             "gate": plan.selection_gate,
             "state": held_state,

@@ -20,6 +20,11 @@ budget for it:
 tasks explicitly (with a `split_id` as well, they must all belong to that split, so a config
 cannot reach into the held-out split by naming tasks). With neither, the suite is every task
 the manifest's splits list.
+
+A Harbor dataset directory as `harbor datasets download` writes it (Terminal-Bench 2.0,
+`bfcl_parity@1.0`) has no `suite.json`: read as a suite, it is every task directory in it
+(sorted by name), or the `task_ids` listed; it has no splits, so a `split_id` is refused.
+A suite config names it as `tasks_dir`.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ def load_suite_config(path: Path) -> SuiteConfig:
     suite does not have.
     """
     where = str(path)
-    if Path(path).is_dir() and (Path(path) / MANIFEST).is_file():
+    if Path(path).is_dir() and ((Path(path) / MANIFEST).is_file() or dataset_task_ids(Path(path))):
         config = SuiteConfig(name=Path(path).resolve().name, tasks_dir=Path(path).resolve())
         suite_tasks(config, source=where)
         return config
@@ -126,6 +131,8 @@ def suite_tasks(config: SuiteConfig, *, source: str | None = None) -> list[Path]
     """
     where = source or str(config.tasks_dir)
     root = Path(config.tasks_dir)
+    if not (root / MANIFEST).exists() and (config.split_id is not None or config.task_ids is None):
+        return _dataset_tasks(config, where)
     manifest: SuiteManifest | None = None
     if config.split_id is not None or config.task_ids is None:
         manifest = load_suite_manifest(root)
@@ -159,6 +166,37 @@ def suite_tasks(config: SuiteConfig, *, source: str | None = None) -> list[Path]
     else:
         assert manifest is not None
         ids = manifest.all_task_ids()
+    return [root / task_id for task_id in ids]
+
+
+def dataset_task_ids(root: Path) -> list[str]:
+    """The tasks of a Harbor dataset directory: each subdirectory holding task.toml, sorted."""
+    return sorted(
+        p.name for p in Path(root).iterdir() if p.is_dir() and (p / TASK_CONFIG).is_file()
+    )
+
+
+def _dataset_tasks(config: SuiteConfig, where: str) -> list[Path]:
+    """Every task of a Harbor dataset directory without suite.json (Terminal-Bench 2.0 or
+    BFCL Parity as `harbor datasets download` writes them; `task_ids` selects some of them,
+    in `suite_tasks`). Such a directory has no splits, so a `split_id` is refused."""
+    root = Path(config.tasks_dir)
+    if config.split_id is not None:
+        raise ConfigError(
+            f"{root} has no {MANIFEST}, so it has no split {config.split_id!r}: drop split_id "
+            f"to take every task, or list task_ids",
+            file=where,
+            field="split_id",
+        )
+    ids = dataset_task_ids(root)
+    if not ids:
+        raise ConfigError(
+            f"no {MANIFEST} and no task directories (holding {TASK_CONFIG}) in {root}",
+            file=where,
+            field="tasks_dir",
+        )
+    for task_id in ids:
+        _check_task_dir(root, task_id, where, "tasks_dir")
     return [root / task_id for task_id in ids]
 
 

@@ -159,6 +159,24 @@ def test_converted_terminal_bench_task_builds_and_passes(engine, tmp_path: Path)
     assert not result.null_agent.passed and result.findings == []
 
 
+def test_a_converted_whole_context_task_builds_and_its_runner_finds_its_tests(
+    engine, tmp_path: Path
+) -> None:
+    """`COPY . /app` then `RUN chmod +x run-tests.sh`, and a runner reading tests/ under /app:
+    the converted image holds what the Terminal-Bench 1 original's context held."""
+    from test_audit_convert_dockerfile import write_whole_context_tb1
+
+    src = write_whole_context_tb1(tmp_path / "tb1" / "fib-fix")
+    dst = tmp_path / "harbor" / "fib-fix"
+    convert_tb1_task(src, dst)
+    toml = dst / "task.toml"
+    toml.write_text(toml.read_text() + OFFLINE)
+    result = run(dst)
+    assert result.skipped is None, result.build_log
+    assert result.oracle.passed, result.oracle.log
+    assert not result.null_agent.passed and result.findings == []
+
+
 def test_converted_task_with_the_compose_template_runs_in_a_container(
     engine, tmp_path: Path
 ) -> None:

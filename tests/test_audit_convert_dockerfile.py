@@ -1,8 +1,10 @@
-"""Issue 11 item 5: the Terminal-Bench converter rewrites Dockerfiles that copy tests/ or the
-solution, and `audit convert` prints every task's notes (not its id)."""
+"""Issue 11 item 5 and issue 37: a converted Terminal-Bench 1 task builds from what the
+original's context held (the task files its Dockerfile copies go into environment/ too), and
+`audit convert` prints every task's notes (not its id)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -10,7 +12,7 @@ from typer.testing import CliRunner
 from metaeval.cli import app
 from metaeval.protocols.audit.static_checks import run_static_checks
 from metaeval.protocols.audit.task_view import load_task
-from metaeval.tasks.sources.tb1_environment import rewrite_leftover_copies
+from metaeval.tasks.sources.tb1_environment import copied_leftovers
 from metaeval.tasks.sources.terminal_bench import convert_tb1_task
 
 TASK_YAML = """instruction: |-
@@ -53,39 +55,96 @@ def write_tb1(root: Path) -> Path:
     return root
 
 
-def test_rewrite_keeps_real_sources_and_drops_leftovers() -> None:
-    text, notes = rewrite_leftover_copies(DOCKERFILE)
-    assert text.splitlines() == [
-        "FROM python:3.11-slim",
-        "WORKDIR /app",
-        "COPY fib.py /app/fib.py",
-        "# metaeval convert: removed `COPY tests/ /app/tests/` (Harbor mounts tests/ and "
-        "solution/ at run time; they are not in the build context)",
-        "COPY requirements.txt /app/",
-        "# metaeval convert: removed `ADD "
-        '["./tests/test_outputs.py", "/app/check.py"]` (Harbor mounts tests/ and solution/ '
-        "at run time; they are not in the build context)",
-        "RUN pip install --no-index -r /app/requirements.txt || true",
+# The shape of the 2025 "New Tasks" of a public Terminal-Bench 1 collection: the whole
+# context copied, then a step that needs the runner, which tests/ relative to /app.
+WHOLE_CONTEXT_DOCKERFILE = """FROM python:3.11-slim
+WORKDIR /app
+COPY . /app
+RUN chmod +x run-tests.sh
+"""
+WHOLE_CONTEXT_RUN_TESTS = "#!/bin/bash\ncd /app && python3 -m pytest tests/test_outputs.py\n"
+
+
+def write_whole_context_tb1(root: Path) -> Path:
+    write_tb1(root)
+    (root / "Dockerfile").write_text(WHOLE_CONTEXT_DOCKERFILE)
+    (root / "run-tests.sh").write_text(WHOLE_CONTEXT_RUN_TESTS)
+    (root / "requirements.txt").unlink()
+    return root
+
+
+def test_copied_leftovers_reads_each_copy_form() -> None:
+    assert copied_leftovers(DOCKERFILE) == (["run-tests.sh", "solution.sh", "tests"], None)
+    assert copied_leftovers(WHOLE_CONTEXT_DOCKERFILE)[0] == [
+        "run-tests.sh",
+        "solution.sh",
+        "solution.yaml",
+        "task.yaml",
+        "tests",
     ]
-    assert [n.split(":")[0] for n in notes] == [
-        "Dockerfile line 4",
-        "Dockerfile line 5",
-        "Dockerfile line 8",
+    assert copied_leftovers("FROM x\nCOPY /tests/pipeline/ /app/\n")[0] == ["tests"]
+    assert copied_leftovers("FROM x\nCOPY *.sh /app/\n")[0] == ["run-tests.sh", "solution.sh"]
+    # another stage, a URL and ordinary sources read none of them
+    other = (
+        "FROM x AS b\nFROM y\nCOPY --from=b /tests /t\nADD https://e.org/tests /t\nCOPY a.py /\n"
+    )
+    assert copied_leftovers(other) == ([], None)
+    names, error = copied_leftovers("FROM x\nCOPY <<EOF\n")
+    assert names == [] and error
+
+
+def test_the_dockerfile_sees_the_files_it_copies(tmp_path: Path) -> None:
+    src = write_tb1(tmp_path / "tb1" / "fib-fix")
+    dst = tmp_path / "harbor" / "fib-fix"
+    notes = convert_tb1_task(src, dst)
+    env = dst / "environment"
+    assert (env / "Dockerfile").read_text() == DOCKERFILE  # unchanged
+    assert (env / "run-tests.sh").read_text() == FILES["run-tests.sh"]
+    assert (env / "solution.sh").read_text() == FILES["solution.sh"]
+    assert (env / "tests" / "test_outputs.py").read_text() == FILES["tests/test_outputs.py"]
+    assert not (env / "task.yaml").exists()  # the Dockerfile names only the three
+    # the Harbor places keep them as well
+    assert (dst / "tests" / "run-tests.sh").read_text() == FILES["run-tests.sh"]
+    assert (dst / "solution" / "solve.sh").read_text() == FILES["solution.sh"]
+    [note] = [n for n in notes if n.startswith("Dockerfile copies")]
+    assert "run-tests.sh, solution.sh, tests" in note
+
+
+def test_a_whole_context_copy_keeps_the_runner_in_the_context(tmp_path: Path) -> None:
+    """The converter used to leave run-tests.sh out of environment/, so `RUN chmod +x
+    run-tests.sh` after `COPY . /app` broke the build (9 Critical findings on a public
+    benchmark, caused by the conversion)."""
+    src = write_whole_context_tb1(tmp_path / "tb1" / "fib-fix")
+    dst = tmp_path / "harbor" / "fib-fix"
+    convert_tb1_task(src, dst)
+    env = dst / "environment"
+    assert sorted(p.name for p in env.iterdir()) == [
+        "Dockerfile",
+        "fib.py",
+        "run-tests.sh",
+        "solution.sh",
+        "task.yaml",
+        "tests",
     ]
-    assert "run-tests.sh, solution.sh" in notes[1]
+    findings = run_static_checks(load_task(dst, bench_root=dst.parent))
+    assert [f.title for f in findings if f.subcategory == "ENV-PATH"] == []
+    # without the runner in the context, the audit names the broken step
+    (env / "run-tests.sh").unlink()
+    findings = run_static_checks(load_task(dst, bench_root=dst.parent))
+    [broken] = [f for f in findings if f.subcategory == "ENV-PATH"]
+    assert broken.severity == "Critical" and "run-tests.sh" in broken.title
 
 
 def test_converted_task_has_no_build_defect(tmp_path: Path) -> None:
     src = write_tb1(tmp_path / "tb1" / "fib-fix")
     dst = tmp_path / "harbor" / "fib-fix"
-    notes = convert_tb1_task(src, dst)
-    assert any(n.startswith("Dockerfile line 4:") for n in notes)
+    convert_tb1_task(src, dst)
     task = load_task(dst, bench_root=dst.parent)
     findings = run_static_checks(task)
     assert [f.title for f in findings if f.subcategory == "ENV-PATH"] == []
     assert not any("build context" in f.title for f in findings)
-    # the unconverted Dockerfile in the same layout is what the audit must catch
-    (dst / "environment" / "Dockerfile").write_text(DOCKERFILE)
+    # the same Dockerfile without the copied files beside it is what the audit must catch
+    shutil.rmtree(dst / "environment" / "tests")
     task = load_task(dst, bench_root=dst.parent)
     [copy] = [f for f in run_static_checks(task) if "build context" in f.title]
     assert copy.severity == "Critical" and "Terminal-Bench" in copy.description
@@ -99,9 +158,9 @@ def test_cli_prints_each_tasks_notes_for_a_folder(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    ours = [line for line in lines if line.startswith("note: group/fib-fix: Dockerfile line 4:")]
+    ours = [line for line in lines if line.startswith("note: group/fib-fix: Dockerfile copies")]
     assert len(ours) == 1
-    assert any(line.startswith("note: group/fib-fix-2: Dockerfile line 5:") for line in lines)
+    assert any(line.startswith("note: group/fib-fix-2: Dockerfile copies") for line in lines)
     assert not any(
         line.strip() in ("note: group/fib-fix", "note: group/fib-fix-2") for line in lines
     )

@@ -236,6 +236,7 @@ def test_registry_lists_the_checks() -> None:
         "build",
         "vacuous-tests",
         "verifier-inputs",
+        "instruction-commands",
     ]
     assert all(isinstance(c, StaticCheck) and c.subcategories for c in STATIC_CHECKS)
 

@@ -1,6 +1,7 @@
 """The environment of a converted Terminal-Bench 1 task: its Dockerfile's build context
-(copies of files Harbor keeps outside it are rewritten) and its docker-compose.yaml, kept
-only when it is more than the standard client-service template (see `terminal_bench`)."""
+(with the task files the Dockerfile copies that Harbor keeps outside it, such as
+run-tests.sh and tests/) and its docker-compose.yaml, kept only when it is more than the
+standard client-service template (see `terminal_bench`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -71,63 +73,81 @@ def special_files(directory: str, names: list[str]) -> set[str]:
     return {n for n in names if classify(os.path.join(directory, n), directory)[0] == "special"}
 
 
-# Files a Terminal-Bench 1 Dockerfile may copy that the Harbor layout keeps outside the
-# build context (tests/ and solution/ are mounted at run time).
-TB1_LEFTOVERS = frozenset({"tests", "run-tests.sh", "solution.sh", "solution.yaml"})
+# Root entries of a Terminal-Bench 1 task that the Harbor layout keeps outside environment/
+# (tests/ and solution/ are uploaded at run time; task.yaml becomes task.toml and
+# instruction.md). The original build context is the whole task directory, so a Dockerfile
+# may copy them into the image; docker-compose files are left out on purpose (one in
+# environment/ is a compose file to Harbor).
+TB1_LEFTOVERS = ("run-tests.sh", "solution.sh", "solution.yaml", "task.yaml", "tests")
+_WHOLE_CONTEXT = frozenset({"", ".", "*"})
 
 
-def _leftover(source: str) -> bool:
-    head = source.strip().lstrip("./").split("/", 1)[0]
-    return head in TB1_LEFTOVERS
+def copied_leftovers(text: str) -> tuple[list[str], str | None]:
+    """The TB1_LEFTOVERS names that the Dockerfile `text` copies from its build context.
 
-
-def rewrite_leftover_copies(text: str) -> tuple[str, list[str]]:
-    """Drop the sources of COPY/ADD lines that name tests/, run-tests.sh or the solution.
-
-    The Dockerfile is read with Docker's own parser (the `dockerfile` package). A line whose
-    sources are all such files is replaced by a comment; a line that also copies other files
-    keeps those. Returns the new text and one note per change, naming the line. A Dockerfile
-    the parser rejects is returned unchanged with a note.
+    A COPY/ADD source is a path inside the context (a leading `/` or `./` changes nothing);
+    `.` copies the whole context, a wildcard in the first component may match any entry.
+    The Dockerfile is read with Docker's own parser (the `dockerfile` package); copies from
+    another stage or image (`--from`) and heredocs read no context. Returns the names in
+    TB1_LEFTOVERS order and, when the parser rejects the file, its error instead.
     """
     import dockerfile
 
     try:
         commands = dockerfile.parse_string(text)
     except dockerfile.GoParseError as exc:
-        return text, [f"Dockerfile: not parsed ({exc}); COPY lines not checked"]
-    lines = text.splitlines()
-    notes: list[str] = []
-    for command in reversed(commands):  # bottom up, so earlier line numbers stay valid
+        return [], str(exc)
+    wanted: set[str] = set()
+    for command in commands:
         if command.cmd.upper() not in ("COPY", "ADD") or command.heredocs:
             continue
         if any(flag.startswith("--from") for flag in command.flags):
             continue
-        sources, destination = list(command.value[:-1]), command.value[-1:]
-        gone = [src for src in sources if _leftover(src)]
-        if not gone or not destination:
-            continue
-        kept = [src for src in sources if not _leftover(src)]
-        first, last = command.start_line, command.end_line
-        original = " ".join(line.strip() for line in lines[first - 1 : last])
-        if kept:
-            words = [command.cmd.upper(), *command.flags]
-            if command.json:
-                replacement = [" ".join(words) + " " + json.dumps([*kept, destination[0]])]
-            else:
-                replacement = [" ".join([*words, *kept, destination[0]])]
-        else:
-            replacement = [
-                f"# metaeval convert: removed `{original}` (Harbor mounts tests/ and "
-                "solution/ at run time; they are not in the build context)"
-            ]
-        lines[first - 1 : last] = replacement
+        for source in command.value[:-1]:
+            head = _context_head(source)
+            if head is None:
+                continue
+            wanted.update(n for n in TB1_LEFTOVERS if head in _WHOLE_CONTEXT or fnmatch(n, head))
+    return [n for n in TB1_LEFTOVERS if n in wanted], None
+
+
+def _context_head(source: str) -> str | None:
+    """The first component of a context path (`""` for the context itself), or None for a
+    URL, which ADD fetches instead of reading the context."""
+    if "://" in source:
+        return None
+    parts = [p for p in source.split("/") if p not in ("", ".")]
+    return parts[0] if parts else ""
+
+
+def _copy_entry(entry: Path, target: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.copytree(entry, target, symlinks=True, ignore=special_files)
+    else:
+        shutil.copy2(entry, target, follow_symlinks=False)
+
+
+def _copy_leftovers(src: Path, env: Path, text: str, notes: list[str]) -> None:
+    """Put into environment/ the task files the Dockerfile copies that the Harbor layout
+    keeps elsewhere, so the image is built from what the original's context held."""
+    names, error = copied_leftovers(text)
+    if error is not None:
+        notes.append(f"Dockerfile: not parsed ({error}); its COPY sources were not checked")
+        return
+    present = [n for n in names if (src / n).exists() or (src / n).is_symlink()]
+    copied: list[str] = []
+    for name in present:
+        entry = src / name
+        if classify(entry, src)[0] == "special":
+            continue  # reported by the copy of the build context
+        _copy_entry(entry, env / name)
+        copied.append(name)
+    if copied:
         notes.append(
-            f"Dockerfile line {first}: {'dropped' if not kept else 'removed'} "
-            f"{', '.join(gone)} from `{original}` (not in environment/; Harbor mounts tests/ "
-            "and solution/ at run time)"
+            "Dockerfile copies " + ", ".join(copied) + " from its build context, as in the "
+            "Terminal-Bench 1 original (whose context is the whole task): copied to "
+            "environment/ too, so the image holds them as before (the agent can read them)"
         )
-    notes.reverse()
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else ""), notes
 
 
 def write_environment(src: Path, dst: Path, notes: list[str]) -> None:
@@ -143,10 +163,7 @@ def write_environment(src: Path, dst: Path, notes: list[str]) -> None:
                 "Dockerfile: uses a Terminal-Bench 1 base image (ghcr.io/laude-institute/"
                 "t-bench/...); check that it is still available"
             )
-        rewritten, changes = rewrite_leftover_copies(text)
-        if changes:
-            (env / "Dockerfile").write_text(rewritten, encoding="utf-8")
-            notes += changes
+        _copy_leftovers(src, env, text, notes)
     else:
         notes.append("no Dockerfile: environment/ has no image definition")
     for name in ("docker-compose.yaml", "docker-compose.yml"):
@@ -169,16 +186,14 @@ def write_environment(src: Path, dst: Path, notes: list[str]) -> None:
             break
     extra: list[str] = []
     for entry in sorted(src.iterdir(), key=lambda p: p.name):
-        if entry.name in HANDLED_ROOT or entry.name.startswith("."):
+        hidden = entry.name.startswith(".") and entry.name != ".dockerignore"
+        if entry.name in HANDLED_ROOT or hidden:
             continue
         target = env / entry.name
         if classify(entry, src)[0] == "special":
             notes.append(f"{entry.name}: not a regular file (FIFO, socket or device), not copied")
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.copytree(entry, target, symlinks=True, ignore=special_files)
-        else:
-            shutil.copy2(entry, target, follow_symlinks=False)
+        _copy_entry(entry, target)
         extra.append(entry.name)
     if extra:
         notes.append("copied to environment/ as build context: " + ", ".join(extra))

@@ -10,7 +10,9 @@ whatever else the Dockerfile copies into the image. The Harbor layout written he
     tests/test.sh        runs the original run-tests.sh, writes /logs/verifier/reward.txt
     tests/run-tests.sh   the original runner, next to the original tests/ files
     solution/solve.sh    solution.sh, or the commands of solution.yaml in order
-    environment/         Dockerfile and the rest of the build context; docker-compose.yaml
+    environment/         Dockerfile and the rest of the build context (plus the task files
+                         above that the Dockerfile copies: TB1's context is the whole task);
+                         docker-compose.yaml
                          only when it is more than the standard client-service template
                          (whose variables and `network_mode: none` go into task.toml)
 

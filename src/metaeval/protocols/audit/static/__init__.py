@@ -19,6 +19,7 @@ from metaeval.protocols.audit.static.filenames import check_file_names
 from metaeval.protocols.audit.static.fixtures import check_test_fixtures
 from metaeval.protocols.audit.static.floats import check_float_equality
 from metaeval.protocols.audit.static.imports import check_imports
+from metaeval.protocols.audit.static.instruction_commands import check_instruction_commands
 from metaeval.protocols.audit.static.links import check_links
 from metaeval.protocols.audit.static.mounted import check_mounted_files
 from metaeval.protocols.audit.static.network import check_test_network
@@ -130,6 +131,12 @@ STATIC_CHECKS: tuple[StaticCheck, ...] = (
         "reference from a path the agent can write",
         ("ENV-PATH", "EVAL-MISMATCH"),
         check_verifier_inputs,
+    ),
+    StaticCheck(
+        "instruction-commands",
+        "Files the instruction's own commands write where the tests demand another file",
+        ("INST-CONTRADICT",),
+        check_instruction_commands,
     ),
 )
 

@@ -81,10 +81,10 @@ def _agent_writable_reference(ctx: TaskContext, use: PathUse) -> bool:
     instruction = ctx.instruction.text if ctx.instruction is not None else ""
     if name in instruction:
         return False  # the agent is told about it: its deliverable or its input by design
-    return not _tests_write(ctx, use.path)
+    return not tests_write(ctx, use.path)
 
 
-def _tests_write(ctx: TaskContext, path: str) -> bool:
+def tests_write(ctx: TaskContext, path: str) -> bool:
     """True when a line of the tests writes `path` (redirect, open for writing, cp/tee/
     write_text, a generator script's output)."""
     writes = re.compile(

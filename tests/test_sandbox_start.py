@@ -100,3 +100,10 @@ def test_an_episode_command_that_says_bwrap_is_the_agent_s_own_failure(tmp_path)
     assert outcome.status == "failed" and outcome.reward == 0.0, outcome.reason
     observation = outcome.trace[1]["observation"]
     assert observation["exit_code"] == 1 and FORGED in observation["stderr"]
+
+
+@pytest.mark.bwrap
+def test_a_program_that_is_not_there_is_the_command_s_failure_not_the_sandbox_s(tmp_path):
+    result = exec_in(tmp_path, ["no-such-program-anywhere"], writable=True)
+    assert result.returncode not in (0, None) and result.sandboxed
+    assert result.sandbox_error is None and "execvp no-such-program-anywhere" in result.stderr

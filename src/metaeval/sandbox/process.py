@@ -12,7 +12,8 @@ gets the write end of a pipe of run_process's own in its place. bubblewrap write
 `exit-code` document there only when its sandbox was set up and the command started; a run
 that ended by itself without one never got a sandbox (a bind source missing, a mount or
 namespace refused, the network not set up): its result says so in `sandbox_error`, with
-returncode None and `sandboxed` False. Only bubblewrap holds that pipe (the sandbox does not
+returncode None and `sandboxed` False. A program that cannot be executed in a sandbox that
+was set up (bwrap's `execvp` error) stays the command's own failure. Only bubblewrap holds that pipe (the sandbox does not
 inherit it), so a sandboxed program that prints `bwrap: ...` and fails is still its own
 failure.
 """
@@ -274,8 +275,9 @@ def _run(
         ended_by_itself = result.returncode is not None and result.returncode >= 0
         if not started and ended_by_itself and result.limit_exceeded is None:
             reason = _setup_reason(result.stderr, result.returncode)
-            update = {"returncode": None, "sandboxed": False, "sandbox_error": reason}
-            result = result.model_copy(update=update)
+            if not reason.startswith(_EXEC_FAILED):  # a missing program is the command's own
+                update = {"returncode": None, "sandboxed": False, "sandbox_error": reason}
+                result = result.model_copy(update=update)
     return result
 
 
@@ -313,6 +315,11 @@ class _StatusPipe:
                 if isinstance(document, dict) and "exit-code" in document:
                     return True
         return False
+
+
+_EXEC_FAILED = "bwrap: execvp "
+"""bwrap's words when the sandbox was set up but the command's program could not be run
+(read only when no exit-code came, so only bwrap itself can have written them)."""
 
 
 def _setup_reason(stderr: str, returncode: int | None) -> str:

@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.toolloop import ToolLoopAgent
+from metaeval.agents.types import Limits, Task
+from metaeval.models.scripted import ScriptedModel
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox import bwrap_available
-from metaeval.sandbox.workspace import exec_in
+from metaeval.sandbox.workspace import Workspace, exec_in
 from metaeval.tasks import harbor_root
 from test_improve_evaluate import ScriptedClient
 
@@ -107,3 +110,46 @@ def test_a_program_that_is_not_there_is_the_command_s_failure_not_the_sandbox_s(
     result = exec_in(tmp_path, ["no-such-program-anywhere"], writable=True)
     assert result.returncode not in (0, None) and result.sandboxed
     assert result.sandbox_error is None and "execvp no-such-program-anywhere" in result.stderr
+
+
+class GoneBindWorkspace(Workspace):
+    """A workspace whose every command also binds a path that is not there (bwrap fails)."""
+
+    gone = Path("/nonexistent-metaeval-sandbox-start")
+
+    def exec(self, command, **kwargs):  # type: ignore[override]
+        return super().exec(command, **kwargs, extra_ro_binds=[self.gone])
+
+
+def call(name: str, args: dict, id: str) -> dict:
+    return {"tool_calls": [{"id": id, "name": name, "arguments": args}]}
+
+
+@pytest.mark.bwrap
+def test_a_tool_loop_whose_bash_sandbox_cannot_start_ends_as_infrastructure(tmp_path):
+    model = ScriptedModel(
+        [call("bash", {"command": "echo hi"}, "c1"), call("submit", {"answer": "x"}, "c2")]
+    )
+    result = ToolLoopAgent(model).run(
+        Task(id="t", instruction="q"), GoneBindWorkspace(tmp_path), Limits()
+    )
+    assert (result.status, result.stop_reason, result.infra_error) == (
+        "error",
+        "sandbox_error",
+        True,
+    )
+    assert "Can't find source path" in (result.error or "")
+
+
+@pytest.mark.bwrap
+def test_a_tool_loop_bash_that_says_bwrap_is_an_ordinary_tool_result(tmp_path):
+    model = ScriptedModel(
+        [
+            call("bash", {"command": f'echo "{FORGED}" >&2; exit 1'}, "c1"),
+            call("submit", {"answer": "x"}, "c2"),
+        ]
+    )
+    result = ToolLoopAgent(model).run(Task(id="t", instruction="q"), Workspace(tmp_path), Limits())
+    assert (result.status, result.stop_reason, result.infra_error) == ("ok", "submitted", False)
+    seen = model.requests[-1].messages[-1].content
+    assert "[exit code 1]" in seen and FORGED in seen

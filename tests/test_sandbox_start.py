@@ -15,6 +15,9 @@ import pytest
 from metaeval.agents.toolloop import ToolLoopAgent
 from metaeval.agents.types import Limits, Task
 from metaeval.models.scripted import ScriptedModel
+from metaeval.protocols.audit.execution_checks import run_execution_checks
+from metaeval.protocols.audit.task_hints import load_hints
+from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction
 from metaeval.sandbox import bwrap as bwrap_mod
@@ -153,3 +156,23 @@ def test_a_tool_loop_bash_that_says_bwrap_is_an_ordinary_tool_result(tmp_path):
     assert (result.status, result.stop_reason, result.infra_error) == ("ok", "submitted", False)
     seen = model.requests[-1].messages[-1].content
     assert "[exit code 1]" in seen and FORGED in seen
+
+
+@pytest.mark.bwrap
+def test_an_audit_task_whose_sandbox_cannot_start_is_skipped_without_a_finding(
+    tmp_path, monkeypatch
+):
+    bench = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
+    hints = load_hints(bench)
+    task = load_task(bench / "median-price", bench_root=bench, hints=hints)
+    real = harbor_root.build_harbor_root_argv
+    missing = tmp_path / "gone"
+    monkeypatch.setattr(
+        harbor_root,
+        "build_harbor_root_argv",
+        lambda **kwargs: real(**kwargs, extra_ro_binds=[(missing, "/gone")]),
+    )
+    result = run_execution_checks(task, hints=hints, timeout_s=60)
+    # the same task gives a GT-LOGIC finding when its sandbox starts (test_audit_execution_checks)
+    assert result.skipped and result.skipped.startswith("the sandbox did not start: bwrap:")
+    assert result.findings == [] and not result.oracle.ran and not result.null_agent.ran

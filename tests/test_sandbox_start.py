@@ -176,3 +176,4 @@ def test_an_audit_task_whose_sandbox_cannot_start_is_skipped_without_a_finding(
     # the same task gives a GT-LOGIC finding when its sandbox starts (test_audit_execution_checks)
     assert result.skipped and result.skipped.startswith("the sandbox did not start: bwrap:")
     assert result.findings == [] and not result.oracle.ran and not result.null_agent.ran
+    assert result.infra_error  # its static cell is recorded infra_error, retried on resume

@@ -216,6 +216,7 @@ def _not_started(
 ) -> bool:
     """`result` skipped for `reason` (infrastructure), its phases dropped; returns False."""
     result.skipped = prefix + reason
+    result.infra_error = bool(prefix)  # a sandbox that did not start: retried on resume
     result.oracle = PhaseOutcome(name="oracle")
     result.null_agent = PhaseOutcome(name="null_agent")
     return False

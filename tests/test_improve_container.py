@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from metaeval.protocols.improve.pact.protocol import CommandAction, WriteFileAct
 from metaeval.protocols.improve.run import run_experiment
 from metaeval.protocols.improve.scripted_steps import improve
 from metaeval.sandbox.container import find_engine
-from metaeval.tasks.images import image_exists
+from metaeval.tasks.images import image_exists, image_id
 from test_improve_evaluate import ScriptedClient
 
 BASE = "python:3.12-slim"
@@ -104,10 +106,16 @@ def test_an_improve_run_evaluates_dockerfile_tasks_in_their_own_podman_image(pod
     )
     rows = evaluation["optimize"]["tasks"] + evaluation["held_out"]["tasks"]
     assert [r["status"] for r in rows] == ["passed", "passed", "failed"]
+    ids = {r["task_id"]: r["image_id"] for r in baseline["optimize"]["tasks"]}
     for row in rows:
+        # the tag names the task's image; the id is what ran, the same as for the baseline
         assert row["backend"].startswith("podman ") and "localhost/metaeval-env:" in row["backend"]
+        assert row["image_id"] and f"(id {row['image_id']})" in row["backend"]
+        assert ids.get(row["task_id"], row["image_id"]) == row["image_id"]
         log = (bundle / row["test_log"]).read_text()
         assert log.startswith("[podman ") and "reward: " in log
+        assert f"(id {row['image_id']})]" in log.splitlines()[0]
+    assert len(ids) == 2 and all(ids.values())
     # sealed in the container too: the agent's phase sees neither tests, solution nor reward
     trace = (bundle / evaluation["optimize"]["tasks"][0]["trace"]).read_text()
     for path in ("/tests", "/solution", "/logs/verifier/reward.txt"):
@@ -187,4 +195,52 @@ def test_auto_takes_a_working_engine_for_a_dockerfile_task(podman, tmp_path):
 
     backend = choose_backend(stamp_task(tmp_path / "suite", "stamp-alpha"), {}, "auto")
     assert isinstance(backend, ContainerBackend) and backend.engine.name in ("docker", "podman")
-    assert backend.image.startswith("localhost/metaeval-env:")
+    assert backend.tag and backend.tag.startswith("localhost/metaeval-env:")
+    assert backend.image == image_id(backend.engine, backend.tag)  # runs the id the tag named
+
+
+def show_marker() -> list:
+    return [CommandAction(command="cat /opt/marker && cp /opt/marker stamp.txt")]
+
+
+def marker_of(outcome) -> str:
+    """What the episode's `cat /opt/marker` printed (the observation its next step saw)."""
+    return outcome.trace[1]["observation"]["stdout"].strip()
+
+
+@pytest.mark.bwrap
+def test_evaluations_run_the_image_id_pinned_once_not_a_tag_moved_between_them(podman, tmp_path):
+    from metaeval.protocols.improve.image_pins import ImagePins
+
+    stamp = f"pinned-{uuid.uuid4().hex[:12]}"  # a tag of this test's own: nobody else moves it
+    task = stamp_task(tmp_path / "suite", stamp)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo moved-{stamp} > /opt/marker\n")
+    moved = f"localhost/metaeval-test-moved:{stamp}"
+    pins = ImagePins()
+    first = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=pins)
+    tag = first.backend.partition("(image ")[2].partition(" ")[0]
+    try:
+        assert first.status == "passed" and first.image_id, first.reason
+        assert marker_of(first) == f"made by the Dockerfile of {stamp}"
+        built = subprocess.run(
+            podman.command("build", "--pull=never", "-t", moved, str(other)),
+            capture_output=True,
+            check=False,
+        )
+        assert built.returncode == 0, built.stderr
+        subprocess.run(podman.command("tag", moved, tag), check=True)  # the tag moves
+        assert image_id(podman, tag) != first.image_id
+        # the next evaluation of the same run: the pinned id, not what the tag names now
+        second = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=pins)
+        assert second.image_id == first.image_id and second.backend == first.backend
+        assert marker_of(second) == marker_of(first)
+        # without the pin the moved tag would have been run: the pin is what kept them together
+        fresh = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman")
+        assert fresh.image_id == image_id(podman, tag) != first.image_id
+        assert marker_of(fresh) == f"moved-{stamp}"
+    finally:
+        for ref in (first.image_id, moved, tag):
+            if ref:
+                subprocess.run(podman.command("rmi", "-f", ref), capture_output=True, check=False)

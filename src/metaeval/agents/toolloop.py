@@ -25,6 +25,7 @@ from metaeval.agents.types import (
 )
 from metaeval.errors import MetaevalError
 from metaeval.models.types import Message, ModelRequest, ModelResult, ToolCall, ToolSpec, Usage
+from metaeval.sandbox.process import SandboxNotStarted
 from metaeval.transient import is_transient
 
 if TYPE_CHECKING:
@@ -182,7 +183,11 @@ class ToolLoopAgent:
             run.messages.append(Message(role="user", content=note))
             return
         for call in calls:
-            output = self._run_call(call, run)
+            try:
+                output = self._run_call(call, run)
+            except SandboxNotStarted as exc:  # the harness's sandbox, not the agent: retried
+                run.state.finish("error", "sandbox_error", str(exc), infra=True)
+                return
             self._deliver(run, call, output)
             if output.submitted is not None:
                 run.state.submission = output.submitted

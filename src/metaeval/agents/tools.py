@@ -30,6 +30,7 @@ from metaeval.agents.types import Span, ToolKind
 from metaeval.errors import MetaevalError
 from metaeval.models.types import ToolSpec
 from metaeval.sandbox.environment import Environment
+from metaeval.sandbox.process import require_started
 from metaeval.sandbox.workspace import Workspace
 from metaeval.tasks.safe_files import TreeEntry, classify, read_head, walk_tree
 
@@ -210,7 +211,7 @@ def _read_host(ws: Workspace, rel: str) -> tuple[bytes, bool, str]:
 
 def _in_env(env: Environment, command: str, budget: int) -> ToolOutput:
     """A file tool run as a command in an environment without a host directory."""
-    result = env.exec(command, timeout_s=60)
+    result = require_started(env.exec(command, timeout_s=60))
     if result.returncode not in (0, 1) or (result.returncode == 1 and result.stderr):
         raise MetaevalError((result.stderr or result.stdout).strip()[-300:] or "failed")
     return _plain(result.stdout or "(no matches)\n", budget)
@@ -273,7 +274,7 @@ def grep(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
 
 
 def bash(env: Environment, args: dict[str, Any], budget: int, timeout_s: float) -> ToolOutput:
-    result = env.exec(str(args.get("command", "")), timeout_s=timeout_s)
+    result = require_started(env.exec(str(args.get("command", "")), timeout_s=timeout_s))
     status = "timed out" if result.timed_out else f"exit code {result.returncode}"
     return _plain(f"[{status}]\n{result.stdout}{result.stderr}", budget)
 

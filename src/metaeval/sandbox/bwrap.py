@@ -98,6 +98,8 @@ def build_bwrap_argv(
     network: bool,
     extra_ro_binds: Iterable[Path | str] = (),
     extra_rw_binds: Iterable[Path | str] = (),
+    *,
+    status_fd: bool = False,
 ) -> list[str]:
     """The bwrap prefix for running a command in `workspace_path`; append the command argv.
 
@@ -106,10 +108,12 @@ def build_bwrap_argv(
     own path (writable or read-only) as the working directory. Each path of
     `extra_ro_binds` is bound read-only at its own path (e.g. an agent CLI's install
     directory); each of `extra_rw_binds` writable (e.g. a private HOME). No network unless
-    `network`. The result ends with `--`, so the command may start with a dash.
+    `network`. The result ends with `--`, so the command may start with a dash. `status_fd`:
+    see `policy.bwrap_argv` (for an argv `run_process` starts).
     """
     return bwrap_argv(
-        workspace_spec(workspace_path, writable, network, extra_ro_binds, extra_rw_binds)
+        workspace_spec(workspace_path, writable, network, extra_ro_binds, extra_rw_binds),
+        status_fd=status_fd,
     )
 
 

@@ -16,7 +16,8 @@ connection there fails at once and no packet leaves; slirp4netns gives no IPv6, 
 fd00:ec2::254 and every other IPv6 address are unreachable. DNS goes to slirp4netns's
 forwarder at 10.0.2.3 (the sandbox's resolv.conf). If any step fails, the sandbox is killed
 and the script exits with `SETUP_FAILED` and says why on stderr: never a silent fallback to
-the host's network. Standard library only.
+the host's network. A `--json-status-fd` among bwrap's arguments is handed on to bwrap (and
+closed here), so the caller still learns whether the command started. Standard library only.
 """
 
 from __future__ import annotations
@@ -173,6 +174,17 @@ def _block_routes(nsenter: str, ip: str, pid: int, owner: int | None) -> None:
         raise SetupError(f"cannot add its routes: {done.stderr.decode(errors='replace')[-300:]}")
 
 
+def _status_fd(bwrap_argv: list[str]) -> int | None:
+    """The fd bwrap's `--json-status-fd` names (an option before its `--`), if any."""
+    for index, arg in enumerate(bwrap_argv[:-1]):
+        if arg == "--":
+            break
+        if arg == "--json-status-fd":
+            with contextlib.suppress(ValueError):
+                return int(bwrap_argv[index + 1])
+    return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 5 or argv[3] != "--":
         print("usage: netns.py SLIRP4NETNS NSENTER IP -- BWRAP ARGS...", file=sys.stderr)
@@ -184,9 +196,13 @@ def main(argv: list[str]) -> int:
     command = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r)]
     command += bwrap_argv[1:]
     deadline = time.monotonic() + SETUP_TIMEOUT_S
-    bwrap = subprocess.Popen(command, pass_fds=(info_w, block_r))
+    status = _status_fd(bwrap_argv)
+    kept = (info_w, block_r, *([status] if status is not None else []))
+    bwrap = subprocess.Popen(command, pass_fds=kept)
     os.close(info_w)
     os.close(block_r)
+    if status is not None:
+        os.close(status)  # bwrap alone writes it: it says the command started
     slirp_process = None
     pid = None
     try:

@@ -53,6 +53,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metaeval.sandbox.process import STATUS_FD
+
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 """Host directories visible read-only in every sandbox (top-level symlinks are recreated)."""
 
@@ -259,8 +261,12 @@ def unprivileged_uid() -> bool:
     return binary is not None and _userns_works(binary)
 
 
-def bwrap_argv(spec: SandboxSpec) -> list[str]:
-    """The bwrap prefix enforcing `spec`; append the command argv (it follows `--`)."""
+def bwrap_argv(spec: SandboxSpec, *, status_fd: bool = False) -> list[str]:
+    """The bwrap prefix enforcing `spec`; append the command argv (it follows `--`).
+
+    `status_fd` adds `--json-status-fd` with `process.STATUS_FD` for `run_process` to fill
+    in (only for an argv run_process starts), so a sandbox that cannot be set up is told
+    apart from a command that fails."""
     binary = bwrap_binary() or "bwrap"
     tools = _network_tools() if spec.network else None
     netns: list[str] = []
@@ -268,6 +274,8 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         netns = [os.path.realpath(sys.executable), "-I", str(NETNS_SCRIPT), *tools, "--"]
     shared = spec.network and tools is None
     argv = [*netns, binary, *_namespace_args(shared, _userns_works(binary))]
+    if status_fd:
+        argv += ["--json-status-fd", STATUS_FD]
     argv += _system_args()
     if tools is not None:
         argv += ["--ro-bind", str(NETNS_RESOLV_CONF), "/etc/resolv.conf"]

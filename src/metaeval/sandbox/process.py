@@ -6,11 +6,22 @@ bwrap that kills the outer bwrap, whose sandbox init dies with it (--die-with-pa
 takes the whole PID namespace down. Output is read with a selector loop rather than
 `communicate()` so that memory stays bounded by the cap and a pipe held open by a stray
 grandchild can never stall the caller.
+
+A bwrap argv carrying the `STATUS_FD` placeholder (`policy.bwrap_argv(spec, status_fd=True)`)
+gets the write end of a pipe of run_process's own in its place. bubblewrap writes an
+`exit-code` document there only when its sandbox was set up and the command started; a run
+that ended by itself without one never got a sandbox (a bind source missing, a mount or
+namespace refused, the network not set up): its result says so in `sandbox_error`, with
+returncode None and `sandboxed` False. A program that cannot be executed in a sandbox that
+was set up (bwrap's `execvp` error) stays the command's own failure. Only bubblewrap holds that pipe (the sandbox does not
+inherit it), so a sandboxed program that prints `bwrap: ...` and fails is still its own
+failure.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import subprocess
@@ -37,6 +48,9 @@ EXIT_DRAIN_S = 1.0
 
 KILL_REAP_S = 3.0
 """After SIGKILL, how long to wait for the process and its pipes before giving up."""
+
+STATUS_FD = "{metaeval-json-status-fd}"
+"""Placeholder for bwrap's `--json-status-fd` argument (see the module docstring)."""
 
 _POLL_S = 0.05
 WATCH_INTERVAL_S = 1.0
@@ -73,6 +87,9 @@ class ExecResult(BaseModel):
     # Set when the command broke a limit other than time or memory and failed for it:
     # "wrote more than 2048 MiB to /tmp". Said by the harness, never parsed from the output.
     limit_exceeded: str | None = None
+    # Set when bubblewrap could not set the sandbox up, so the command never started
+    # (infrastructure): its own reason, e.g. "bwrap: Can't find source path /x: ...".
+    sandbox_error: str | None = None
 
     def describe(self, command: str, cap: Callable[[str], str] | None = None) -> str:
         """A log transcript: `$ command   [status, duration]`, then stdout and stderr
@@ -83,6 +100,8 @@ class ExecResult(BaseModel):
             status = f"out of memory, exit {self.returncode}"
         elif self.limit_exceeded:
             status = f"{self.limit_exceeded}, exit {self.returncode}"
+        elif self.sandbox_error:
+            status = "the sandbox did not start"
         elif self.returncode is None:
             status = "did not run"
         else:
@@ -97,6 +116,18 @@ class ExecResult(BaseModel):
     def ok(self) -> bool:
         """True when the command finished in time with exit code 0, within its limits."""
         return self.returncode == 0 and not self.timed_out and self.limit_exceeded is None
+
+
+class SandboxNotStarted(Exception):
+    """A command's sandbox could not be set up (`ExecResult.sandbox_error`): infrastructure,
+    for callers that end a run on it rather than hand the result on."""
+
+
+def require_started(result: ExecResult) -> ExecResult:
+    """`result`, or SandboxNotStarted when its sandbox never started."""
+    if result.sandbox_error:
+        raise SandboxNotStarted(f"the sandbox did not start: {result.sandbox_error}")
+    return result
 
 
 class _CappedBuffer:
@@ -195,9 +226,10 @@ def _run(
     start = time.monotonic()
     out, err = _CappedBuffer(max_output_bytes), _CappedBuffer(max_output_bytes)
     join = group.join_hook() if group is not None else None
+    status = _StatusPipe(argv) if STATUS_FD in argv else None
     try:
         proc = subprocess.Popen(
-            list(argv),
+            status.argv if status is not None else list(argv),
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -206,10 +238,16 @@ def _run(
             start_new_session=True,
             preexec_fn=chain_hooks(limits, join),
             close_fds=True,
+            pass_fds=status.pass_fds if status is not None else (),
         )
     except OSError as exc:
         err.add(f"metaeval: cannot start {argv[0]!r}: {exc}\n".encode())
+        if status is not None:
+            status.command_started()  # closes its read end
         return _result(127, out, err, False, start, sandboxed, max_output_bytes)
+    finally:
+        if status is not None:
+            status.close_write_end()
 
     pgid = proc.pid  # start_new_session makes the child its own group leader
     watcher = _Watcher(watch, pgid) if watch is not None else None
@@ -232,7 +270,66 @@ def _run(
         watcher.check(time.monotonic(), final=True)
         if watcher.reason is not None:
             result = result.model_copy(update={"limit_exceeded": watcher.reason})
+    if status is not None:
+        started = status.command_started()
+        ended_by_itself = result.returncode is not None and result.returncode >= 0
+        if not started and ended_by_itself and result.limit_exceeded is None:
+            reason = _setup_reason(result.stderr, result.returncode)
+            if not reason.startswith(_EXEC_FAILED):  # a missing program is the command's own
+                update = {"returncode": None, "sandboxed": False, "sandbox_error": reason}
+                result = result.model_copy(update=update)
     return result
+
+
+class _StatusPipe:
+    """The pipe bubblewrap reports its sandbox's status on (see the module docstring)."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.argv = [str(self.write_fd) if a == STATUS_FD else a for a in argv]
+        self.pass_fds = (self.write_fd,)
+
+    def close_write_end(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def command_started(self) -> bool:
+        """True when bubblewrap reported the command's exit code (its sandbox was set up);
+        reads what is there now and closes the pipe."""
+        data = bytearray()
+        try:
+            while len(data) < 1 << 20:
+                chunk = os.read(self.read_fd, _CHUNK)
+                if not chunk:
+                    break
+                data += chunk
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(self.read_fd)
+        for line in bytes(data).splitlines():
+            with contextlib.suppress(ValueError):
+                document = json.loads(line)
+                if isinstance(document, dict) and "exit-code" in document:
+                    return True
+        return False
+
+
+_EXEC_FAILED = "bwrap: execvp "
+"""bwrap's words when the sandbox was set up but the command's program could not be run
+(read only when no exit-code came, so only bwrap itself can have written them)."""
+
+
+def _setup_reason(stderr: str, returncode: int | None) -> str:
+    """Why the sandbox did not start: the last line bubblewrap (or metaeval's network
+    setup) wrote, else the exit status. Only a description: the verdict comes from the pipe."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith("bwrap:")]
+    said = said or [ln for ln in lines if ln.startswith("metaeval:")]
+    text = said[-1] if said else f"bwrap exited {returncode} before starting the command"
+    return text[:500]
 
 
 class _Watcher:

@@ -274,6 +274,7 @@ def exec_in(
             network=network,
             extra_ro_binds=extra_ro_binds,
             extra_rw_binds=extra_rw_binds,
+            status_fd=True,
         )
         argv = prefix + argv
     return run_process(

@@ -95,6 +95,7 @@ def build_harbor_root_argv(
     extra_ro_binds: Sequence[tuple[Path, str]] = (),
     extra_rw_binds: Sequence[tuple[Path, str]] = (),
     tmp_mb: int = DEFAULT_TMP_MB,
+    status_fd: bool = False,
 ) -> list[str]:
     """The bwrap prefix for a container-like root; append the command argv.
 
@@ -104,7 +105,7 @@ def build_harbor_root_argv(
     `extra_rw_binds` writable (an agent CLI's private home, its gateway socket). All
     namespaces are unshared (network too unless `network`), the sandbox dies with its
     parent and runs in a new session. /tmp is a tmpfs of `tmp_mb` MiB. The result ends
-    with `--`.
+    with `--`. `status_fd`: see `policy.bwrap_argv` (for an argv `run_process` starts).
     """
     mounts = [Mount(_real(app_dir), APP_DIR, writable=True)]
     if tests_dir is not None:
@@ -123,7 +124,7 @@ def build_harbor_root_argv(
         dirs=(AGENT_LOGS_DIR,),
         tmp_mb=tmp_mb,
     )
-    return bwrap_argv(spec)
+    return bwrap_argv(spec, status_fd=status_fd)
 
 
 def _real(path: Path) -> str:
@@ -218,6 +219,7 @@ def _root_argv(
         solution_dir=staged["solution"],
         network=network,
         tmp_mb=tmp_size_mb(storage_mb),
+        status_fd=True,
     )
 
 

@@ -239,9 +239,15 @@ class ContainerBackend(Backend[ContainerRoom]):
     """Trials in containers of one image through Docker or Podman (`ContainerError` on an
     engine failure: infrastructure, not the task)."""
 
-    def __init__(self, engine: Engine, image: str) -> None:
+    def __init__(self, engine: Engine, image: str, *, tag: str | None = None) -> None:
         self.engine = engine
-        self.image = image
+        self.image = image  # what runs: an id, or a name
+        self.tag = tag if tag and tag != image else None  # the name `image` was resolved from
+
+    @property
+    def shown_image(self) -> str:
+        """The image for people: `<tag> (id <image>)`, or the image alone."""
+        return f"{self.tag} (id {self.image})" if self.tag else self.image
 
     @cached_property
     def description(self) -> str:
@@ -249,5 +255,5 @@ class ContainerBackend(Backend[ContainerRoom]):
 
     def open(self, task_root: Path, scratch: Path, limits: TrialLimits) -> ContainerRoom:
         room = ContainerRoom(self.engine, self.image, task_root, scratch, limits)
-        room.header = f"[{self.description}, image {self.image}]"
+        room.header = f"[{self.description}, image {self.shown_image}]"
         return room

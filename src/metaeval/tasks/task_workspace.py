@@ -73,6 +73,7 @@ class TaskRootWorkspace(Workspace):
             network=network,
             extra_ro_binds=[(Path(p), str(Path(p).resolve())) for p in extra_ro_binds],
             extra_rw_binds=[(Path(p), str(Path(p).resolve())) for p in extra_rw_binds],
+            status_fd=True,
         )
         explicit = {"PATH": sandbox_path(), "PWD": APP_DIR}
         explicit.update(env or {})

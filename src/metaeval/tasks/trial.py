@@ -176,6 +176,13 @@ class TrialResult(BaseModel):
     log: str = ""
 
     @property
+    def sandbox_error(self) -> str | None:
+        """Why a phase's sandbox never started (infrastructure: the trial says nothing
+        about the task), or None."""
+        phases = (self.solve, self.test)
+        return next((p.sandbox_error for p in phases if p is not None and p.sandbox_error), None)
+
+    @property
     def passed(self) -> bool:
         """True when the tests ran and reported a reward of at least 1."""
         return self.reward is not None and self.reward >= 1

@@ -360,6 +360,15 @@ class CLIAdapter:
         stderr = _decode(getattr(result, "stderr", ""))
         timed_out = bool(getattr(result, "timed_out", False))
         returncode = getattr(result, "returncode", None)
+        not_started = getattr(result, "sandbox_error", None)
+        if not_started:  # the CLI never ran: infrastructure, retried
+            self.cleanup(task, workspace)
+            return AgentResult(
+                status="error",
+                stop_reason="sandbox_error",
+                infra_error=True,
+                error=f"{self.name}: the sandbox did not start: {not_started}",
+            )
         parsed = self.parse_output(stdout, task, workspace)
         after = list_files(Path(workspace.path))
         produced = sorted(after - before - self.own_files(task, workspace))

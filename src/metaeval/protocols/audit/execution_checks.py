@@ -144,8 +144,8 @@ def run_execution_checks(
         return result
     result.backend = "bubblewrap"
     result.approximate = has_environment
-    _run_phases(task, BwrapBackend(), result, limits)
-    _judge(task, result, limits)
+    if _run_phases(task, BwrapBackend(), result, limits):
+        _judge(task, result, limits)
     return result
 
 
@@ -182,9 +182,10 @@ def _in_container(
 
 def _run_phases(
     task: LoadedTask, backend: Backend, result: ExecutionCheckResult, limits: TrialLimits
-) -> None:
+) -> bool:
     """The oracle trial (when there is a runnable solution/solve.sh) and the null-agent
-    trial, each in a fresh room of `backend`."""
+    trial, each in a fresh room of `backend`; False (the task skipped with the reason, no
+    phase kept) when a sandbox could not be set up: infrastructure, never a finding."""
     scratch = Path(tempfile.mkdtemp(prefix="metaeval-exec-"))
     try:
         unsafe = unsafe_script(task.root, "solution", "solve.sh")
@@ -195,14 +196,30 @@ def _run_phases(
             trial = run_trial(
                 task.root, backend, limits=limits, scratch=scratch / "oracle", solve=ORACLE
             )
+            if trial.sandbox_error:
+                return _not_started(result, trial.sandbox_error)
             result.oracle = _outcome("oracle", trial)
         else:
             result.oracle.note = "not run: no solution/solve.sh"
         (scratch / "null_agent").mkdir()
         trial = run_trial(task.root, backend, limits=limits, scratch=scratch / "null_agent")
+        if trial.sandbox_error:
+            return _not_started(result, trial.sandbox_error)
         result.null_agent = _outcome("null_agent", trial)
+        return True
     finally:
         remove_tree(scratch)  # iterative: the phases may leave a tree deeper than rmtree copes with
+
+
+def _not_started(
+    result: ExecutionCheckResult, reason: str, prefix: str = "the sandbox did not start: "
+) -> bool:
+    """`result` skipped for `reason` (infrastructure), its phases dropped; returns False."""
+    result.skipped = prefix + reason
+    result.infra_error = bool(prefix)  # a sandbox that did not start: retried on resume
+    result.oracle = PhaseOutcome(name="oracle")
+    result.null_agent = PhaseOutcome(name="null_agent")
+    return False
 
 
 def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
@@ -285,13 +302,13 @@ def run_in_container(
     assert image.image is not None
     result.image_id = image.image_id  # both phases run this id, whatever the tag names later
     try:
-        _run_phases(task, ContainerBackend(engine, image.run_ref or image.image), result, limits)
+        backend = ContainerBackend(engine, image.run_ref or image.image)
+        ran = _run_phases(task, backend, result, limits)
     except ContainerError as exc:
-        result.skipped = f"{engine.name}: {exc}"
-        result.oracle = PhaseOutcome(name="oracle")
-        result.null_agent = PhaseOutcome(name="null_agent")
+        _not_started(result, f"{engine.name}: {exc}", prefix="")
         return result
-    _judge(task, result, limits)
+    if ran:
+        _judge(task, result, limits)
     return result
 
 

@@ -52,6 +52,7 @@ class ExecutionCheckResult(BaseModel):
     mismatch: str | None = None  # a failure the real environment would not have
     build_log: str = ""
     image_id: str | None = None  # the image both phases ran (containers only)
+    infra_error: bool = False  # a sandbox did not start: retried on resume, says nothing
     oracle: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="oracle"))
     null_agent: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="null_agent"))
 

@@ -21,6 +21,7 @@ from metaeval.protocols.improve.episode_room import (
     RoomUnavailable,
     choose_backend,
 )
+from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
     ActResponse,
@@ -40,6 +41,7 @@ from metaeval.protocols.improve.task_outcome import (
 from metaeval.sandbox.environment import Environment, WorkspaceError
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import TrialLimits, trial_limits
+from metaeval.tasks.rooms import ContainerBackend
 from metaeval.tasks.safe_files import read_regular
 from metaeval.tasks.task_dirs import parse_task_toml
 from metaeval.tasks.trial import Room, TrialResult, run_trial
@@ -75,8 +77,10 @@ class Episode:
         episode_id: str,
         host_env: tuple[str, ...] = (),
         sandbox: str = DEFAULT_SANDBOX,
+        pins: ImagePins | None = None,
     ) -> None:
         self.root = root
+        self.pins = pins
         self.host_env = host_env
         self.sandbox = sandbox
         self.client = client
@@ -97,7 +101,7 @@ class Episode:
     def run(self) -> None:
         instruction = self._prepare()
         try:
-            backend = choose_backend(self.root, self.config, self.sandbox)
+            backend = choose_backend(self.root, self.config, self.sandbox, self.pins)
         except RoomUnavailable as exc:
             raise EpisodeStop("infra_error", str(exc)) from exc
 
@@ -107,8 +111,10 @@ class Episode:
             self.ending = self._loop()
 
         limits = self._limits()
-        image = getattr(backend, "image", None)
-        self.outcome.backend = backend.description + (f" (image {image})" if image else "")
+        shown = getattr(backend, "shown_image", None)
+        self.outcome.backend = backend.description + (f" (image {shown})" if shown else "")
+        if isinstance(backend, ContainerBackend) and backend.tag:  # the id the tag named
+            self.outcome.image_id = backend.image
         trial = run_trial(
             self.root,
             backend,

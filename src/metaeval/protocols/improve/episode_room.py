@@ -17,6 +17,10 @@ the room's agent phase (`Room.agent_env`, an `Environment`): a write_file action
 on the host refusing any symlink in bubblewrap, inside the container as the image's user. Multi-container (compose)
 environments are not supported, and a task with a symlink leading outside it is not built or
 copied from (its files would carry host files into the container).
+
+A container runs its image's id, not its tag: the id is resolved once per `ImagePins`
+(`metaeval.protocols.improve.image_pins`: one per experiment, or per suite evaluation) and
+recorded in each outcome (`TaskOutcome.image_id`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.sandbox.container import SANDBOX_KINDS, find_engine
 from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
-from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, build_network, ensure_image
+from metaeval.tasks.images import DEFAULT_BUILD_TIMEOUT_S, build_network
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.safe_files import walk_tree
 from metaeval.tasks.trial import Backend
@@ -73,9 +78,12 @@ def _bwrap() -> Backend:
     return BwrapBackend()
 
 
-def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
-    """The backend the task at `root` (parsed task.toml `config`) runs on under `sandbox`;
-    RoomUnavailable with the reason when it cannot run there (see the module docstring)."""
+def choose_backend(
+    root: Path, config: dict[str, Any], sandbox: str, pins: ImagePins | None = None
+) -> Backend:
+    """The backend the task at `root` (parsed task.toml `config`) runs on under `sandbox`,
+    its image taken from `pins` (a fresh resolution when None); RoomUnavailable with the
+    reason when it cannot run there (see the module docstring)."""
     if sandbox == "bwrap" or not has_environment(root, config):
         return _bwrap()
     engine, why = find_engine(check_sandbox(sandbox))
@@ -92,16 +100,16 @@ def choose_backend(root: Path, config: dict[str, Any], sandbox: str) -> Backend:
     for entry in walk_tree(root, ignore_dirs=(".git",)):
         if entry.kind == "outside_link":
             raise RoomUnavailable(f"{entry.rel} is a symlink leading outside the task")
-    image = ensure_image(
+    image = (pins or ImagePins()).resolve(
         engine,
         root,
         _docker_image(config),
         timeout_s=_build_timeout(config),
         network=build_network(config),
     )
-    if image.status != "ok" or image.image is None:
+    if image.status != "ok" or image.run_ref is None:
         tail = "\n".join(image.log.strip().splitlines()[-5:])
         raise RoomUnavailable(
             f"{engine.name}: {image.reason or 'no image'}" + (f"\n{tail}" if tail else "")
         )
-    return ContainerBackend(engine, image.image)
+    return ContainerBackend(engine, image.run_ref, tag=image.image)

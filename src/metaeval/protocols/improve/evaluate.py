@@ -64,6 +64,7 @@ from pathlib import Path
 
 from metaeval.protocols.improve.episode import Episode, EpisodeStop
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
+from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.task_outcome import EpisodeClient, TaskOutcome
 from metaeval.tasks.safe_files import remove_tree
 
@@ -85,12 +86,14 @@ def evaluate_task(
     keep_work: bool = False,
     host_env: Sequence[str] = (),
     sandbox: str = DEFAULT_SANDBOX,
+    pins: ImagePins | None = None,
 ) -> TaskOutcome:
     """Run one episode of `client` on the Harbor task at `task_dir`, then its tests.
 
     `host_env` names the host variables task.toml's env tables may read as `${NAME}`
     (`metaeval.tasks.limits`); no other host variable reaches the episode or its tests.
-    `sandbox` picks where the trial runs (`metaeval.protocols.improve.episode_room`).
+    `sandbox` picks where the trial runs (`metaeval.protocols.improve.episode_room`);
+    a container runs the image id `pins` holds for the task (resolved now when None).
 
     Raises ValueError for non-positive limits; otherwise never raises: every problem becomes a status with
     a reason (see the module docstring). `work_root` holds the episode's scratch directory
@@ -120,6 +123,7 @@ def evaluate_task(
             episode_id=episode_id or f"episode-{uuid.uuid4().hex[:16]}",
             host_env=tuple(host_env),
             sandbox=sandbox,
+            pins=pins,
         ).run()
     except EpisodeStop as stop:
         outcome.status = stop.status

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.feedback import keep_task_logs
+from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.records import NodeEval
 from metaeval.protocols.improve.suite_eval import evaluate_suite
@@ -38,6 +39,7 @@ def suite_summary(result: Any) -> dict[str, Any]:
             "steps": o.steps,
             "reason": o.reason,
             "backend": o.backend,
+            "image_id": o.image_id,
             "usage": o.usage,
         }
         for o in result.outcomes
@@ -110,6 +112,7 @@ class NodeEvaluator:
         self.model_service = model_service
         self.sealed = sealed
         self.files = files
+        self.pins = ImagePins()  # every evaluation of the run runs the same image ids
 
     def evaluate(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
         """Score the target in `worktree` on the suites; an evaluation in which the harness
@@ -248,4 +251,5 @@ class NodeEvaluator:
             work_root=work_root,
             host_env=plan.host_env,
             sandbox=plan.sandbox,
+            pins=self.pins,
         )

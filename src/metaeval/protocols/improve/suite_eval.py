@@ -28,6 +28,7 @@ from metaeval.protocols.improve.evaluate import (
     DEFAULT_TASK_TIMEOUT_S,
     evaluate_task,
 )
+from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
 from metaeval.protocols.improve.task_outcome import EpisodeClient, TaskOutcome, describe_error
 
@@ -92,6 +93,7 @@ def evaluate_suite(
     executor: Executor | None = None,
     host_env: Sequence[str] = (),
     sandbox: str = DEFAULT_SANDBOX,
+    pins: ImagePins | None = None,
 ) -> SuiteResult:
     """Evaluate every task as one executor job each (one client per task from
     `client_factory`) and score the suite; outcomes keep the order of `tasks`.
@@ -101,7 +103,8 @@ def evaluate_suite(
     with a `release()` method gets it called when its episode ends. A job the executor
     reports as failed (the harness crashed, a worker was lost) is an infra_error.
     `on_outcome` is called as each task finishes, in the executor's orchestrating thread.
-    `host_env`, `sandbox`: see `evaluate_task`.
+    `host_env`, `sandbox`, `pins`: see `evaluate_task`; without `pins` every task's image
+    is resolved once for this suite evaluation.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -114,6 +117,7 @@ def evaluate_suite(
         "verifier_timeout_s": verifier_timeout_s,
         "host_env": tuple(host_env),
         "sandbox": check_sandbox(sandbox),
+        "pins": pins if pins is not None else ImagePins(),
     }
     jobs = [
         Job(

@@ -37,6 +37,7 @@ class TaskOutcome(BaseModel):
     usage: dict[str, int] = Field(default_factory=dict)  # summed over steps
     duration_s: float = 0.0
     backend: str = ""  # where the trial ran: "bubblewrap", "podman 4.9.3 (image ...)"
+    image_id: str | None = None  # the image id both phases ran in (containers only)
 
     @property
     def scored(self) -> bool:

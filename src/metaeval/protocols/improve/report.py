@@ -349,6 +349,11 @@ def render_markdown(
     return md_document("\n".join(lines).rstrip() + "\n")
 
 
+def _trial_anchor(node: dict[str, Any]) -> str | None:
+    """A lineage node -> its trial's section of the page (the baseline has none)."""
+    return None if node.get("decision") == "baseline" else f"#{node['id']}"
+
+
 def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]) -> str:
     """report.html: one self-contained page in the shared report style."""
     text = (
@@ -361,7 +366,7 @@ def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials:
         shared_css=shared_css(),
         run_id=run_id,
         summary=summary_items(run_id, summary),
-        lineage=Markup(lineage_svg(nodes)),
+        lineage=Markup(lineage_svg(nodes, _trial_anchor)),
         scores=Markup(scores_svg(nodes)),
         nodes=[{**n, "optimize": score_text(n["optimize_score"]), "held_out": score_text(n["held_out_score"])} for n in nodes],
         trials=trials,

@@ -15,6 +15,7 @@ from metaeval.protocols.improve.bundle import lineage
 from metaeval.protocols.improve.charts import Link, lineage_svg
 from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER_NAME, NodeEval
 from metaeval.protocols.improve.report import trial_views
+from metaeval.protocols.improve.search.summary import search_items
 from metaeval.tasks.safe_files import read_head
 from metaeval.view.runs import Run
 
@@ -97,6 +98,7 @@ def overview(run: Run) -> dict[str, Any]:
         "trials": trial_views(run.path, entries, base),
         "baseline": base,
         "summary": summary,
+        "search": search_items(summary) if summary else [],
         "status": status(run, entries),
         "svg": Markup(lineage_svg(items, trial_link(run))),
     }

@@ -39,6 +39,7 @@ from metaeval.protocols.improve.records import (
     ledger_entries,
     trial_path,
 )
+from metaeval.protocols.improve.search.summary import search_items
 from metaeval.report.html import shared_css
 from metaeval.report.markdown import markdown_table, md_code, md_document, md_text
 
@@ -237,7 +238,8 @@ def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
                 "Final candidate",
                 f"{final['id']}: optimize {score_text(final['optimize_score'])} "
                 f"({gain(final['gain_optimize'])}), held-out "
-                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})",
+                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})"
+                + (f"; picked by {final['chosen_by']}" if final.get("chosen_by") else ""),
             )
         )
     if "meta_agent_cost_usd" in summary:
@@ -283,6 +285,7 @@ def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]
         ("Baseline", f"{base['id']}: optimize {score_text(base['optimize_score'])}, held-out "
          f"{score_text(base['held_out_score'])}"),
         *final_items(summary),
+        *search_items(summary),
         ("Best on optimize (promoted)", best("best_optimize")),
         ("Best held-out (promoted)", best("best_held_out")),
         ("Trials", f"{summary['trials_consumed']} of {summary['trial_budget']}"),

@@ -18,11 +18,9 @@ named in the trial's evidence instead of being shown:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
 from metaeval.exit_codes import CellFailure, one_line
@@ -40,7 +38,7 @@ from metaeval.protocols.improve.records import (
     trial_path,
 )
 from metaeval.protocols.improve.search.summary import search_items
-from metaeval.report.html import shared_css
+from metaeval.report.html import page_template, shared_css
 from metaeval.report.markdown import markdown_table, md_code, md_document, md_text
 
 FAILURE_CLASSES = (
@@ -359,13 +357,8 @@ def _trial_anchor(node: dict[str, Any]) -> str | None:
 
 def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]) -> str:
     """report.html: one self-contained page in the shared report style."""
-    text = (
-        resources.files("metaeval.protocols.improve") / "templates" / "report.html.j2"
-    ).read_text(encoding="utf-8")
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
-    return env.from_string(text).render(
+    template = page_template("metaeval.protocols.improve", "templates/report.html.j2")
+    return template.render(
         shared_css=shared_css(),
         run_id=run_id,
         summary=summary_items(run_id, summary),

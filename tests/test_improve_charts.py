@@ -93,6 +93,7 @@ def test_every_edge_joins_a_node_to_its_ledger_parent_and_crosses_no_other_node(
         cx, cy, cr = circles[child]
         assert points[0] == (px + pr, py), edge.attrib  # leaves the parent's circle
         assert points[-1] == (cx - cr, cy), edge.attrib  # ends at the child's circle
+        assert edge.get("marker-end") == "url(#lineage-arrow)"  # pointing at the child
         for name, circle in circles.items():
             if name in (parent, child):
                 continue

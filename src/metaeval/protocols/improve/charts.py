@@ -77,9 +77,9 @@ def clip(text: str, chars: int = LABEL_CHARS) -> str:
 
 def lineage_svg(nodes: list[dict[str, Any]], link: Link | None = None) -> str:
     """Every node as a large labelled circle, an edge from each node's ledger parent to it
-    (`class="edge"`, with `data-parent` and `data-child`) and a dashed one from a merge's
-    second parent (`class="edge merge"`); a node is wrapped in a link where `link` gives one.
-    All text from the bundle is escaped."""
+    (`class="edge"`, with `data-parent` and `data-child`, an arrowhead at the child) and a
+    dashed one from a merge's second parent (`class="edge merge"`); a node is wrapped in a
+    link where `link` gives one. All text from the bundle is escaped."""
     positions = _layout(nodes)
     width = 140 + DX * max(len(nodes) - 1, 0)
     lowest = max((y for _x, y in positions.values()), default=Y0)
@@ -87,7 +87,10 @@ def lineage_svg(nodes: list[dict[str, Any]], link: Link | None = None) -> str:
     parts = [
         f'<svg class="lineage" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" role="img" aria-label="lineage of candidates" '
-        'font-family="system-ui, sans-serif">'
+        'font-family="system-ui, sans-serif">',
+        '<defs><marker id="lineage-arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        'markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" '
+        'fill="#777"/></marker></defs>',
     ]
     for node in nodes:
         for parent, kind, dash in (
@@ -100,7 +103,7 @@ def lineage_svg(nodes: list[dict[str, Any]], link: Link | None = None) -> str:
                 f'<path class="{kind}" data-parent="{html.escape(parent)}" '
                 f'data-child="{html.escape(node["id"])}" '
                 f'd="{_edge(positions[parent], positions[node["id"]])}" fill="none" '
-                f'stroke="#777" stroke-width="2.5"{dash}/>'
+                f'stroke="#777" stroke-width="2.5"{dash} marker-end="url(#lineage-arrow)"/>'
             )
     for node in nodes:
         shape = _node(node, positions[node["id"]])

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 from metaeval.protocols.improve.bundle import lineage
-from metaeval.protocols.improve.charts import lineage_svg
+from metaeval.protocols.improve.charts import DX, LABEL_CHARS, lineage_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -93,6 +93,7 @@ def test_every_edge_joins_a_node_to_its_ledger_parent_and_crosses_no_other_node(
         cx, cy, cr = circles[child]
         assert points[0] == (px + pr, py), edge.attrib  # leaves the parent's circle
         assert points[-1] == (cx - cr, cy), edge.attrib  # ends at the child's circle
+        assert edge.get("marker-end") == "url(#lineage-arrow)"  # pointing at the child
         for name, circle in circles.items():
             if name in (parent, child):
                 continue
@@ -115,3 +116,52 @@ def test_no_label_is_cut_off_at_the_bottom() -> None:
         lowest_text = max(float(t.get("y", 0)) for t in svg.iter(f"{SVG}text"))
         assert lowest_text + 5 <= height  # a 13 px label's descenders stay inside
         assert all(cy + r <= height for _x, cy, r in _circles(svg).values())
+
+
+def test_a_merge_has_a_dashed_edge_from_its_second_parent() -> None:
+    ledger = [
+        *LEDGER[:2],
+        {**_entry(3, "trial-002", "promoted", 0.9), "second_parent_id": "trial-001"},
+    ]
+    svg = _svg(ledger)
+    merges = [e for e in svg.iter(f"{SVG}path") if e.get("class") == "edge merge"]
+    assert [(e.get("data-parent"), e.get("data-child")) for e in merges] == [
+        ("trial-001", "trial-003")
+    ]
+    assert merges[0].get("stroke-dasharray")
+    plain = [e for e in svg.iter(f"{SVG}path") if e.get("class") == "edge"]
+    assert ("trial-002", "trial-003") in {
+        (e.get("data-parent"), e.get("data-child")) for e in plain
+    }
+
+
+def test_nodes_show_held_out_scores_link_where_asked_and_clip_long_ids() -> None:
+    long_id = "trial-with-a-name-far-longer-than-a-column-007"
+    ledger = [{**_entry(1, "baseline", "promoted", 0.5), "held_out_score": 0.25}]
+    ledger.append({**_entry(2, "trial-001", "rejected", 0.4), "candidate_id": long_id})
+    plan = SimpleNamespace(baseline_id="baseline", baseline_commit="0" * 40)
+    nodes = lineage(plan, SimpleNamespace(optimize_score=0.2, held_out_score=0.1), ledger)  # type: ignore[arg-type]
+    text = lineage_svg(nodes, lambda n: None if n["id"] == "baseline" else f"/t/{n['id']}")
+    svg = ET.fromstring(text.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+    links = {
+        a.get("href"): a.find(f"{SVG}circle").get("data-node")  # type: ignore[union-attr]
+        for a in svg.iter(f"{SVG}a")
+    }
+    assert links == {"/t/trial-001": "trial-001", f"/t/{long_id}": long_id}
+    labels = [t.text or "" for t in svg.iter(f"{SVG}text")]
+    assert "held-out 0.250" in labels and "held-out 0.100" in labels and "held-out n/a" in labels
+    clipped = [t for t in labels if t.startswith("trial-with")]
+    assert clipped == [long_id[: LABEL_CHARS - 1] + "\u2026"]
+    titles = [t.text or "" for t in svg.iter(f"{SVG}title")]
+    assert any(t.startswith(f"{long_id}: rejected") for t in titles)  # whole in the tooltip
+    # columns are DX apart: a clipped id at 15 px (about 9 px a character) stays in its own
+    assert LABEL_CHARS * 9 <= DX
+
+
+def test_bundle_text_is_escaped_in_the_chart() -> None:
+    ledger = [{**_entry(1, "baseline", "rejected", 0.1), "candidate_id": "<b>&x"}]
+    plan = SimpleNamespace(baseline_id="baseline", baseline_commit="0" * 40)
+    nodes = lineage(plan, SimpleNamespace(optimize_score=0.2, held_out_score=None), ledger)  # type: ignore[arg-type]
+    text = lineage_svg(nodes, lambda n: f"/t/{n['id']}?a=1&b=2")
+    assert "<b>" not in text and "&lt;b&gt;&amp;x" in text and "?a=1&amp;b=2" in text
+    ET.fromstring(text)  # well-formed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,8 +38,7 @@ from metaeval.protocols.improve.search.pareto import pareto_front
 from metaeval.protocols.improve.search.policy import choose_parent
 from metaeval.protocols.improve.search.population import Node
 from metaeval.protocols.improve.search.rounds import rounds
-from metaeval.protocols.improve.search.summary import with_search
-from metaeval.view.improve_pages import lineage_svg as viewer_lineage
+from metaeval.protocols.improve.search.summary import search_items, with_search
 
 sys.path.insert(0, str(Path(__file__).parent))
 from search_landscape import LandscapeMetaAgent, landscape  # noqa: E402
@@ -176,6 +176,12 @@ def test_the_summary_takes_the_final_pick_and_refuses_a_planted_file(tmp_path):
     refused = with_search(tmp_path, summary, [], lambda a, b: round(a - b, 6))
     assert refused["final"] == {"id": "trial-001"}  # unchanged: the link is not followed
     assert refused["search"]["notes"][0].startswith("final_selection.json not read")
+    # the report's summary says the policy is not known and why, not that it was recursive
+    (policy,) = [text for label, text in search_items(refused) if label == "Search policy"]
+    assert policy.startswith("not known (final_selection.json not read")
+    assert [text for label, text in search_items(taken) if label == "Search policy"] == [
+        "archive (seed 3), final picked on held-out scores"
+    ]
 
 
 # --- merge, with real git -----------------------------------------------------------------------
@@ -284,6 +290,9 @@ def test_recursive_stalls_on_one_half(tmp_path):
     summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert summary["final"]["id"] == "trial-002" and summary["final"]["optimize_score"] == 0.5
     assert "search" not in summary  # recursive: no final pick of its own
+    card = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", (bundle / "report.html").read_text()))
+    assert card["Search policy"].startswith("recursive: every trial patches the active parent")
+    assert not [label for label in card if label.startswith("Promoted ")]
 
 
 @pytest.mark.bwrap
@@ -325,11 +334,23 @@ def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score
     assert [p["merge"] for p in summary["search"]["promoted"]] == [False, False, True, True]
     html = (bundle / "report.html").read_text()
     assert html.count('class="edge merge"') == 2
+    # the summary card: the policy, and how each promoted node's parents were chosen
+    card = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", html))
+    assert card["Search policy"] == f"{policy} (seed 41), final picked on held-out scores"
+    assert "picked by highest held-out score among the" in card["Final candidate"]
+    for entry in entries:
+        folder = bundle / "trials" / f"{entry['trial']:03d}"
+        rule = json.loads((folder / "parent_choice.json").read_text())["rule"]
+        second = entry.get("second_parent_id")
+        how = f"merge of {entry['parent_id']} and {second}" if second else "from baseline"
+        assert card[f"Promoted {entry['candidate_id']}"] == f"{how}; parent {rule}"
     nodes = json.loads((bundle / "lineage_summary.json").read_text())["nodes"]
     assert [n.get("second_parent") for n in nodes[3:]] == [
         ({"trial-001", "trial-002"} - {e["parent_id"]}).pop() for e in merges
     ]
-    assert str(viewer_lineage(nodes, "/t/")).count('class="edge merge"') == 2
+    # the one lineage chart (report and viewer): a dashed edge from each merge's other parent
+    dashed = re.findall(r'class="edge merge" data-parent="([^"]+)" data-child="([^"]+)"', html)
+    assert sorted(dashed) == sorted((n["second_parent"], n["id"]) for n in nodes[3:])
 
 
 @pytest.mark.bwrap

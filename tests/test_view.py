@@ -416,6 +416,9 @@ def test_improve_lineage_edges_come_from_parent_ids_and_trials_explain_themselve
         ("trial-001", f"trial-00{n}") for n in range(2, 6)
     }
     assert "promoted: optimize 0.200 is above the parent&#39;s 0.000" in html
+    # the one lineage chart links each trial's node to its page; the policy is named
+    assert f'<a href="/run/{rid}/trial/003"><circle' in html
+    assert "Search policy: recursive: every trial patches the active parent" in html
     trial3 = viewer.page(f"/run/{rid}/trial/3")
     assert "meta_agent_failure" in trial3 and "outside_boundary" in trial3
     assert "README.md" in trial3 and "Boundary verdict" in trial3

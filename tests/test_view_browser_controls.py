@@ -155,6 +155,11 @@ def test_buildfind_improve_and_runs_list_controls_in_chromium(browser: Browser, 
         browser.click("#trials tbody a")
         browser.until("location.pathname.includes('/trial/')", "the trial page")
         assert str(trial) in browser.text()
+        # improve: a node of the lineage chart opens its trial
+        browser.open(base + f"/run/{imp}")
+        browser.click("svg.lineage a[href$='/trial/002'] text")  # the score in the circle
+        browser.until("location.pathname.endsWith('/trial/002')", "trial 2 from the lineage")
+        assert "trial-002" in browser.text()
         # runs list: Compare, as offered, compares two different runs
         browser.open(base + "/")
         a = browser.until("document.querySelector('select[name=a]').value", "compare choices")

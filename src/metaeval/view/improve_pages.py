@@ -1,10 +1,10 @@
 """What the improve pages show, from the bundle through the protocol's own readers: the ledger
 (plain records, every layer), `bundle.lineage` (nodes with parents from the ledger's
-`parent_id`) and `report.trial_views` (decision, reason, scores, evidence, diff)."""
+`parent_id`), drawn by the report's own lineage chart (`charts.lineage_svg`), and
+`report.trial_views` (decision, reason, scores, evidence, diff)."""
 
 from __future__ import annotations
 
-import html
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -12,14 +12,14 @@ from typing import Any
 from markupsafe import Markup
 
 from metaeval.protocols.improve.bundle import lineage
+from metaeval.protocols.improve.charts import Link, lineage_svg
 from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER_NAME, NodeEval
-from metaeval.protocols.improve.report import COLOURS, trial_views
+from metaeval.protocols.improve.report import trial_views
+from metaeval.protocols.improve.search.summary import search_items
 from metaeval.tasks.safe_files import read_head
 from metaeval.view.runs import Run
 
 MAX_TRACE_BYTES = 4 << 20
-NODE_W, NODE_H = 200, 112
-LABEL_CHARS = 24  # what fits in a box's width at the label's font size
 
 
 def ledger(run: Run) -> list[dict[str, Any]]:
@@ -76,91 +76,15 @@ def short_headline(run: Run) -> str:
     return text
 
 
-def layout(items: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    """A tree: x by generation (a node's depth below the baseline, from its parent), y by the
-    order of nodes within a generation. Edges are drawn from these positions, so a node sits
-    right of its own parent whatever order the trials ran in."""
-    depth: dict[str, int] = {}
-    by_id = {n["id"]: n for n in items}
-    for node in items:
-        seen, cur, d = set(), node, 0
-        while cur.get("parent") in by_id and cur["id"] not in seen:
-            seen.add(cur["id"])
-            cur, d = by_id[cur["parent"]], d + 1
-        depth[node["id"]] = d
-    rows: dict[int, int] = {}
-    pos = {}
-    for node in items:
-        d = depth[node["id"]]
-        pos[node["id"]] = (20 + d * (NODE_W + 50), 20 + rows.get(d, 0) * (NODE_H + 18))
-        rows[d] = rows.get(d, 0) + 1
-    return pos
+def trial_link(run: Run) -> Link:
+    """A lineage node -> its trial's page (the baseline has none)."""
 
+    def link(node: dict[str, Any]) -> str | None:
+        if node.get("decision") == "baseline":
+            return None
+        return f"/run/{run.id}/trial/{node['id'].rsplit('-', 1)[-1]}"
 
-def lineage_svg(items: list[dict[str, Any]], link: str) -> Markup:
-    """Inline SVG: one box per node (id, decision, optimize score), an arrow from each
-    parent to its child; each trial box links to its page. All text escaped."""
-    pos = layout(items)
-    width = max((x for x, _ in pos.values()), default=0) + NODE_W + 30
-    height = max((y for _, y in pos.values()), default=0) + NODE_H + 30
-    parts = [
-        f'<svg class="lineage" viewBox="0 0 {width} {height}" width="{width}" '
-        f'height="{height}" role="img" aria-label="lineage">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#666"/></marker></defs>',
-    ]
-    for node in items:
-        # the ledger's parent, and a merge's second parent (dashed): the lineage is a graph
-        for parent, kind in (
-            (node.get("parent"), "edge"),
-            (node.get("second_parent"), "edge merge"),
-        ):
-            if parent not in pos:
-                continue
-            (px, py), (x, y) = pos[parent], pos[node["id"]]
-            dash = ' stroke-dasharray="6 4"' if kind == "edge merge" else ""
-            parts.append(
-                f'<line class="{kind}" data-parent="{html.escape(str(parent))}" '
-                f'data-child="{html.escape(node["id"])}" x1="{px + NODE_W}" y1="{py + NODE_H // 2}" '
-                f'x2="{x}" y2="{y + NODE_H // 2}" stroke="#666" stroke-width="2"{dash} '
-                'marker-end="url(#arrow)"/>'
-            )
-    for node in items:
-        x, y = pos[node["id"]]
-        decision = str(node.get("decision") or "n/a")
-        fill = COLOURS.get(decision, "#9d9d9d")
-        score = node.get("optimize_score")
-        held = node.get("held_out_score")
-        lines = [
-            html.escape(node["id"]),
-            html.escape(
-                decision + (f" ({node['failure_class']})" if node.get("failure_class") else "")
-            ),
-            "optimize " + ("n/a" if score is None else f"{score:.3f}"),
-            "held-out " + ("n/a" if held is None else f"{held:.3f}"),
-        ]
-        box = (
-            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" '
-            'stroke="#333"/>'
-            f'<text x="{x + 10}" y="{y + 24}" class="node-id">{_clip(lines[0])}</text>'
-            f'<text x="{x + 10}" y="{y + 48}" class="node-text">{_clip(lines[1])}</text>'
-            f'<text x="{x + 10}" y="{y + 70}" class="node-text">{lines[2]}</text>'
-            f'<text x="{x + 10}" y="{y + 92}" class="node-text">{lines[3]}</text>'
-            f"<title>{' · '.join(lines)}</title>"
-        )
-        if node.get("decision") != "baseline":
-            trial = node["id"].rsplit("-", 1)[-1]
-            box = f'<a href="{html.escape(link)}{html.escape(trial)}">{box}</a>'
-        parts.append(box)
-    parts.append("</svg>")
-    return Markup("".join(parts))
-
-
-def _clip(escaped: str) -> str:
-    """An escaped label cut to what fits in a box (an ellipsis marks the cut; the box's
-    tooltip has it whole)."""
-    text = html.unescape(escaped)
-    return escaped if len(text) <= LABEL_CHARS else html.escape(text[: LABEL_CHARS - 1]) + "…"
+    return link
 
 
 def overview(run: Run) -> dict[str, Any]:
@@ -174,8 +98,9 @@ def overview(run: Run) -> dict[str, Any]:
         "trials": trial_views(run.path, entries, base),
         "baseline": base,
         "summary": summary,
+        "search": search_items(summary) if summary else [],
         "status": status(run, entries),
-        "svg": lineage_svg(items, f"/run/{run.id}/trial/"),
+        "svg": Markup(lineage_svg(items, trial_link(run))),
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
-from importlib import resources
+from collections.abc import Callable
 from typing import Literal
 
 import jinja2
@@ -244,15 +244,19 @@ def findings_by_task(data: AuditReportData) -> dict[str, list[Finding]]:
 # HTML
 
 
-def load_template_text() -> str:
-    """The HTML template's text, read as package data."""
-    return (resources.files(TEMPLATE_PACKAGE) / HTML_TEMPLATE).read_text(encoding="utf-8")
-
-
 @functools.cache
 def html_template() -> jinja2.Template:
     """The HTML template, compiled once per process (compiling takes about 50 ms)."""
-    return _environment().from_string(load_template_text())
+    from metaeval.report.html import page_template
+
+    filters: dict[str, Callable[..., object]] = {
+        "cost": fmt_cost,
+        "location": evidence_location,
+        "verified": verified_text,
+        "md": markdown_html,
+        "md_inline": markdown_inline_html,
+    }
+    return page_template(TEMPLATE_PACKAGE, HTML_TEMPLATE, filters)
 
 
 def warm_up() -> None:
@@ -261,24 +265,6 @@ def warm_up() -> None:
 
     html_template()
     _markdown()
-
-
-def _environment() -> jinja2.Environment:
-    from metaeval.report.html import printable_output
-
-    env = jinja2.Environment(
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        finalize=printable_output,
-    )
-    env.filters["cost"] = fmt_cost
-    env.filters["location"] = evidence_location
-    env.filters["verified"] = verified_text
-    env.filters["md"] = markdown_html
-    env.filters["md_inline"] = markdown_inline_html
-    return env
 
 
 @functools.cache

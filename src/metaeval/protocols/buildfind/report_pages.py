@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import polars as pl
 from markupsafe import Markup
 
@@ -34,7 +32,7 @@ from metaeval.protocols.buildfind.table_docs import (
     table_order,
 )
 from metaeval.records.durable import atomic_write
-from metaeval.report.html import printable_output, shared_css
+from metaeval.report.html import page_template, shared_css
 from metaeval.report.markdown import markdown_table, md_document, md_text
 
 TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
@@ -159,21 +157,6 @@ def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
 # HTML
 
 
-def load_template_text() -> str:
-    """The HTML template's text, read as package data."""
-    return (resources.files(TEMPLATE_PACKAGE) / HTML_TEMPLATE).read_text(encoding="utf-8")
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        finalize=printable_output,
-    )
-
-
 def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     out = []
     for name in table_order(set(tables)):
@@ -204,7 +187,7 @@ def render_html(
 ) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG, no external assets);
     with `files`, each figure is also added to it as SVG and PNG files."""
-    template = _environment().from_string(load_template_text())
+    template = page_template(TEMPLATE_PACKAGE, HTML_TEMPLATE)
     run_id = meta.get("run_id")
     return template.render(
         shared_css=shared_css(),

@@ -1,17 +1,22 @@
-"""The improve report's charts, as inline SVG: the lineage of candidates and the scores.
+"""Improve's charts, as inline SVG: the lineage of candidates and the scores. The static
+report (`report.html`) and the viewer (`metaeval view`) draw the same lineage chart.
 
 Lineage: x is the order of the nodes (baseline, then trial by trial); the promoted chain
 runs along the top lane, every other candidate on a lane below. Each edge is drawn from the
 ledger's parent of the node: it leaves its parent to the right, runs down a trunk beside the
 parent's column and across to the child, so a child is never drawn as another node's. A
 merge (population search) has a second, dashed edge from its other parent. Lanes are reused
-when edges do not overlap; the picture is tall enough for the lowest node's labels.
+when edges do not overlap; the picture is tall enough for the lowest node's labels. Each
+node shows its optimize score, its id (cut to fit its column; the tooltip has it whole), its
+held-out score and its decision, and links to its trial when the caller gives links.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 COLOURS = {
     "baseline": "#4c78a8",
@@ -27,12 +32,17 @@ def score_text(value: object) -> str:
 
 
 X0, DX = 70, 150  # the first column and the distance between columns
-Y0, DY = 70, 110  # the top lane and the distance between lanes
+Y0, DY = 70, 130  # the top lane and the distance between lanes
 RADIUS = 26
 TRUNK = 40  # how far right of its parent's centre an edge turns down
+LABEL_CHARS = 16  # what of a node's id fits in its column at the label's font size
+LABELS_BELOW = 84  # from a node's centre to the baseline of its last label line
+
+Link = Callable[[dict[str, Any]], str | None]
+"""A node -> the address its circle links to (None: no link)."""
 
 
-def _layout(nodes: list[dict]) -> dict[str, tuple[int, int]]:
+def _layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
     """Node id -> (x, y): x by order; the baseline and promoted candidates on lane 0, every
     other node on the first lane below whose edges so far end left of this edge's start."""
     positions: dict[str, tuple[int, int]] = {}
@@ -60,58 +70,70 @@ def _edge(parent: tuple[int, int], child: tuple[int, int]) -> str:
     return f"M{x1 + RADIUS},{y1} H{x1 + TRUNK} V{y2} H{x2 - RADIUS}"
 
 
-def lineage_svg(nodes: list[dict]) -> str:
+def clip(text: str, chars: int = LABEL_CHARS) -> str:
+    """`text` escaped and cut to `chars` characters (an ellipsis marks the cut)."""
+    return html.escape(text if len(text) <= chars else text[: chars - 1] + "\u2026")
+
+
+def lineage_svg(nodes: list[dict[str, Any]], link: Link | None = None) -> str:
     """Every node as a large labelled circle, an edge from each node's ledger parent to it
-    (`class="edge"`, with `data-parent` and `data-child`)."""
+    (`class="edge"`, with `data-parent` and `data-child`, an arrowhead at the child) and a
+    dashed one from a merge's second parent (`class="edge merge"`); a node is wrapped in a
+    link where `link` gives one. All text from the bundle is escaped."""
     positions = _layout(nodes)
     width = 140 + DX * max(len(nodes) - 1, 0)
     lowest = max((y for _x, y in positions.values()), default=Y0)
-    height = lowest + RADIUS + 60  # the two label lines under the lowest node
+    height = lowest + LABELS_BELOW + 12  # the label lines under the lowest node
     parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        'aria-label="lineage of candidates" font-family="system-ui, sans-serif">'
+        f'<svg class="lineage" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="lineage of candidates" '
+        'font-family="system-ui, sans-serif">',
+        '<defs><marker id="lineage-arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        'markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" '
+        'fill="#777"/></marker></defs>',
     ]
     for node in nodes:
-        if node["parent"] in positions:
+        for parent, kind, dash in (
+            (node.get("parent"), "edge", ""),
+            (node.get("second_parent"), "edge merge", ' stroke-dasharray="6 4"'),
+        ):
+            if parent not in positions:
+                continue
             parts.append(
-                f'<path class="edge" data-parent="{html.escape(node["parent"])}" '
+                f'<path class="{kind}" data-parent="{html.escape(parent)}" '
                 f'data-child="{html.escape(node["id"])}" '
-                f'd="{_edge(positions[node["parent"]], positions[node["id"]])}" fill="none" '
-                'stroke="#777" stroke-width="2.5"/>'
-            )
-        second = node.get("second_parent")  # a merge: its other parent, dashed
-        if second in positions:
-            parts.append(
-                f'<path class="edge merge" data-parent="{html.escape(second)}" '
-                f'data-child="{html.escape(node["id"])}" '
-                f'd="{_edge(positions[second], positions[node["id"]])}" fill="none" '
-                'stroke="#777" stroke-width="2.5" stroke-dasharray="6 4"/>'
+                f'd="{_edge(positions[parent], positions[node["id"]])}" fill="none" '
+                f'stroke="#777" stroke-width="2.5"{dash} marker-end="url(#lineage-arrow)"/>'
             )
     for node in nodes:
-        x, y = positions[node["id"]]
-        decision = node["decision"] or "n/a"
-        fill = COLOURS.get(decision, "#9d9d9d")
-        label = html.escape(node["id"])
-        title = f"{label}: {html.escape(decision)}"
-        if node.get("failure_class"):
-            title += f" ({html.escape(node['failure_class'])})"
-        parts.append(
-            f'<circle cx="{x}" cy="{y}" r="{RADIUS}" fill="{fill}" stroke="#333" '
-            f'stroke-width="1" data-node="{label}"><title>{title}</title></circle>'
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 6}" font-size="15" font-weight="600" text-anchor="middle" '
-            f'fill="#fff">{score_text(node["optimize_score"])}</text>'
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 48}" font-size="15" text-anchor="middle">{label}</text>'
-        )
-        parts.append(
-            f'<text x="{x}" y="{y + 66}" font-size="13" text-anchor="middle" fill="#555">'
-            f"{html.escape(decision)}</text>"
-        )
+        shape = _node(node, positions[node["id"]])
+        href = link(node) if link else None
+        parts.append(f'<a href="{html.escape(href)}">{shape}</a>' if href else shape)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _node(node: dict[str, Any], at: tuple[int, int]) -> str:
+    """One node: its circle with the optimize score inside, then id, held-out and decision."""
+    x, y = at
+    decision = node.get("decision") or "n/a"
+    fill = COLOURS.get(decision, "#9d9d9d")
+    held = f"held-out {score_text(node.get('held_out_score'))}"
+    title = f"{node['id']}: {decision}"
+    if node.get("failure_class"):
+        title += f" ({node['failure_class']})"
+    title += f"; optimize {score_text(node.get('optimize_score'))}, {held}"
+    return (
+        f'<circle cx="{x}" cy="{y}" r="{RADIUS}" fill="{fill}" stroke="#333" '
+        f'stroke-width="1" data-node="{html.escape(node["id"])}">'
+        f"<title>{html.escape(title)}</title></circle>"
+        f'<text x="{x}" y="{y + 6}" font-size="15" font-weight="600" text-anchor="middle" '
+        f'fill="#fff">{score_text(node.get("optimize_score"))}</text>'
+        f'<text x="{x}" y="{y + 48}" font-size="15" text-anchor="middle">{clip(node["id"])}</text>'
+        f'<text x="{x}" y="{y + 66}" font-size="13" text-anchor="middle" fill="#555">{held}</text>'
+        f'<text x="{x}" y="{y + LABELS_BELOW}" font-size="13" text-anchor="middle" '
+        f'fill="{COLOURS.get(decision, "#555")}">{clip(decision)}</text>'
+    )
 
 
 @dataclass(frozen=True)

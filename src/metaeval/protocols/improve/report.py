@@ -18,11 +18,9 @@ named in the trial's evidence instead of being shown:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
 from metaeval.exit_codes import CellFailure, one_line
@@ -39,7 +37,8 @@ from metaeval.protocols.improve.records import (
     ledger_entries,
     trial_path,
 )
-from metaeval.report.html import shared_css
+from metaeval.protocols.improve.search.summary import search_items
+from metaeval.report.html import page_template, shared_css
 from metaeval.report.markdown import markdown_table, md_code, md_document, md_text
 
 FAILURE_CLASSES = (
@@ -237,7 +236,8 @@ def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
                 "Final candidate",
                 f"{final['id']}: optimize {score_text(final['optimize_score'])} "
                 f"({gain(final['gain_optimize'])}), held-out "
-                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})",
+                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})"
+                + (f"; picked by {final['chosen_by']}" if final.get("chosen_by") else ""),
             )
         )
     if "meta_agent_cost_usd" in summary:
@@ -283,6 +283,7 @@ def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]
         ("Baseline", f"{base['id']}: optimize {score_text(base['optimize_score'])}, held-out "
          f"{score_text(base['held_out_score'])}"),
         *final_items(summary),
+        *search_items(summary),
         ("Best on optimize (promoted)", best("best_optimize")),
         ("Best held-out (promoted)", best("best_held_out")),
         ("Trials", f"{summary['trials_consumed']} of {summary['trial_budget']}"),
@@ -349,19 +350,19 @@ def render_markdown(
     return md_document("\n".join(lines).rstrip() + "\n")
 
 
+def _trial_anchor(node: dict[str, Any]) -> str | None:
+    """A lineage node -> its trial's section of the page (the baseline has none)."""
+    return None if node.get("decision") == "baseline" else f"#{node['id']}"
+
+
 def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]) -> str:
     """report.html: one self-contained page in the shared report style."""
-    text = (
-        resources.files("metaeval.protocols.improve") / "templates" / "report.html.j2"
-    ).read_text(encoding="utf-8")
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
-    return env.from_string(text).render(
+    template = page_template("metaeval.protocols.improve", "templates/report.html.j2")
+    return template.render(
         shared_css=shared_css(),
         run_id=run_id,
         summary=summary_items(run_id, summary),
-        lineage=Markup(lineage_svg(nodes)),
+        lineage=Markup(lineage_svg(nodes, _trial_anchor)),
         scores=Markup(scores_svg(nodes)),
         nodes=[{**n, "optimize": score_text(n["optimize_score"]), "held_out": score_text(n["held_out_score"])} for n in nodes],
         trials=trials,

@@ -65,4 +65,34 @@ def with_search(
     return {**summary, "final": final, "search": search}
 
 
-__all__ = ["with_search"]
+RECURSIVE_RULE = (
+    "recursive: every trial patches the active parent (the last promoted candidate, "
+    "else the baseline)"
+)
+
+
+def search_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs for a report's summary: the policy that ran and, for a population
+    search, how each promoted node's parents were chosen. A summary without a search section
+    is a recursive run's, whose one rule chose every parent."""
+    search = summary.get("search") or {}
+    policy = search.get("policy")
+    if policy is None:
+        notes = search.get("notes") or []
+        text = f"not known ({'; '.join(notes)})" if notes else RECURSIVE_RULE
+        return [("Search policy", text)]
+    pick = search.get("final_pick") or {}
+    on = str(pick.get("on", "n/a")).replace("_", "-")
+    items = [
+        ("Search policy", f"{policy} (seed {search.get('seed')}), final picked on {on} scores")
+    ]
+    for node in search.get("promoted") or []:
+        parents = " and ".join(node.get("parents") or [])
+        how = f"merge of {parents}" if node.get("merge") else f"from {parents}"
+        items.append((f"Promoted {node.get('id')}", f"{how}; parent {node.get('parent_chosen')}"))
+    for note in search.get("notes") or []:
+        items.append(("Search note", note))
+    return items
+
+
+__all__ = ["RECURSIVE_RULE", "search_items", "with_search"]

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "engine.cpu_gate",
             "tasks.safe_files",
             "tasks.safe_json",
+            "records.nofollow",
             "config_files",
             "examples",
             "scaffold_files",

@@ -415,17 +415,25 @@ run_experiment(tmp / "manifest.json", meta_agent=LandscapeMetaAgent(tmp / "targe
 
 @pytest.mark.bwrap
 def test_a_run_killed_mid_round_resumes_without_rerunning_a_finished_trial(tmp_path):
-    landscape(tmp_path, "pareto")
+    manifest = landscape(tmp_path, "pareto")
+    # the blocked trial 4 must not end by its meta-agent's time limit before the kill (on a
+    # busy machine trial 3 took longer than the landscape's 60 s)
+    data = json.loads(manifest.read_text())
+    data["sut"]["timeout_s"] = 1200
+    manifest.write_text(json.dumps(data))
     bundle = tmp_path / "bundle"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED, str(tmp_path), str(Path(__file__).parent)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path / "killed.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED, str(tmp_path), str(Path(__file__).parent)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     finished = bundle / "trials" / "003" / "trial_result.json"
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline and proc.poll() is None and not finished.exists():
         time.sleep(0.05)
+    assert proc.poll() is None, log.read_text()[-3000:]  # still waiting on trial 4
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert finished.exists(), "trial 3 should finish while trial 4 waits"

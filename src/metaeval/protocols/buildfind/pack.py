@@ -189,7 +189,7 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
 def _expected_answers_ok(task: PackTask, out: _Collector) -> bool:
     """Whether the task's reference/expected_answers.yaml, when it has one, covers exactly
     its questions for every reference builder (a problem is recorded otherwise)."""
-    from metaeval.protocols.buildfind.reference_builders import (
+    from metaeval.protocols.buildfind.expected_answers import (
         EXPECTED_ANSWERS_FILE,
         REFERENCE_DIR,
         load_expected_answers,

@@ -18,6 +18,9 @@ import jinja2
 import polars as pl
 from markupsafe import Markup
 
+from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
+from metaeval.protocols.buildfind.finalize import HEADLINE
+from metaeval.protocols.buildfind.report_extra_sections import Section, extra_sections
 from metaeval.protocols.buildfind.report_figures import (
     NA,
     Files,
@@ -27,6 +30,12 @@ from metaeval.protocols.buildfind.report_figures import (
 )
 from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_entry
 from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
+from metaeval.protocols.buildfind.report_headline import (
+    LEFT_OUT_KEY,
+    headline_figures,
+    headline_intro,
+    headline_table,
+)
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
     TABLE_TITLES,
@@ -93,6 +102,8 @@ def summary_items(meta: dict[str, Any]) -> list[tuple[str, str]]:
     if "trials" not in meta and ("r_build" in meta or "r_find" in meta):
         meta["trials"] = {"build": meta.pop("r_build", None), "find": meta.pop("r_find", None)}
     meta.pop("warnings", None)  # shown on their own, above the summary
+    for key in (LEFT_OUT_KEY, *(name for _, name in HEADLINE.values())):
+        meta.pop(key, None)  # the headline section shows these, naming what they include
     items = [(label, _meta_text(meta.get(key))) for key, label in SUMMARY_FIELDS.items()]
     items += [(str(k), _meta_text(v)) for k, v in meta.items() if k not in SUMMARY_FIELDS]
     return items
@@ -100,6 +111,34 @@ def summary_items(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _is_numeric(dtype: pl.DataType) -> bool:
     return dtype.is_numeric()
+
+
+def _r_find(meta: dict[str, Any]) -> int | None:
+    value = meta.get("r_find")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def shown_table(
+    name: str, df: pl.DataFrame, meta: dict[str, Any]
+) -> tuple[list[str], list[list[str]], str]:
+    """A table's (header, text rows, note) as the report prints it: Table 2's agreement
+    column named for the run's find trials (`paper_tables.trial_agreement`)."""
+    rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
+    if name == "paper_table2":
+        return trial_agreement(list(df.columns), rows, _r_find(meta))
+    return list(df.columns), rows, ""
+
+
+def headline_section(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> Section:
+    """The headline figures (`report_headline`), over all finders and over scored ones."""
+    left_out = list(meta.get(LEFT_OUT_KEY) or [])
+    figures = headline_figures(tables, left_out)
+    return Section(
+        "headline",
+        "Headline",
+        headline_intro(left_out),
+        [("", headline_table(figures, left_out))],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +161,8 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
         "Figures (R_b bars, affinity heatmap, Kendall tau heatmaps) are in `report.html`.",
         "",
     ]
-    out += _markdown_sections(tables)
+    out += _markdown_sections([headline_section(tables, meta)])
+    out += _markdown_sections(extra_sections(tables, _r_find(meta)))
     out += ["## Tables", ""]
     if not tables:
         out += ["No tables.", ""]
@@ -135,17 +175,17 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
             columns = ", ".join(f"`{c}`" for c in df.columns) or "none"
             out += [f"_No rows._ Columns: {columns}.", ""]
             continue
-        rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
-        out += [markdown_table(df.columns, rows)]
+        header, rows, note = shown_table(name, df, meta)
+        out += [markdown_table(header, rows)]
+        if note:
+            out += [_md_text(note), ""]
     return md_document("\n".join(out).rstrip() + "\n")
 
 
-def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
-    """Per-view sections and the claim-evidence map (report_extra_sections.py)."""
-    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
-
+def _markdown_sections(sections: list[Section]) -> list[str]:
+    """Report sections (headline, per-view sections, the claim-evidence map) in Markdown."""
     out = []
-    for section in extra_sections(tables):
+    for section in sections:
         out += [f"## {section.title}", "", section.intro, ""]
         for caption, df in section.blocks:
             if caption:
@@ -174,17 +214,18 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+def _html_tables(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name in table_order(set(tables)):
         df = tables[name]
+        header, rows, note = shown_table(name, df, meta)
         columns = [
             {
-                "name": c,
+                "name": shown,
                 "doc": column_doc(name, c) or "not documented",
                 "numeric": _is_numeric(t),
             }
-            for c, t in df.schema.items()
+            for shown, (c, t) in zip(header, df.schema.items(), strict=True)
         ]
         out.append(
             {
@@ -192,7 +233,8 @@ def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                 "anchor": f"table-{re.sub(r'[^A-Za-z0-9_-]', '-', name)}",
                 "title": TABLE_TITLES.get(name, ""),
                 "columns": columns,
-                "rows": [[fmt_value(v) for v in row] for row in df.iter_rows()],
+                "rows": rows,
+                "note": note,
                 "known": name in TABLE_DOCS,
             }
         )
@@ -212,8 +254,9 @@ def render_html(
         summary=summary_items(meta),
         warnings=list(meta.get("warnings") or []),
         figures=_figures(tables, files),
-        tables=_html_tables(tables),
-        sections=_html_sections(tables),
+        tables=_html_tables(tables, meta),
+        headline=_html_sections([headline_section(tables, meta)], tables)[0],
+        sections=_html_sections(extra_sections(tables, _r_find(meta)), tables),
     )
 
 
@@ -284,9 +327,9 @@ def _source_link(column: str, value: Any, tables: dict[str, pl.DataFrame]) -> st
     return f"#table-{re.sub(r'[^A-Za-z0-9_-]', '-', table)}" if table in tables else None
 
 
-def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
-
+def _html_sections(
+    sections: list[Section], tables: dict[str, pl.DataFrame]
+) -> list[dict[str, Any]]:
     return [
         {
             "id": s.id,
@@ -309,7 +352,7 @@ def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                 for caption, df in s.blocks
             ],
         }
-        for s in extra_sections(tables)
+        for s in sections
     ]
 
 

@@ -57,9 +57,7 @@ def _svg(
     """Draw a figure on an Agg canvas and return it as inline-ready SVG markup; with `files`,
     also add ``<name>.svg`` (standalone) and ``<name>.png`` to it."""
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 9}):
-        fig = Figure(figsize=size, layout="constrained")
-        FigureCanvasAgg(fig)
-        draw(fig)
+        fig = drawn(draw, size)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
         if files is not None:
@@ -68,6 +66,14 @@ def _svg(
             files[f"{name}.svg"] = buf.getvalue().encode("utf-8")
             files[f"{name}.png"] = png.getvalue()
     return _inline_svg(buf.getvalue(), name)
+
+
+def drawn(draw: Callable[[Figure], None], size: tuple[float, float]) -> Figure:
+    """A figure of `size` inches, laid out by the constrained engine, with `draw` applied."""
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    draw(fig)
+    return fig
 
 
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}

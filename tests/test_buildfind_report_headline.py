@@ -74,6 +74,10 @@ def test_report_headline_equals_table_1_and_the_claim_map(timed_out_run: Path) -
     # the summary no longer quotes a headline figure without saying what it includes
     summary_list = re.search(r'<dl class="summary">(.*?)</dl>', html, re.S).group(1)
     assert "formal recovery" not in summary_list
+    # a control's build trial (-1 in the rows) reads as a control on the page
+    r_head, *runs = rows_of(html, r'<section id="table-run_accuracy">.*?<table>(.*?)</table>')
+    controls = [r for r in runs if r[r_head.index("slice")] == "question_only"]
+    assert controls and {r[r_head.index("build_trial")] for r in controls} == {"– (control)"}
     markdown = (run / "report.md").read_text()
     assert "| formal recovery | 100.0% | n/a: no scored find run on this slice (1 timeout) |" in (
         markdown

@@ -50,6 +50,9 @@ TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
 FIGURES_DIR = "figures"  # the report's figures as files: <figure id>.svg and .png
 HTML_TEMPLATE = "templates/report.html.j2"
 
+CONTROL_BUILD = "– (control)"
+"""A control find's build_trial on the page: the rows hold -1 (no artifact is read)."""
+
 # meta key -> label in the summary, in display order; other keys follow under their own name
 SUMMARY_FIELDS = {
     "run_id": "Run",
@@ -122,8 +125,15 @@ def shown_table(
     name: str, df: pl.DataFrame, meta: dict[str, Any]
 ) -> tuple[list[str], list[list[str]], str]:
     """A table's (header, text rows, note) as the report prints it: Table 2's agreement
-    column named for the run's find trials (`paper_tables.trial_agreement`)."""
-    rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
+    column named for the run's find trials (`paper_tables.trial_agreement`); a control's
+    build trial (-1 in the rows: it reads no artifact) as a dash that says so."""
+    rows = [
+        [
+            CONTROL_BUILD if c == "build_trial" and v == -1 else fmt_value(v)
+            for c, v in zip(df.columns, row, strict=True)
+        ]
+        for row in df.iter_rows()
+    ]
     if name == "paper_table2":
         return trial_agreement(list(df.columns), rows, _r_find(meta))
     return list(df.columns), rows, ""

@@ -1,6 +1,6 @@
 """The report's heatmaps keep every axes title clear of their colour bar (tick labels and
 label included): the figures are laid out as the report draws them and the title boxes are
-measured against the bar's box on the rendered canvas."""
+measured against the bar's box on the rendered canvas. A Kendall cell without tau says why."""
 
 from __future__ import annotations
 
@@ -83,3 +83,20 @@ def test_no_title_overlaps_the_colour_bar(name: str, monkeypatch: pytest.MonkeyP
         for ax in titled:
             title = ax.title.get_window_extent(renderer)
             assert not title.overlaps(box), (name, ax.get_title())
+
+
+def test_a_kendall_cell_without_tau_says_why() -> None:
+    table = pl.DataFrame(
+        {
+            "effort_panel": ["low", "low"],
+            "task": ["t1", "t2"],
+            "finder_a": ["f1", "f1"],
+            "finder_b": ["f2", "f2"],
+            "tau": [None, None],
+            "n": [1, 3],
+        },
+        schema_overrides={"tau": pl.Float64},
+    )
+    svg = kendall_figure(table)
+    assert svg.count("n=1") == 2  # both cells of t1: one builder ranked
+    assert svg.count("ties") == 2  # t2: three builders, an ordering all ties

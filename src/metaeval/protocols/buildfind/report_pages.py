@@ -321,7 +321,8 @@ def _figures(tables: dict[str, pl.DataFrame], files: Files | None) -> list[dict[
             "id": "fig-kendall",
             "title": "Kendall tau between finders' builder-effort orderings",
             "caption": "One heatmap per effort panel (rows) and task (columns); the diagonal "
-            "is left blank.",
+            "is left blank. n/a says why: n=1 when fewer than two builders have an all-correct "
+            "cost for both finders, ties when an ordering is all ties.",
             "svg": Markup(kendall_figure(tables.get("kendall_tau"), files)),
         },
     ]

@@ -38,6 +38,10 @@ def test_report_headline_equals_table_1_and_the_claim_map(timed_out_run: Path) -
     t1_head, table1 = keyed(
         rows_of(html, r'<section id="table-paper_table1">.*?<table>(.*?)</table>')
     )
+    # Table 1 names what it includes: the pooled pairs and the reference finder
+    section = re.search(r'<section id="table-paper_table1">(.*?)</section>', html, re.S).group(1)
+    assert "Pairs: pooled over every formal pair" in section
+    assert "the reference finder(s) ref included" in section
     c_head, claim_map = keyed(rows_of(html, r'<table id="claims-table">(.*?)</table>'))
     every = head.index("all finders (as Table 1 and the claim map)")
     scored = head.index("scored finders (ref left out)")  # names what it leaves out

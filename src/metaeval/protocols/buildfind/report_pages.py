@@ -18,6 +18,7 @@ import jinja2
 import polars as pl
 from markupsafe import Markup
 
+from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
 from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
 from metaeval.protocols.buildfind.finalize import HEADLINE
 from metaeval.protocols.buildfind.report_extra_sections import Section, extra_sections
@@ -139,6 +140,19 @@ def shown_table(
     return list(df.columns), rows, ""
 
 
+def table_scope(name: str, meta: dict[str, Any]) -> str:
+    """What a table's rows include: its pair set (`pair_sets.pair_set_doc`) and, when the
+    headline leaves reference finders out, that this table keeps them."""
+    parts = [pair_set_doc(name) or ""]
+    left_out = list(meta.get(LEFT_OUT_KEY) or [])
+    if left_out and parts[0]:
+        parts.append(
+            f"Every finder's rows, the reference finder(s) {', '.join(left_out)} included "
+            "(the headline's scored-finder column leaves them out)."
+        )
+    return " ".join(p for p in parts if p)
+
+
 def headline_section(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> Section:
     """The headline figures (`report_headline`), over all finders and over scored ones."""
     left_out = list(meta.get(LEFT_OUT_KEY) or [])
@@ -181,6 +195,8 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
         out += [f"### {name}", ""]
         if name in TABLE_TITLES:
             out += [TABLE_TITLES[name], ""]
+        if scope := table_scope(name, meta):
+            out += [_md_text(scope), ""]
         if df.height == 0:
             columns = ", ".join(f"`{c}`" for c in df.columns) or "none"
             out += [f"_No rows._ Columns: {columns}.", ""]
@@ -245,6 +261,7 @@ def _html_tables(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[
                 "columns": columns,
                 "rows": rows,
                 "note": note,
+                "scope": table_scope(name, meta),
                 "known": name in TABLE_DOCS,
             }
         )

@@ -65,18 +65,24 @@ def _b1_tree(tmp_path: Path) -> Path:
     return root
 
 
-def test_the_held_out_fragment_resolves_with_defaults_where_metaeval_needs_more(tmp_path):
+def test_the_held_out_fragment_resolves_with_defaults_where_metaeval_needs_more(
+    tmp_path, monkeypatch
+):
     root = _b1_tree(tmp_path)
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the default bundle goes under the current directory
     resolved = resolve_manifest(root / "manifest.json")
     assert resolved.sum_profile == TOOLLOOP_TARGET  # the SUT config names no target profile
     assert resolved.manifest.baseline.repo == root / "target"
     assert resolved.target_budget.max_steps_per_task == 12  # the optimize suite config's
     assert resolved.target_budget.task_timeout_s == 600.0  # the suite config's default
-    assert resolved.output == root / "runs" / "manifest"
+    # runs/<experiment> under the current directory, named after the manifest's directory
+    assert resolved.output == elsewhere / "runs" / "exp"
     assert resolved.sut.contract == "edit/1" and resolved.sut.name == "sut"
     written = resolved.to_json()
     assert written["target_budget"] == {"max_steps_per_task": 12, "task_timeout_s": 600.0}
-    assert written["output"] == str(root / "runs" / "manifest")
+    assert written["output"] == str(elsewhere / "runs" / "exp")
 
 
 def test_an_inline_sut_profile_boundary_and_a_suite_directory_need_no_other_file(tmp_path):
@@ -148,9 +154,12 @@ def test_init_scaffolds_an_experiment_that_runs_end_to_end_and_refuses_another_m
     suite = json.loads((dest / "suite" / "suite.json").read_text())
     assert list(_validator("improve-suite-manifest").iter_errors(suite)) == []
 
-    ran = _cli("improve", "run", str(dest / "manifest.json"))
+    ran = _cli("improve", "run", str(dest / "manifest.json"), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    bundle = dest / "runs" / "manifest"
+    # the bundle lands in ./runs like every other command's run, named after the experiment
+    bundle = tmp_path / "runs" / "my-experiment"
+    assert f"bundle: {bundle}" in " ".join(ran.stdout.split())
+    assert not (dest / "runs").exists()
     ledger = [json.loads(line) for line in (bundle / "trial_ledger.jsonl").read_text().splitlines()]
     # the scripted meta-agent's first step adds recipes for the two optimize tasks (2/2 pass
     # from 0/2), its second disables them (0/2, below its parent's 2/2)
@@ -158,7 +167,7 @@ def test_init_scaffolds_an_experiment_that_runs_end_to_end_and_refuses_another_m
         ("promoted", 1.0),
         ("rejected", 0.0),
     ]
-    again = _cli("improve", "run", str(dest / "manifest.json"), "-M", "local/smollm2")
+    again = _cli("improve", "run", str(dest / "manifest.json"), "-M", "local/smollm2", cwd=tmp_path)
     assert again.returncode == 2
     assert "setting 'models' changed" in again.stderr and "local/smollm2" in again.stderr
     assert _cli("improve", "init", str(dest)).returncode == 2  # never over an experiment

@@ -79,4 +79,6 @@ def test_using_it_commands_run_as_written(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / "bf-again" / "tables" / "README.md").is_file()
     assert (tmp_path / "runs" / "my-audit" / "score.json").is_file()
     assert (tmp_path / "runs" / "my-bf" / "labels" / "review.csv").is_file()
-    assert (tmp_path / "my-improve" / "runs" / "manifest" / "report.html").is_file()
+    # a manifest without `output` writes to ./runs like the other commands (view runs/ finds it)
+    assert (tmp_path / "runs" / "my-improve" / "report.html").is_file()
+    assert not (tmp_path / "my-improve" / "runs").exists()

@@ -19,8 +19,10 @@ from pydantic import ValidationError
 from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
+from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
 from metaeval.protocols.buildfind.finalize import HEADLINE, reference_finders
 from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
+from metaeval.protocols.buildfind.report_headline import why_na
 from metaeval.protocols.buildfind.table_docs import TABLE_TITLES
 from metaeval.safe_text import csv_value
 from metaeval.tasks.safe_files import is_inside, read_regular, walk_tree
@@ -32,7 +34,6 @@ PAPER_TABLES = ("paper_table1", "paper_table2", "paper_table3")
 MAX_TABLE_BYTES = 1 << 20
 MAX_FIGURE_BYTES = 4 << 20
 MAX_FIGURES = 40
-AGREEMENT = "3-trial agreement"  # Table 2's column as the analysis names it
 
 
 def table_csv(run: Run, name: str) -> list[list[str]]:
@@ -57,23 +58,14 @@ def find_trials(run: Run) -> int | None:
 def paper_tables(run: Run) -> list[dict[str, Any]]:
     """Tables 1-3 in the paper's shape, as the run wrote them (`tables/paper_table*.csv`).
     Table 2's agreement column is named for the run's own find trials, and with one trial
-    per cell it says why there is no agreement to show."""
+    per cell it says why there is no agreement to show (`paper_tables.trial_agreement`)."""
     trials = find_trials(run)
     found = []
     for name in PAPER_TABLES:
         rows = table_csv(run, name)
         if not rows:
             continue
-        header, body, note = rows[0], rows[1:], ""
-        if AGREEMENT in header and trials is not None:
-            at = header.index(AGREEMENT)
-            header = [*header[:at], f"{trials}-trial agreement", *header[at + 1 :]]
-            if trials == 1:
-                body = [[*r[:at], "n/a", *r[at + 1 :]] for r in body]
-                note = (
-                    "n/a: this run has one find trial per cell (r_find: 1), so there is no "
-                    "agreement between trials to measure."
-                )
+        header, body, note = trial_agreement(rows[0], rows[1:], trials)
         found.append(
             {
                 "name": name,
@@ -122,9 +114,7 @@ def headline_cards(run: Run) -> list[dict[str, Any]]:
     for key, (calibration_slice, name) in HEADLINE.items():
         record_slice = "formal" if calibration_slice == "compile_pass" else calibration_slice
         kinds = failed.get(record_slice, Counter())
-        why = "no scored find run on this slice"
-        if kinds:
-            why += " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+        why = why_na(kinds, scored=True)
         cards.append(
             {
                 "name": name,

@@ -265,14 +265,16 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
         "panels": config.get("panels", DEFAULT_PANELS),
         "find_pairs": run_find_pairs(config),
         "warnings": warnings,
+        "headline_left_out": left_out,  # report_headline.LEFT_OUT_KEY
     }
     tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
     failed = failed_cells(run)
     tables[FAILED_TABLE] = failed
     meta["failed_cells"] = failure_counts(failed)
     paths = write_outputs(tables, meta, run.path)
+    report_only = {"headline_left_out", *(name for _, name in HEADLINE.values())}
     summary = {
-        **{k: v for k, v in meta.items() if k not in {name for _, name in HEADLINE.values()}},
+        **{k: v for k, v in meta.items() if k not in report_only},
         **figures,
         "failed_cell_reasons": failed.to_dicts(),
         "builds": builds.height,

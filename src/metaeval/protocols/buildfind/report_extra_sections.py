@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from metaeval.protocols.buildfind.analysis.paper_tables import (
+    AGREEMENT,
+    ONE_TRIAL,
+    agreement_name,
+)
 from metaeval.protocols.buildfind.claims import claims, claims_table
 
 
@@ -70,17 +75,29 @@ def view_sections(tables: dict[str, pl.DataFrame]) -> list[Section]:
     return sections
 
 
-def claims_section(tables: dict[str, pl.DataFrame]) -> Section:
-    """The claim-evidence map: each headline figure with its table cell, rows and command."""
+def claims_section(tables: dict[str, pl.DataFrame], r_find: int | None = None) -> Section:
+    """The claim-evidence map: each headline figure with its table cell, rows and command.
+    The trial agreement claim is named for the run's `r_find`, and n/a with one trial."""
     intro = (
         "Each headline figure, the table cell that holds it, the question rows it is computed "
-        "from and the command that recomputes the table from the released rows. Every other "
-        "number in this report is a cell of a table printed below in full; "
+        "from and the command that recomputes the table from the released rows. Its figures "
+        "are over every finder (reference finders included, as in Table 1) and pooled over "
+        "every formal pair unless the source table is per panel (R_b). Every other number in "
+        "this report is a cell of a table printed below in full; "
         "`metaeval buildfind verify-release` recomputes all of them."
     )
-    return Section("claims", "Claim-evidence map", intro, [("", claims_table(claims(tables)))])
+    table = claims_table(claims(tables))
+    if r_find is not None:
+        agreement = pl.col("claim") == "repeatability.formal"
+        figure = pl.col("figure").str.replace(AGREEMENT, agreement_name(r_find), literal=True)
+        if r_find == 1:
+            figure = figure + " (" + ONE_TRIAL + ")"
+        table = table.with_columns(figure=pl.when(agreement).then(figure).otherwise("figure"))
+        if r_find == 1:
+            table = table.with_columns(value=pl.when(agreement).then(None).otherwise("value"))
+    return Section("claims", "Claim-evidence map", intro, [("", table)])
 
 
-def extra_sections(tables: dict[str, pl.DataFrame]) -> list[Section]:
+def extra_sections(tables: dict[str, pl.DataFrame], r_find: int | None = None) -> list[Section]:
     """Per-view sections, then the claim-evidence map."""
-    return [*view_sections(tables), claims_section(tables)]
+    return [*view_sections(tables), claims_section(tables, r_find)]

@@ -57,9 +57,7 @@ def _svg(
     """Draw a figure on an Agg canvas and return it as inline-ready SVG markup; with `files`,
     also add ``<name>.svg`` (standalone) and ``<name>.png`` to it."""
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 9}):
-        fig = Figure(figsize=size, layout="constrained")
-        FigureCanvasAgg(fig)
-        draw(fig)
+        fig = drawn(draw, size)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
         if files is not None:
@@ -68,6 +66,14 @@ def _svg(
             files[f"{name}.svg"] = buf.getvalue().encode("utf-8")
             files[f"{name}.png"] = png.getvalue()
     return _inline_svg(buf.getvalue(), name)
+
+
+def drawn(draw: Callable[[Figure], None], size: tuple[float, float]) -> Figure:
+    """A figure of `size` inches, laid out by the constrained engine, with `draw` applied."""
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    draw(fig)
+    return fig
 
 
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
@@ -201,7 +207,9 @@ def _annotate(
     fmt: Callable[[float], str],
     *,
     skip_diagonal: bool = False,
+    why: dict[tuple[int, int], str] | None = None,
 ) -> None:
+    """Each cell's value as text; a missing one as n/a, with its reason from `why` (by cell)."""
     rows, cols = matrix.shape
     size = 8 if max(rows, cols) <= 8 else 6
     for i in range(rows):
@@ -210,7 +218,8 @@ def _annotate(
                 continue
             value = matrix[i, j]
             if math.isnan(value):
-                text, color = NA, "#777777"
+                reason = (why or {}).get((i, j))
+                text, color = (f"{NA}\n{reason}" if reason else NA), "#777777"
             else:
                 text = fmt(value)
                 color = "white" if abs(value) > 0.6 * limit else "black"
@@ -275,7 +284,7 @@ def kendall_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
     df = df.with_columns(pl.col("effort_panel", "task").cast(pl.Utf8).fill_null(NA))
     panels = sorted(set(df.get_column("effort_panel").to_list()), key=_natural)
     tasks = sorted(set(df.get_column("task").to_list()), key=_natural)
-    grids: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}
+    grids: dict[tuple[str, str], tuple[list[str], np.ndarray, dict[tuple[int, int], str]]] = {}
     widest = 1
     for panel in panels:
         for task in tasks:
@@ -288,11 +297,16 @@ def kendall_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
                 key=_natural,
             )
             matrix = np.full((len(names), len(names)), np.nan)
+            reasons: dict[tuple[int, int], str] = {}
             for rec in sub.iter_rows(named=True):
                 i, j = names.index(rec["finder_a"]), names.index(rec["finder_b"])
                 matrix[i, j] = matrix[j, i] = _num(rec["tau"])
+                if "n" in rec and rec["tau"] is None:  # tau needs 2 builders and no all-tie
+                    reasons[(i, j)] = reasons[(j, i)] = (
+                        f"n={rec['n']}" if (rec["n"] or 0) < 2 else "ties"
+                    )
             np.fill_diagonal(matrix, np.nan)  # a finder against itself is not informative
-            grids[(panel, task)] = (names, matrix)
+            grids[(panel, task)] = (names, matrix, reasons)
             widest = max(widest, len(names))
 
     def draw(fig: Figure) -> None:
@@ -306,13 +320,13 @@ def kendall_figure(df: pl.DataFrame | None, files: Files | None = None) -> str:
                     ax.axis("off")
                     ax.text(0.5, 0.5, NO_DATA, ha="center", va="center", transform=ax.transAxes)
                     continue
-                names, matrix = grids[(panel, task)]
+                names, matrix, reasons = grids[(panel, task)]
                 image = _mesh(ax, matrix, 1.0)
                 ax.set_aspect("equal")
                 ticks = [_label(n) for n in names]
                 ax.set_xticks(_centres(names), ticks, rotation=45, ha="right", fontsize=7)
                 ax.set_yticks(_centres(names), ticks, fontsize=7)
-                _annotate(ax, matrix, 1.0, lambda v: f"{v:.2f}", skip_diagonal=True)
+                _annotate(ax, matrix, 1.0, lambda v: f"{v:.2f}", skip_diagonal=True, why=reasons)
         if image is not None:
             _colorbar(fig, image, axes.ravel().tolist(), "Kendall tau")
 

@@ -16,6 +16,10 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup
 
+from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
+from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
+from metaeval.protocols.buildfind.finalize import HEADLINE
+from metaeval.protocols.buildfind.report_extra_sections import Section, extra_sections
 from metaeval.protocols.buildfind.report_figures import (
     NA,
     Files,
@@ -25,6 +29,12 @@ from metaeval.protocols.buildfind.report_figures import (
 )
 from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_entry
 from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
+from metaeval.protocols.buildfind.report_headline import (
+    LEFT_OUT_KEY,
+    headline_figures,
+    headline_intro,
+    headline_table,
+)
 from metaeval.protocols.buildfind.table_docs import (
     TABLE_DOCS,
     TABLE_TITLES,
@@ -38,6 +48,9 @@ from metaeval.report.markdown import markdown_table, md_document, md_text
 TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
 FIGURES_DIR = "figures"  # the report's figures as files: <figure id>.svg and .png
 HTML_TEMPLATE = "templates/report.html.j2"
+
+CONTROL_BUILD = "– (control)"
+"""A control find's build_trial on the page: the rows hold -1 (no artifact is read)."""
 
 # meta key -> label in the summary, in display order; other keys follow under their own name
 SUMMARY_FIELDS = {
@@ -91,6 +104,8 @@ def summary_items(meta: dict[str, Any]) -> list[tuple[str, str]]:
     if "trials" not in meta and ("r_build" in meta or "r_find" in meta):
         meta["trials"] = {"build": meta.pop("r_build", None), "find": meta.pop("r_find", None)}
     meta.pop("warnings", None)  # shown on their own, above the summary
+    for key in (LEFT_OUT_KEY, *(name for _, name in HEADLINE.values())):
+        meta.pop(key, None)  # the headline section shows these, naming what they include
     items = [(label, _meta_text(meta.get(key))) for key, label in SUMMARY_FIELDS.items()]
     items += [(str(k), _meta_text(v)) for k, v in meta.items() if k not in SUMMARY_FIELDS]
     return items
@@ -98,6 +113,54 @@ def summary_items(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _is_numeric(dtype: pl.DataType) -> bool:
     return dtype.is_numeric()
+
+
+def _r_find(meta: dict[str, Any]) -> int | None:
+    value = meta.get("r_find")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def shown_table(
+    name: str, df: pl.DataFrame, meta: dict[str, Any]
+) -> tuple[list[str], list[list[str]], str]:
+    """A table's (header, text rows, note) as the report prints it: Table 2's agreement
+    column named for the run's find trials (`paper_tables.trial_agreement`); a control's
+    build trial (-1 in the rows: it reads no artifact) as a dash that says so."""
+    rows = [
+        [
+            CONTROL_BUILD if c == "build_trial" and v == -1 else fmt_value(v)
+            for c, v in zip(df.columns, row, strict=True)
+        ]
+        for row in df.iter_rows()
+    ]
+    if name == "paper_table2":
+        return trial_agreement(list(df.columns), rows, _r_find(meta))
+    return list(df.columns), rows, ""
+
+
+def table_scope(name: str, meta: dict[str, Any]) -> str:
+    """What a table's rows include: its pair set (`pair_sets.pair_set_doc`) and, when the
+    headline leaves reference finders out, that this table keeps them."""
+    parts = [pair_set_doc(name) or ""]
+    left_out = list(meta.get(LEFT_OUT_KEY) or [])
+    if left_out and parts[0]:
+        parts.append(
+            f"Every finder's rows, the reference finder(s) {', '.join(left_out)} included "
+            "(the headline's scored-finder column leaves them out)."
+        )
+    return " ".join(p for p in parts if p)
+
+
+def headline_section(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> Section:
+    """The headline figures (`report_headline`), over all finders and over scored ones."""
+    left_out = list(meta.get(LEFT_OUT_KEY) or [])
+    figures = headline_figures(tables, left_out)
+    return Section(
+        "headline",
+        "Headline",
+        headline_intro(left_out),
+        [("", headline_table(figures, left_out))],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +183,8 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
         "Figures (R_b bars, affinity heatmap, Kendall tau heatmaps) are in `report.html`.",
         "",
     ]
-    out += _markdown_sections(tables)
+    out += _markdown_sections([headline_section(tables, meta)])
+    out += _markdown_sections(extra_sections(tables, _r_find(meta)))
     out += ["## Tables", ""]
     if not tables:
         out += ["No tables.", ""]
@@ -129,21 +193,23 @@ def render_markdown(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> st
         out += [f"### {name}", ""]
         if name in TABLE_TITLES:
             out += [TABLE_TITLES[name], ""]
+        if scope := table_scope(name, meta):
+            out += [_md_text(scope), ""]
         if df.height == 0:
             columns = ", ".join(f"`{c}`" for c in df.columns) or "none"
             out += [f"_No rows._ Columns: {columns}.", ""]
             continue
-        rows = [[fmt_value(v) for v in row] for row in df.iter_rows()]
-        out += [markdown_table(df.columns, rows)]
+        header, rows, note = shown_table(name, df, meta)
+        out += [markdown_table(header, rows)]
+        if note:
+            out += [_md_text(note), ""]
     return md_document("\n".join(out).rstrip() + "\n")
 
 
-def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
-    """Per-view sections and the claim-evidence map (report_extra_sections.py)."""
-    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
-
+def _markdown_sections(sections: list[Section]) -> list[str]:
+    """Report sections (headline, per-view sections, the claim-evidence map) in Markdown."""
     out = []
-    for section in extra_sections(tables):
+    for section in sections:
         out += [f"## {section.title}", "", section.intro, ""]
         for caption, df in section.blocks:
             if caption:
@@ -157,17 +223,18 @@ def _markdown_sections(tables: dict[str, pl.DataFrame]) -> list[str]:
 # HTML
 
 
-def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+def _html_tables(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name in table_order(set(tables)):
         df = tables[name]
+        header, rows, note = shown_table(name, df, meta)
         columns = [
             {
-                "name": c,
+                "name": shown,
                 "doc": column_doc(name, c) or "not documented",
                 "numeric": _is_numeric(t),
             }
-            for c, t in df.schema.items()
+            for shown, (c, t) in zip(header, df.schema.items(), strict=True)
         ]
         out.append(
             {
@@ -175,7 +242,9 @@ def _html_tables(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                 "anchor": f"table-{re.sub(r'[^A-Za-z0-9_-]', '-', name)}",
                 "title": TABLE_TITLES.get(name, ""),
                 "columns": columns,
-                "rows": [[fmt_value(v) for v in row] for row in df.iter_rows()],
+                "rows": rows,
+                "note": note,
+                "scope": table_scope(name, meta),
                 "known": name in TABLE_DOCS,
             }
         )
@@ -195,8 +264,9 @@ def render_html(
         summary=summary_items(meta),
         warnings=list(meta.get("warnings") or []),
         figures=_figures(tables, files),
-        tables=_html_tables(tables),
-        sections=_html_sections(tables),
+        tables=_html_tables(tables, meta),
+        headline=_html_sections([headline_section(tables, meta)], tables)[0],
+        sections=_html_sections(extra_sections(tables, _r_find(meta)), tables),
     )
 
 
@@ -251,7 +321,8 @@ def _figures(tables: dict[str, pl.DataFrame], files: Files | None) -> list[dict[
             "id": "fig-kendall",
             "title": "Kendall tau between finders' builder-effort orderings",
             "caption": "One heatmap per effort panel (rows) and task (columns); the diagonal "
-            "is left blank.",
+            "is left blank. n/a says why: n=1 when fewer than two builders have an all-correct "
+            "cost for both finders, ties when an ordering is all ties.",
             "svg": Markup(kendall_figure(tables.get("kendall_tau"), files)),
         },
     ]
@@ -267,9 +338,9 @@ def _source_link(column: str, value: Any, tables: dict[str, pl.DataFrame]) -> st
     return f"#table-{re.sub(r'[^A-Za-z0-9_-]', '-', table)}" if table in tables else None
 
 
-def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    from metaeval.protocols.buildfind.report_extra_sections import extra_sections
-
+def _html_sections(
+    sections: list[Section], tables: dict[str, pl.DataFrame]
+) -> list[dict[str, Any]]:
     return [
         {
             "id": s.id,
@@ -292,7 +363,7 @@ def _html_sections(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                 for caption, df in s.blocks
             ],
         }
-        for s in extra_sections(tables)
+        for s in sections
     ]
 
 

@@ -268,7 +268,8 @@ class ExperimentManifest(_Strict):
     Defaults where the paper's manifest leaves a setting out: `baseline` is the repository
     `target` beside the manifest at `HEAD` (what `metaeval improve init` writes);
     `target_budget` is the optimize suite config's `max_steps_per_task` and `task_timeout_s`;
-    `output` is `runs/<manifest file name without .json>` beside the manifest.
+    `output` is `runs/<experiment>` under the current directory (`resolve.default_output`);
+    an `output` the manifest names is relative to the manifest like its other paths.
     """
 
     mode: Literal["recursive_search"]

@@ -262,12 +262,32 @@ def resolve_manifest(path: Path | str) -> ResolvedManifest:
     )
 
 
+DEFAULT_MANIFEST_NAME = "manifest"
+"""The file name `metaeval improve init` gives a manifest: its bundle is named after its
+directory instead."""
+
+
+def default_output(manifest_path: Path) -> Path:
+    """The bundle directory of a manifest that names no `output`: `runs/<experiment>` under
+    the current directory, as every other metaeval command writes its run (so `metaeval view
+    runs/` finds it). The experiment is the manifest's file name without `.json`, or its
+    directory's name for a file named `manifest.json`."""
+    name = manifest_path.stem
+    if name == DEFAULT_MANIFEST_NAME and manifest_path.resolve().parent.name:
+        name = manifest_path.resolve().parent.name
+    return (Path.cwd() / "runs" / name).resolve()
+
+
 def _pin_baseline(manifest: ExperimentManifest, manifest_path: Path) -> tuple[Path, str, Path]:
     """The baseline repository, its commit pinned to a full SHA, and the output directory
     (which may not lie inside the repository)."""
     repo = resolve_ref(manifest.baseline.repo, manifest_path)
     base_commit = resolve_base_commit(repo, manifest.baseline.base_commit, manifest=manifest_path)
-    output = resolve_ref(manifest.output or Path("runs") / manifest_path.stem, manifest_path)
+    output = (
+        resolve_ref(manifest.output, manifest_path)
+        if manifest.output is not None
+        else default_output(manifest_path)
+    )
     if _within(output, repo):
         raise ConfigError(
             f"output directory {output} lies inside the baseline repository {repo}",

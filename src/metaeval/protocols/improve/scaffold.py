@@ -10,7 +10,7 @@ docs/formats/improve.md), and materializes the toolloop target as a git reposito
     DIR/target/               the toolloop target agent, a git repository (the baseline)
 
 `metaeval improve run DIR/manifest.json` then runs as it is; the bundle goes to
-`DIR/runs/manifest/`. The scripted meta-agent is a stand-in: put a real agent and model in
+`runs/<DIR's name>/` under the current directory. The scripted meta-agent is a stand-in: put a real agent and model in
 the manifest's `sut.meta_agent` (or pass `-M`) and your own tasks in `suite/`.
 """
 

@@ -11,6 +11,8 @@ from typing import Any
 import polars as pl
 
 DASH = "–"
+AGREEMENT = "3-trial agreement"
+"""Table 2's agreement column as the analysis writes it (the paper's three find trials)."""
 TABLE1_SLICES = {
     "question_only": "Question-only",
     "spec_only": "Spec-only",
@@ -88,12 +90,39 @@ def paper_table2(
                 "Build": DASH if name in CONTROLS else count(c.get("builds")),
                 "Find": count(c.get("finds")),
                 "Answer rows": count(r["answer_rows"]),
-                "3-trial agreement": percent(r["agreement"]),
+                AGREEMENT: percent(r["agreement"]),
                 "Reliable questions": percent(r["reliable_questions"]),
             }
         )
-    columns = ["Slice", "Build", "Find", "Answer rows", "3-trial agreement", "Reliable questions"]
+    columns = ["Slice", "Build", "Find", "Answer rows", AGREEMENT, "Reliable questions"]
     return pl.DataFrame(out, schema=dict.fromkeys(columns, pl.Utf8))
+
+
+def trial_agreement(
+    header: list[str], rows: list[list[str]], r_find: int | None
+) -> tuple[list[str], list[list[str]], str]:
+    """Table 2 as a page shows it for a run of `r_find` find trials per cell: the agreement
+    column named for that count, and with one trial its cells n/a and a note saying why
+    (header, rows, note). Unknown `r_find` leaves the table as written."""
+    if AGREEMENT not in header or r_find is None:
+        return header, rows, ""
+    at = header.index(AGREEMENT)
+    header = [*header[:at], agreement_name(r_find), *header[at + 1 :]]
+    if r_find != 1:
+        return header, rows, ""
+    rows = [[*r[:at], "n/a", *r[at + 1 :]] for r in rows]
+    return header, rows, ONE_TRIAL
+
+
+def agreement_name(r_find: int | None) -> str:
+    """'1-trial agreement' for the run's find trials per cell (the paper's 3 when unknown)."""
+    return AGREEMENT if r_find is None else f"{r_find}-trial agreement"
+
+
+ONE_TRIAL = (
+    "n/a: this run has one find trial per cell (r_find: 1), so there is no agreement between "
+    "trials to measure."
+)
 
 
 def builder_labels(rows: pl.DataFrame | pl.LazyFrame | None) -> dict[str, str]:

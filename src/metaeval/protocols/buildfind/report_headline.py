@@ -1,0 +1,133 @@
+"""The report's headline: each headline figure over all finders (the calibration cell that
+Table 1 and the claim map print) and over the scored finders (reference finders left out,
+as the CLI and summary.json quote it), each naming what it includes and why it is n/a.
+
+Both values come from `finalize.headline`, the computation behind summary.json; the
+all-finder value is the calibration table's cell itself. A figure is n/a when no find run
+of the finders it covers scored on its slice; the reason counts their failed cells
+(`failures.TABLE`) by kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import polars as pl
+from pydantic import BaseModel
+
+from metaeval.protocols.buildfind.analysis.paper_tables import TABLE1_SLICES
+from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
+from metaeval.protocols.buildfind.finalize import HEADLINE, headline
+
+LEFT_OUT_KEY = "headline_left_out"
+"""Report meta key: the reference finders the scored figures leave out ([]: none)."""
+
+PAIRS = "pooled over every formal pair of the run (calibration)"
+"""The pair set of every headline figure: the calibration table's (`pair_sets`)."""
+
+
+class HeadlineFigure(BaseModel):
+    """One headline figure as the report prints it."""
+
+    name: str  # as the CLI and summary.json name it
+    table1_slice: str  # the Table 1 row holding the all-finder value
+    all_finders: float | None  # calibration accuracy, task "all"
+    all_why: str | None  # why all_finders is n/a
+    scored: float | None  # the reference finders left out (None when none are)
+    scored_why: str | None  # why scored is n/a (None when it is not, or none are left out)
+
+
+def record_slice(calibration_slice: str) -> str:
+    """The records' slice a calibration slice is drawn from (compile-pass is formal)."""
+    return "formal" if calibration_slice == "compile_pass" else calibration_slice
+
+
+def why_na(kinds: Counter[str], scored: bool) -> str:
+    """'no scored find run on this slice (1 timeout)': why a pooled figure has no value."""
+    why = f"no {'scored ' if scored else ''}find run on this slice"
+    if kinds:
+        why += " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+    return why
+
+
+def failed_finds(
+    failed: pl.DataFrame | None, slice_name: str, left_out: Sequence[str] = ()
+) -> Counter[str]:
+    """Failed find cells on a records slice, by kind, of the finders not `left_out`."""
+    if failed is None or failed.height == 0:
+        return Counter()
+    rows = failed.filter(
+        (pl.col("phase") == "find")
+        & (pl.col("slice") == slice_name)
+        & ~pl.col("finder").is_in(list(left_out))
+    )
+    return Counter(str(k) for k in rows.get_column("kind").to_list())
+
+
+def headline_figures(
+    tables: dict[str, pl.DataFrame], left_out: Sequence[str]
+) -> list[HeadlineFigure]:
+    """The headline figures of a set of analysis tables; `left_out` are the reference
+    finders the scored figures leave out (none: the scored column is not shown)."""
+    every = headline(tables)
+    scored = headline(tables, left_out) if left_out else {}
+    failed = tables.get(FAILED_TABLE)
+    out = []
+    for key, (calibration_slice, name) in HEADLINE.items():
+        records = record_slice(calibration_slice)
+        value = every.get(key)
+        mine = scored.get(key) if left_out else None
+        out.append(
+            HeadlineFigure(
+                name=name,
+                table1_slice=TABLE1_SLICES[calibration_slice],
+                all_finders=value,
+                all_why=None if value is not None else why_na(failed_finds(failed, records), False),
+                scored=mine,
+                scored_why=(
+                    why_na(failed_finds(failed, records, left_out), True)
+                    if left_out and mine is None
+                    else None
+                ),
+            )
+        )
+    return out
+
+
+def headline_table(figures: list[HeadlineFigure], left_out: Sequence[str]) -> pl.DataFrame:
+    """The headline as a table of text cells (percentages as Table 1 prints them)."""
+    from metaeval.protocols.buildfind.analysis.paper_tables import percent
+
+    def cell(value: float | None, why: str | None) -> str:
+        return percent(value) if value is not None else f"n/a: {why}"
+
+    columns = {"figure": [f.name for f in figures]}
+    columns["all finders (as Table 1 and the claim map)"] = [
+        cell(f.all_finders, f.all_why) for f in figures
+    ]
+    if left_out:
+        columns[f"scored finders ({', '.join(left_out)} left out)"] = [
+            cell(f.scored, f.scored_why) for f in figures
+        ]
+    columns["Table 1 row"] = [f.table1_slice for f in figures]
+    return pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.Utf8))
+
+
+def headline_intro(left_out: Sequence[str]) -> str:
+    """What the headline's figures include."""
+    text = (
+        "Pooled accuracy of each headline slice, task 'all', " + PAIRS + ". The all-finder "
+        "column is the calibration cell that Table 1 and the claim map print"
+    )
+    if left_out:
+        names = ", ".join(left_out)
+        text += (
+            f"; the scored-finder column leaves out the reference finder(s) {names} (right by "
+            "construction), as the command line and summary.json report it: the same mean of "
+            "per-run accuracy over the other finders' runs (run_accuracy)"
+        )
+    return text + (
+        ". n/a says why: no find run of those finders scored on the slice, and how many of "
+        "their cells failed, by kind."
+    )

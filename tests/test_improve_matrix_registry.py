@@ -134,8 +134,11 @@ def test_a_2x2_matrix_with_a_podman_suite_pulled_from_a_local_registry(
     )
     statuses = {t["task_id"]: t["status"] for t in baseline["optimize"]["tasks"]}
     assert statuses == {"in-image": "passed", "needs-agent": "failed"}
+    # the pulled tag names the image; what ran is the id it was resolved to once (issue 43)
     assert all(
-        t["backend"].startswith("podman") and t["backend"].endswith(f"(image {image})")
+        t["backend"].startswith("podman")
+        and f"(image {image} (id {t['image_id']}))" in t["backend"]
+        and t["image_id"]
         for t in baseline["optimize"]["tasks"]
     )
     calling = json.loads(

@@ -51,7 +51,11 @@ def test_old_audit_run_resumes_without_redoing_a_cell(old_audit: Path) -> None:
 def test_old_audit_run_scores_as_it_did(old_audit: Path) -> None:
     old_score = json.loads((old_audit / "run" / "score.json").read_text())
     (old_audit / "run" / "score.json").unlink()
-    done = _metaeval("audit", "score", "run", "--gold", "gold.json", cwd=old_audit)
+    # the judge the old run was scored with (it was the silent default then; now it is named)
+    judge = old_score["judge_model"]
+    done = _metaeval(
+        "audit", "score", "run", "--gold", "gold.json", "--judge", judge, cwd=old_audit
+    )
     assert done.returncode == 0, done.stderr
     new_score = json.loads((old_audit / "run" / "score.json").read_text())
 

@@ -132,33 +132,26 @@ class Container:
             return
         network = DEFAULT_NETWORKS.get(self.engine.name, "bridge")
         verb = "connect" if on else "disconnect"
+        self._engine_call(f"network {verb}", "network", verb, network, self.name)
+        self.connected = on
+
+    def _engine_call(self, what: str, *args: str, tail: int = 300) -> None:
+        """Run one engine command on this container; a failure is a ContainerError naming
+        `what` with the end of the engine's stderr."""
         done = subprocess.run(
-            self.engine.command("network", verb, network, self.name),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+            self.engine.command(*args), capture_output=True, text=True, timeout=120, check=False
         )
         if done.returncode != 0:
             raise ContainerError(
-                f"{self.engine.name} network {verb} failed: {(done.stderr or '').strip()[-300:]}"
+                f"{self.engine.name} {what} failed: {(done.stderr or '').strip()[-tail:]}"
             )
-        self.connected = on
 
     def copy_in(self, source: Path, target: str) -> None:
         """Copy a host directory's contents to `target` in the container."""
         prepared = self.exec(f"rm -rf {target} && mkdir -p {target}", timeout_s=60, user="0")
         if not prepared.ok:
             raise ContainerError(f"cannot prepare {target}: {prepared.stderr.strip()[-300:]}")
-        done = subprocess.run(
-            self.engine.command("cp", f"{Path(source)}/.", f"{self.name}:{target}"),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise ContainerError(f"{self.engine.name} cp failed: {done.stderr.strip()[-500:]}")
+        self._engine_call("cp", "cp", f"{Path(source)}/.", f"{self.name}:{target}", tail=500)
 
     def exec(
         self,
@@ -220,17 +213,7 @@ class Container:
         the container's PID namespace, however it was detached (`setsid`, `nohup`, a double
         fork, an `exec` whose client timed out). The network stays as `set_network` left it.
         """
-        done = subprocess.run(
-            self.engine.command("restart", "-t", "0", self.name),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise ContainerError(
-                f"{self.engine.name} restart failed: {(done.stderr or '').strip()[-300:]}"
-            )
+        self._engine_call("restart", "restart", "-t", "0", self.name)
 
     def read_regular_files(
         self,

@@ -132,7 +132,7 @@ EXIT_WAIT_S = 300.0
 
 
 def _quiesce_at_exit() -> None:
-    """Hold every loaded model's lock before the interpreter frees the models.
+    """Hold every loaded model's lock, then free the model, before the interpreter tears down.
 
     A generation can still be running on a daemon thread when the process exits (a gateway
     answering a client that left). Freeing the model under it crashed the process at exit
@@ -143,6 +143,15 @@ def _quiesce_at_exit() -> None:
     for model in loaded:
         if not model.lock.acquire(timeout=EXIT_WAIT_S):
             logger.warning("metaeval: a local model was still generating at exit")
+            continue
+        # Free it now, while llama_cpp's module globals still exist: left to the garbage
+        # collector at interpreter teardown, its finaliser can run after those globals are
+        # cleared and prints a traceback on stderr. The lock stays held, so nothing uses it.
+        model.llama.close()
+        sampler = getattr(model.llama, "_sampler", None)  # the last generation's, not in close()
+        if sampler is not None:
+            sampler.close()
+            model.llama._sampler = None
 
 
 atexit.register(_quiesce_at_exit)

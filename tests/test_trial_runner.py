@@ -233,11 +233,14 @@ def test_a_phase_writing_past_storage_mb_fails_with_the_reason(
     sizes = re.findall(r"^tmpfs\s+(\d+)\s", result.solve.stdout, re.MULTILINE)
     assert sizes == ["16384", "65536"], result.solve.stdout
     assert "Read-only file system" in result.solve.stdout + result.solve.stderr
-    # The host is unaffected: the tmpfs was the sandbox's own, /app holds at most the cap
-    # plus what was written between two measurements.
+    # The host is unaffected: the tmpfs was the sandbox's own; in /app no file grew past the
+    # cap, and a writer of many files was stopped before it wrote them all (how far it got
+    # past the cap depends on the machine's load between two measurements, so it is not
+    # asserted).
     app = tmp_path / "scratch" / "app"
-    written = sum(p.stat().st_size for p in app.rglob("*") if p.is_file()) if app.exists() else 0
-    assert written <= 20 * 1024 * 1024
+    files = [p for p in app.rglob("*") if p.is_file()] if app.exists() else []
+    assert all(p.stat().st_size <= 16 * 1024 * 1024 for p in files)
+    assert len(files) < 40
     assert shutil.disk_usage(tmp_path).used - before < 64 * 1024 * 1024
     # A tmpfs is the phase's own: the tests get a fresh one and score. What the agent left in
     # /app stays over the cap for the tests too: no reward.

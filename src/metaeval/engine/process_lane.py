@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -32,6 +34,29 @@ def lower_priority() -> None:
     """Worker initializer: run lane work at a lower CPU priority than the orchestrator."""
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
+
+
+SOCKET_PATH_MAX = 107
+"""The longest path an AF_UNIX socket may have on Linux (108 bytes with the NUL)."""
+_SOCKET_IN_TEMP = os.path.join("pymp-xxxxxxxx", "listener-xxxxxxxx")
+
+
+def short_socket_dir() -> None:
+    """Make multiprocessing keep its fork server's socket where the path fits AF_UNIX.
+
+    It puts the socket in a directory under TMPDIR; with a long TMPDIR (a test's tmp path,
+    a deep per-job directory) the path passes the limit and every worker fails to start
+    ("AF_UNIX path too long"). Then that directory is made under /tmp instead, once per
+    process (multiprocessing reuses it and removes it at exit)."""
+    base = tempfile.gettempdir()
+    if len(os.path.join(base, _SOCKET_IN_TEMP)) <= SOCKET_PATH_MAX:
+        return
+    saved = tempfile.tempdir
+    tempfile.tempdir = "/tmp"
+    try:
+        multiprocessing.util.get_temp_dir()
+    finally:
+        tempfile.tempdir = saved
 
 
 def ready() -> None:
@@ -65,6 +90,7 @@ class ProcessLane:
             if self._closed:
                 raise RuntimeError("the process lane is closed")
             if self._pool is None:
+                short_socket_dir()
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(self.preload)
                 self._pool = ProcessPoolExecutor(

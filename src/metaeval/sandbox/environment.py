@@ -3,7 +3,7 @@
 A bubblewrap workspace (`metaeval.sandbox.workspace.Workspace`), a Harbor task's root
 (`metaeval.tasks.task_workspace.TaskRootWorkspace`) and the agent phase of a trial room,
 bubblewrap or container (`metaeval.tasks.trial.Room.agent_env`), all implement it, so a caller
-never asks which one it holds.
+never asks which one it holds: what differs between them is a method of each.
 
 Errors, the same for every implementation:
 
@@ -66,6 +66,11 @@ class Environment(Protocol):
     def write_file(self, path: str, data: bytes) -> str:
         """Write `data` to `path` (as `read_file` names it), creating its directories, and
         return the path as the environment's commands see it."""
+        ...
+
+    def list_files(self) -> list[str]:
+        """Sorted paths, relative to the working directory, of every entry under it that is
+        not a directory (links listed, never followed)."""
         ...
 
     def close(self) -> None:

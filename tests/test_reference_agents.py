@@ -9,7 +9,10 @@ not given the table, scores 0.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -26,6 +29,9 @@ from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.task_workspace import TaskRootWorkspace
 from metaeval.tasks.trial import TrialResult, run_trial
+from test_hostile_inputs import metaeval_argv
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "audit-bench"
 
 TOML = 'version = "1.0"\n[solution.env]\nANSWER_WORD = "lantern"\n'
 SOLVE = '#!/bin/bash\nprintf "%s\\n" "$ANSWER_WORD" > /app/answer.txt\necho "solved"\n'
@@ -126,3 +132,26 @@ def test_the_oracle_runs_in_any_environment_without_a_solution_and_says_so(
     assert ran.status == "ok" and ran.files_produced == []
     results = [e.text for e in ran.transcript if e.type == "tool_result"]
     assert results[0].startswith("[exit code 127]") and "solve.sh" in results[0], results
+
+
+@pytest.mark.bwrap
+def test_audit_agent_run_takes_the_oracle_and_the_null_agent_by_name(
+    sandboxed: None, tmp_path: Path
+) -> None:
+    """`metaeval audit agent-run --agent oracle|null`: the example task's reference solution
+    passes its tests, doing nothing does not, and the oracle's program is what solve.sh wrote."""
+    bench = tmp_path / "bench"
+    shutil.copytree(EXAMPLES / "grade-mean", bench / "grade-mean")
+    rewards = {}
+    for name in ("oracle", "null"):
+        out = tmp_path / name
+        argv = [*metaeval_argv(), "audit", "agent-run", str(bench), "--agent", name]
+        done = subprocess.run([*argv, "-o", str(out)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = (out / "agent_runs.jsonl").read_text().splitlines()
+        (record,) = [json.loads(line) for line in lines if line.strip()]
+        assert record["status"] == "ok", record
+        rewards[name] = record["reward"]
+        diff = (out / "grade-mean" / "program.diff").read_text()
+        assert ("+++ b/output.txt" in diff) == (name == "oracle"), diff
+    assert rewards == {"oracle": 1.0, "null": 0.0}

@@ -110,7 +110,7 @@ def test_a_cli_agent_in_a_container_is_refused_naming_the_option(tmp_path: Path)
         check=False,
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert "--sandbox podman runs toolloop or scripted agents only" in done.stderr
+    assert "--sandbox podman runs the built-in agents only" in done.stderr
     assert not (tmp_path / "out" / "agent_runs.jsonl").exists()
 
 

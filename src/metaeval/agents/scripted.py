@@ -24,6 +24,7 @@ from metaeval.agents.types import (
     env_files,
 )
 from metaeval.errors import MetaevalError
+from metaeval.sandbox.process import SandboxNotStarted
 
 if TYPE_CHECKING:
     from metaeval.sandbox.environment import Environment
@@ -59,7 +60,7 @@ class ScriptedAgent:
         actions = self.actions(task) if callable(self.actions) else self.actions
         transcript = [TranscriptEvent(type="user", text=task.instruction, t=0.0)]
         status: AgentStatus = "timeout"
-        reason, submission, error = "no_submit", None, None
+        reason, submission, error, infra = "no_submit", None, None, False
         steps = 0
         for steps, (tool, args) in enumerate(actions, start=1):
             if steps > limits.max_steps:
@@ -72,7 +73,11 @@ class ScriptedAgent:
             remaining = max(1.0, limits.time_limit_s - (time.monotonic() - started))
             if self.action_timeout_s is not None:
                 remaining = min(remaining, self.action_timeout_s)
-            output = _act(env, task, limits, tool, args, steps, transcript, remaining)
+            try:
+                output = _act(env, task, limits, tool, args, steps, transcript, remaining)
+            except SandboxNotStarted as exc:  # the harness's sandbox, not the script: retried
+                status, reason, error, infra = "error", "sandbox_error", str(exc), True
+                break
             if output.submitted is not None:
                 status, reason, submission = "ok", "submitted", output.submitted
                 break
@@ -81,6 +86,7 @@ class ScriptedAgent:
         return AgentResult(
             status=status,
             stop_reason=reason,
+            infra_error=infra,
             error=error,
             submission=submission,
             files_produced=sorted(env_files(env) - before),

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from metaeval.errors import MetaevalError
+from metaeval.sandbox.file_views import FileHead, GrepHits
 from metaeval.sandbox.process import ExecResult
 
 MAX_READ_BYTES = 4 * 1024 * 1024
@@ -71,6 +72,19 @@ class Environment(Protocol):
     def list_files(self) -> list[str]:
         """Sorted paths, relative to the working directory, of every entry under it that is
         not a directory (links listed, never followed)."""
+        ...
+
+    def list_dir(self, path: str) -> list[str]:
+        """The entries of directory `path`, a directory with a trailing '/'
+        (`metaeval.sandbox.file_views`)."""
+        ...
+
+    def grep(self, pattern: str, path: str, max_hits: int) -> GrepHits:
+        """At most `max_hits` lines matching `pattern` in the files under `path`."""
+        ...
+
+    def read_head(self, path: str, max_bytes: int) -> FileHead:
+        """At most `max_bytes` of the file `path`, and whether it goes on."""
         ...
 
     def close(self) -> None:

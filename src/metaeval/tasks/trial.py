@@ -21,6 +21,7 @@ from typing import Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, Field
 
+from metaeval.sandbox.file_views import CommandViews
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.reward import read_reward
@@ -122,10 +123,10 @@ class Room(abc.ABC):
         self.close()
 
 
-class AgentPhase:
+class AgentPhase(CommandViews):
     """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
-    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's.
-    `commands` holds every command run through `exec`, with its result, for the trial log."""
+    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's
+    (the file tools' views run as commands there: `CommandViews`). `commands` holds every command run through `exec`, with its result, for the trial log."""
 
     def __init__(self, room: Room, *, solution: bool = False) -> None:
         self.room = room

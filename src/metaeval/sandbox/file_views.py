@@ -69,11 +69,14 @@ class CommandViews:
     def grep(self, pattern: str, path: str, max_hits: int) -> GrepHits:
         where, expression = shlex.quote(path), shlex.quote(pattern)
         command = f"grep -rnIE -m {max_hits} -e {expression} -- {where} | head -n {max_hits}"
-        return GrepHits(hits=_lines(self._view(f"set -o pipefail; {command}")))
+        hits = _lines(self._view(f"set -o pipefail; {command}"))
+        return GrepHits(hits=[hit.removeprefix("./") for hit in hits])  # as on the host
 
     def read_head(self, path: str, max_bytes: int) -> FileHead:
-        """The whole file, as `read_file` allows (at most its own cap)."""
-        return FileHead(self.read_file(path), False, path)
+        """The file through `read_file` (which refuses one past its own cap), cut at
+        `max_bytes`."""
+        data = self.read_file(path)
+        return FileHead(data[:max_bytes], len(data) > max_bytes, path)
 
     def _view(self, command: str) -> str:
         result = require_started(self.exec(command, timeout_s=VIEW_TIMEOUT_S))

@@ -1,4 +1,5 @@
-"""One Harbor trial, the same for every caller: a fresh /app, the agent phase, the tests, the reward.
+"""One Harbor trial, the same for every caller: a fresh /app, the agent phase, the tests, the
+reward.
 
 `run_trial` opens a room on a backend (`metaeval.tasks.rooms`: bubblewrap or a container
 engine), runs an agent in the agent phase (`PhaseAgent`: any metaeval agent bound by
@@ -126,7 +127,8 @@ class Room(abc.ABC):
 class AgentPhase(CommandViews):
     """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
     in /app under the phase's limits (time capped further by `timeout_s`), files are /app's
-    (the file tools' views run as commands there: `CommandViews`). `commands` holds every command run through `exec`, with its result, for the trial log."""
+    (the file tools' views run as commands there: `CommandViews`). `commands` holds every
+    command run through `exec`, with its result, for the trial log."""
 
     def __init__(self, room: Room, *, solution: bool = False) -> None:
         self.room = room

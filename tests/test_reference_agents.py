@@ -120,6 +120,26 @@ def test_only_the_agent_that_asks_sees_the_solution_and_its_table(
 
 
 @pytest.mark.bwrap
+def test_a_trial_gives_the_agent_the_tasks_instruction_and_phase_time_limit(
+    sandboxed: None, tmp_path: Path
+) -> None:
+    task = write_task(tmp_path / "task")
+    with (task / "task.toml").open("a") as toml:
+        toml.write("[agent]\ntimeout_sec = 42.0\n")
+    seen: list[Task] = []
+
+    def actions(given: Task) -> list:
+        seen.append(given)
+        return [("submit", {"answer": given.instruction})]
+
+    bound = TrialAgent(get_agent("scripted", actions=actions))
+    trial(task, tmp_path / "scratch", bound)
+    assert seen[0].instruction == "Write the answer word to /app/answer.txt.\n"
+    assert bound.result is not None and bound.result.time_limit_s == 42.0
+    assert bound.result.submission == seen[0].instruction
+
+
+@pytest.mark.bwrap
 def test_the_oracle_runs_in_any_environment_without_a_solution_and_says_so(
     sandboxed: None, tmp_path: Path
 ) -> None:

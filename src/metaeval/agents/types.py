@@ -106,7 +106,8 @@ class AgentResult(BaseModel):
 
 class Agent(Protocol):
     """Anything that can run a task in an environment (the toolloop and scripted agents take
-    any `Environment`; a CLI adapter needs a `Workspace`, a host directory it binds)."""
+    any `Environment`; a CLI adapter needs a `Workspace`, a host directory it binds). An agent
+    whose `sees_solution` is true (the oracle) asks a Harbor trial to show it the solution."""
 
     name: str
 

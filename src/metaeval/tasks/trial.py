@@ -30,6 +30,9 @@ from metaeval.tasks.safe_files import remove_tree
 
 TEST_COMMAND = "bash /tests/test.sh"
 
+OnCommand = Callable[[str, ExecResult], object]
+"""Told of each command an agent phase ran, with its result."""
+
 
 class PhaseAgent(Protocol):
     """What `run_trial` runs in the agent phase: `solve` works in `env` (the room's agent
@@ -81,10 +84,12 @@ class Room(abc.ABC):
         """A host directory holding /app's regular files as they are now (`dest`, an absent
         path, when /app has to be copied out; else the room's own host copy)."""
 
-    def agent_env(self, *, solution: bool = False) -> AgentPhase:
+    def agent_env(
+        self, *, solution: bool = False, on_command: OnCommand | None = None
+    ) -> AgentPhase:
         """The agent phase of this room as an `Environment` (with /solution and task.toml's
-        `[solution.env]` when `solution`)."""
-        return AgentPhase(self, solution=solution)
+        `[solution.env]` when `solution`; `on_command` hears of each command run)."""
+        return AgentPhase(self, solution=solution, on_command=on_command)
 
     def test(self) -> ExecResult:
         """Run the task's tests in the verifier phase and leave what they wrote as reward
@@ -127,14 +132,16 @@ class Room(abc.ABC):
 class AgentPhase(CommandViews):
     """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
     in /app under the phase's limits (time capped further by `timeout_s`), files are /app's
-    (the file tools' views run as commands there: `CommandViews`). `commands` holds every
-    command run through `exec`, with its result, for the trial log."""
+    (the file tools' views run as commands there: `CommandViews`). `on_command` is called
+    with each command run through `exec` and its result (for the trial log)."""
 
-    def __init__(self, room: Room, *, solution: bool = False) -> None:
+    def __init__(
+        self, room: Room, *, solution: bool = False, on_command: OnCommand | None = None
+    ) -> None:
         self.room = room
         self.show = ("solution",) if solution else ()
         self.solution_env = room.limits.solution_env.values if solution else {}
-        self.commands: list[tuple[str, ExecResult]] = []
+        self.on_command = on_command
 
     def exec(
         self, command: str, *, timeout_s: float = 60, env: Mapping[str, str] | None = None
@@ -143,7 +150,8 @@ class AgentPhase(CommandViews):
         ran = self.room.exec(
             command, "agent", timeout_s=timeout_s, show=self.show, env=variables or None
         )
-        self.commands.append((command, ran))
+        if self.on_command is not None:
+            self.on_command(command, ran)
         return ran
 
     def read_file(self, path: str) -> bytes:
@@ -153,7 +161,7 @@ class AgentPhase(CommandViews):
         return self.room.write_file(path, data)
 
     def list_files(self) -> list[str]:
-        """Run by the harness, not the agent: not in `commands`."""
+        """Run by the harness, not the agent: `on_command` does not hear of it."""
         found = self.room.exec(LIST_FILES, "agent", timeout_s=60)
         return sorted(found.stdout.splitlines()) if found.returncode == 0 else []
 
@@ -235,10 +243,13 @@ def run_trial(
         parts += [f"/app: left out {note}" for note in room.notes]
         parts += [f"task.toml: {note}" for note in result.notes]
         if agent is not None:
-            phase = room.agent_env(solution=shown)
+
+            def logged(command: str, ran: ExecResult) -> None:
+                parts.append(ran.describe(command, cap=cap))
+                result.solve = ran
+
+            phase = room.agent_env(solution=shown, on_command=logged)
             agent.solve(phase, Path(task_root), limits.agent.timeout_s)
-            parts += [ran.describe(command, cap=cap) for command, ran in phase.commands]
-            result.solve = phase.commands[-1][1] if phase.commands else None
         elif solve is not None:
             solve(room)
         result.test = room.test()

@@ -98,6 +98,24 @@ def test_toolloop_runs_in_the_tasks_own_image_and_is_scored(podman: None, tmp_pa
     assert tests_log.startswith("[podman ") and "reward: 1" in tests_log
 
 
+@pytest.mark.parametrize(("name", "reward"), [("oracle", 1.0), ("null", 0.0)])
+def test_the_reference_agents_run_in_the_tasks_own_image_by_name(
+    podman: None, tmp_path: Path, name: str, reward: float
+) -> None:
+    """`--agent oracle` is shown /solution in the container and its solve.sh copies what only
+    the image holds; `--agent null` leaves /app as the image made it."""
+    bench = stamp_bench(tmp_path)
+    out = tmp_path / "runs"
+    settings = AgentRunSettings(bench_dir=bench, out_dir=out, agent=name, sandbox="podman")
+    settings.progress = False
+    AgentRuns(settings).run()
+    (record,) = [json.loads(line) for line in (out / "agent_runs.jsonl").read_text().splitlines()]
+    assert record["classification"] == "ok" and record["reward"] == reward, record
+    assert record["files_produced"] == (["stamp.txt"] if name == "oracle" else [])
+    diff = (out / "stamp" / "program.diff").read_text()
+    assert (f"+{MARKER}" in diff) == (name == "oracle"), diff
+
+
 def test_a_cli_agent_in_a_container_is_refused_naming_the_option(tmp_path: Path) -> None:
     bench = stamp_bench(tmp_path)
     command = "from metaeval.cli import main; import sys; sys.argv = sys.argv[1:]; main()"
@@ -110,7 +128,7 @@ def test_a_cli_agent_in_a_container_is_refused_naming_the_option(tmp_path: Path)
         check=False,
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert "--sandbox podman runs toolloop or scripted agents only" in done.stderr
+    assert "--sandbox podman runs the built-in agents only" in done.stderr
     assert not (tmp_path / "out" / "agent_runs.jsonl").exists()
 
 

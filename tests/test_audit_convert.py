@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.registry import get_agent
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox import bwrap as bwrap_mod
@@ -17,7 +19,7 @@ from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.sources.terminal_bench import convert_tb1_benchmark, convert_tb1_task
-from metaeval.tasks.trial import ORACLE, run_trial
+from metaeval.tasks.trial import run_trial
 
 INSTRUCTION = (
     "Create a file named hello.txt in the working directory.\n"
@@ -182,9 +184,10 @@ def test_converted_task_runs_in_the_container_like_root(
     dst = tmp_path / "harbor"
     convert_tb1_task(tb1_task(tmp_path / "tb1"), dst)
     limits = trial_limits(load_task(dst, bench_root=tmp_path).config)
-    for name, solve, expected in (("null", None, 0.0), ("oracle", ORACLE, 1.0)):
+    for name, expected in (("null", 0.0), ("oracle", 1.0)):
         (tmp_path / name).mkdir()
-        trial = run_trial(dst, BwrapBackend(), limits=limits, scratch=tmp_path / name, solve=solve)
+        agent = TrialAgent(get_agent(name))
+        trial = run_trial(dst, BwrapBackend(), limits=limits, scratch=tmp_path / name, agent=agent)
         assert trial.solve is None or trial.solve.ok, trial.log
         assert trial.test is not None and trial.test.ok, trial.log
         assert (trial.reward, trial.reward_source) == (expected, "reward.txt"), trial.log

@@ -162,3 +162,18 @@ def test_the_task_root_shows_files_at_app(tmp_path: Path, monkeypatch: pytest.Mo
     assert env.write_file("/app/answer.txt", b"42\n") == "/app/answer.txt"
     assert env.exec("cat /app/answer.txt", timeout_s=60).stdout == "42\n"
     assert env.read_file("/app/answer.txt") == b"42\n"
+
+
+def test_files_are_listed_searched_and_read_alike(env: Environment) -> None:
+    """The file tools' views (`metaeval.sandbox.file_views`): the same answers whether the
+    environment reads a host directory or runs commands inside."""
+    env.write_file("src/a.txt", b"alpha\nbeta\n")
+    env.write_file("b.txt", b"gamma beta\n")
+    assert {"src/", "b.txt"} <= set(env.list_dir("."))
+    assert env.list_dir("src") == ["a.txt"]
+    assert sorted(env.grep("be+ta", ".", 10).hits) == ["b.txt:1:gamma beta", "src/a.txt:2:beta"]
+    assert env.grep("zeta", ".", 10).hits == []
+    head = env.read_head("src/a.txt", 3)
+    assert (head.data, head.longer, head.path) == (b"alp", True, "src/a.txt")
+    assert {"b.txt", "src/a.txt"} <= set(env.list_files())
+    assert "src" not in env.list_files()  # directories are not files

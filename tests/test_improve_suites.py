@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.registry import get_agent
 from metaeval.errors import ConfigError
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.protocols.improve.suites import (
@@ -27,7 +29,7 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
 from metaeval.tasks.task_dirs import discover_tasks
-from metaeval.tasks.trial import ORACLE, run_trial
+from metaeval.tasks.trial import run_trial
 
 SUITES = Path(__file__).resolve().parents[1] / "examples" / "improve-suites"
 SUITE_NAMES = ("terminal", "function-calling")
@@ -52,9 +54,8 @@ def run_task(task: Path, scratch: Path, *, solve: bool) -> tuple[float | None, s
     """(reward, log) of one trial of the task, solved by its oracle or not at all."""
     scratch.mkdir(parents=True)
     limits = trial_limits(load_task(task, bench_root=task.parent).config)
-    trial = run_trial(
-        task, BwrapBackend(), limits=limits, scratch=scratch, solve=ORACLE if solve else None
-    )
+    agent = TrialAgent(get_agent("oracle" if solve else "null"))
+    trial = run_trial(task, BwrapBackend(), limits=limits, scratch=scratch, agent=agent)
     if solve:
         assert trial.solve is not None and trial.solve.ok, f"solve.sh failed: {trial.log}"
     return trial.reward, trial.log

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.reference import command_agent
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox import bwrap as bwrap_mod
@@ -25,7 +27,7 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import image_exists
 from metaeval.tasks.limits import TrialLimits, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
-from metaeval.tasks.trial import Backend, Room, Solve, run_trial
+from metaeval.tasks.trial import Backend, Room, run_trial
 from test_improve_evaluate import ScriptedClient
 
 IMAGE = "python:3.11-slim"
@@ -122,7 +124,7 @@ def forged_trial(backend: Backend, how: str, tmp_path: Path) -> tuple[float | No
         backend,
         limits=limits_of(task),
         scratch=scratch,
-        solve=Solve(attack(how, marker)),
+        agent=TrialAgent(command_agent(attack(how, marker))),
     )
     assert result.solve is not None and "started" in result.solve.stdout, result.log
     assert result.test is not None and "tests done" in result.test.stdout, result.log
@@ -220,7 +222,13 @@ def test_a_leftover_reward_behind_a_disabled_rm_is_never_read_in_podman(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     with pytest.raises(ContainerError, match="still holds reward.txt"):
-        run_trial(task, podman, limits=limits_of(task), scratch=scratch, solve=Solve(plant))
+        run_trial(
+            task,
+            podman,
+            limits=limits_of(task),
+            scratch=scratch,
+            agent=TrialAgent(command_agent(plant)),
+        )
     assert not (scratch / "verifier" / "reward.txt").exists()
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.registry import get_agent
 from metaeval.errors import ConfigError, ProviderUnavailableError
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.sandbox import bwrap as bwrap_mod
@@ -37,7 +39,7 @@ from metaeval.tasks.sources.bfcl_verifier import (
     render_checker,
     sync_checkers,
 )
-from metaeval.tasks.trial import ORACLE, run_trial
+from metaeval.tasks.trial import run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 FC_SUITE = ROOT / "examples" / "improve-suites" / "function-calling"
@@ -569,7 +571,7 @@ def test_loaded_tasks_run_in_the_sandbox(
                 BwrapBackend(),
                 limits=limits,
                 scratch=scratch,
-                solve=ORACLE if solve else None,
+                agent=TrialAgent(get_agent("oracle" if solve else "null")),
             )
             if solve:
                 assert trial.solve is not None and trial.solve.ok, trial.log

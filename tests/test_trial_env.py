@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.reference import command_agent
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_hints import Hints
@@ -34,7 +36,7 @@ from metaeval.tasks.images import ensure_image
 from metaeval.tasks.limits import MAX_ENV_VARS, trial_limits
 from metaeval.tasks.rooms import BwrapBackend, ContainerBackend
 from metaeval.tasks.toml_values import value_problems
-from metaeval.tasks.trial import Solve, run_trial
+from metaeval.tasks.trial import run_trial
 from test_hostile_inputs import metaeval_argv
 from test_improve_evaluate import ScriptedClient
 from test_trial_runner import DOCKERFILE, improve, podman, sandboxed, seen, write_task
@@ -130,7 +132,9 @@ def test_an_agents_solve_step_gets_neither_table(room: str, tmp_path: Path) -> N
         tmp_path / "agent", room, SEPARATE_TOML, test=SEPARATE_TEST, solve=SEPARATE_SOLVE
     )
     task = load_task(task_dir, bench_root=tmp_path, hints=Hints())
-    probe = Solve('echo "agent-saw=${SOLUTION_ONLY-unset}|${VERIFIER_ONLY-unset}"')
+    probe = TrialAgent(
+        command_agent('echo "agent-saw=${SOLUTION_ONLY-unset}|${VERIFIER_ONLY-unset}"')
+    )
     backend = (
         BwrapBackend() if room == "bwrap" else ContainerBackend(_podman(), _image_of(task_dir))
     )
@@ -140,7 +144,7 @@ def test_an_agents_solve_step_gets_neither_table(room: str, tmp_path: Path) -> N
         backend,
         limits=trial_limits(task.config),
         scratch=tmp_path / "scratch",
-        solve=probe,
+        agent=probe,
     )
     assert seen(trial.log, "agent-saw") == "unset|unset"
     assert seen(trial.log, "test-saw") == "unset|for the tests"
@@ -213,7 +217,7 @@ def test_the_environment_table_reaches_every_phase_and_a_phase_table_wins(
 def test_an_agents_solve_step_sees_the_environment_table(room: str, tmp_path: Path) -> None:
     task_dir = room_task(tmp_path / "envagent", room, ENVIRONMENT_TOML, test=ENVIRONMENT_TEST)
     task = load_task(task_dir, bench_root=tmp_path, hints=Hints())
-    probe = Solve('echo "agent-saw=${SHARED-unset}|${OVERRIDDEN-unset}"')
+    probe = TrialAgent(command_agent('echo "agent-saw=${SHARED-unset}|${OVERRIDDEN-unset}"'))
     backend = (
         BwrapBackend() if room == "bwrap" else ContainerBackend(_podman(), _image_of(task_dir))
     )
@@ -223,7 +227,7 @@ def test_an_agents_solve_step_sees_the_environment_table(room: str, tmp_path: Pa
         backend,
         limits=trial_limits(task.config),
         scratch=tmp_path / "scratch",
-        solve=probe,
+        agent=probe,
     )
     assert seen(trial.log, "agent-saw") == "for every phase|from the environment"
 

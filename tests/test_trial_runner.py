@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.registry import get_agent
 from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_hints import Hints
@@ -32,7 +34,7 @@ from metaeval.tasks.harbor_root import harbor_sandbox_unavailable
 from metaeval.tasks.images import image_exists
 from metaeval.tasks.limits import trial_limits
 from metaeval.tasks.rooms import BwrapBackend
-from metaeval.tasks.trial import ORACLE, TrialResult, run_trial
+from metaeval.tasks.trial import TrialResult, run_trial
 from test_improve_evaluate import ScriptedClient
 
 # What a phase prints: its address-space limit (KiB, `ulimit -v`), its cgroup memory limit
@@ -192,8 +194,9 @@ def oracle_trial(task: Path, tmp_path: Path) -> TrialResult:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     config = tomllib.loads((task / "task.toml").read_text())
+    oracle = TrialAgent(get_agent("oracle"))
     return run_trial(
-        task, BwrapBackend(), limits=trial_limits(config), scratch=scratch, solve=ORACLE
+        task, BwrapBackend(), limits=trial_limits(config), scratch=scratch, agent=oracle
     )
 
 

@@ -1,4 +1,5 @@
-"""Agent names -> agent instances: toolloop, scripted, and the CLI adapters."""
+"""Agent names -> agent instances: toolloop, scripted, the oracle and null reference agents
+(`metaeval.agents.reference`), and the CLI adapters."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from metaeval.errors import ConfigError
 
-BUILTIN_AGENTS = ("toolloop", "scripted")
+BUILTIN_AGENTS = ("toolloop", "scripted", "oracle", "null")
 
 
 def agent_names() -> list[str]:
@@ -37,6 +38,10 @@ def get_agent(name: str, model: str | None = None, **options: Any):
         from metaeval.agents.scripted import ScriptedAgent
 
         return ScriptedAgent(options.pop("actions", []), **options)
+    if name in ("oracle", "null"):
+        from metaeval.agents.reference import null_agent, oracle_agent
+
+        return oracle_agent() if name == "oracle" else null_agent()
     from metaeval.agents.cli import CLI_ADAPTERS
 
     if name in CLI_ADAPTERS:

@@ -1,7 +1,9 @@
 """scripted: a Python agent for reference runs and tests.
 
 It performs a fixed list of tool actions (or actions computed by a function of the task) with
-the same tools and transcript as toolloop, so its effort and outputs are comparable.
+the same tools and transcript as toolloop, so its effort and outputs are comparable. The
+oracle and the null agent of a Harbor trial are scripted agents
+(`metaeval.agents.reference`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from metaeval.agents.types import (
     env_files,
 )
 from metaeval.errors import MetaevalError
+from metaeval.sandbox.process import SandboxNotStarted
 
 if TYPE_CHECKING:
     from metaeval.sandbox.environment import Environment
@@ -31,11 +34,24 @@ ActionSource = Sequence[Action] | Callable[[Task], Sequence[Action]]
 
 
 class ScriptedAgent:
-    """Runs scripted (tool, args) actions; a submit action ends the run with status ok."""
+    """Runs scripted (tool, args) actions; a submit action ends the run with status ok.
 
-    def __init__(self, actions: ActionSource, name: str = "scripted"):
+    Each action gets what is left of the time limit, at most `action_timeout_s` (None: no
+    cap of its own). `sees_solution` asks a Harbor trial to show the task's solution
+    (`metaeval.tasks.trial.PhaseAgent`)."""
+
+    def __init__(
+        self,
+        actions: ActionSource,
+        name: str = "scripted",
+        *,
+        action_timeout_s: float | None = 60.0,
+        sees_solution: bool = False,
+    ):
         self.actions = actions
         self.name = name
+        self.action_timeout_s = action_timeout_s
+        self.sees_solution = sees_solution
 
     def run(self, task: Task, env: Environment, limits: Limits) -> AgentResult:
         """Execute the actions in order under the same step and time limits as any agent."""
@@ -44,7 +60,7 @@ class ScriptedAgent:
         actions = self.actions(task) if callable(self.actions) else self.actions
         transcript = [TranscriptEvent(type="user", text=task.instruction, t=0.0)]
         status: AgentStatus = "timeout"
-        reason, submission, error = "no_submit", None, None
+        reason, submission, error, infra = "no_submit", None, None, False
         steps = 0
         for steps, (tool, args) in enumerate(actions, start=1):
             if steps > limits.max_steps:
@@ -54,7 +70,14 @@ class ScriptedAgent:
             if time.monotonic() - started > limits.time_limit_s:
                 reason = "time_limit"
                 break
-            output = _act(env, task, limits, tool, args, steps, transcript, started)
+            remaining = max(1.0, limits.time_limit_s - (time.monotonic() - started))
+            if self.action_timeout_s is not None:
+                remaining = min(remaining, self.action_timeout_s)
+            try:
+                output = _act(env, task, limits, tool, args, steps, transcript, remaining)
+            except SandboxNotStarted as exc:  # the harness's sandbox, not the script: retried
+                status, reason, error, infra = "error", "sandbox_error", str(exc), True
+                break
             if output.submitted is not None:
                 status, reason, submission = "ok", "submitted", output.submitted
                 break
@@ -63,6 +86,7 @@ class ScriptedAgent:
         return AgentResult(
             status=status,
             stop_reason=reason,
+            infra_error=infra,
             error=error,
             submission=submission,
             files_produced=sorted(env_files(env) - before),
@@ -83,10 +107,10 @@ def _act(
     args: dict[str, Any],
     step: int,
     transcript: list[TranscriptEvent],
-    started: float,
+    timeout_s: float,
 ) -> ToolOutput:
-    """Run one scripted action (within what is left of the time limit, at most 60 s) and
-    record its call and result in the transcript."""
+    """Run one scripted action within `timeout_s` and record its call and result in the
+    transcript."""
     call_id = f"call-{step}"
     transcript.append(
         TranscriptEvent(
@@ -98,15 +122,9 @@ def _act(
             arguments_json=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
         )
     )
-    remaining = limits.time_limit_s - (time.monotonic() - started)
     try:
         output = run_tool(
-            env,
-            tool,
-            args,
-            limits.max_tool_output_bytes,
-            min(60.0, max(1.0, remaining)),
-            task.allow_write,
+            env, tool, args, limits.max_tool_output_bytes, timeout_s, task.allow_write
         )
     except MetaevalError as exc:
         output = ToolOutput(text=f"error: {exc}\n", raw_bytes=len(str(exc)) + 8)

@@ -4,24 +4,16 @@ Every tool works inside one `metaeval.sandbox.environment.Environment`. Output l
 the step's byte budget is cut at a line boundary; the caller records both the raw and the
 delivered size.
 
-In a workspace (a host directory) the file tools read the files themselves. In an environment
-without one (a task's container) read_file uses the environment's own `read_file`, and
-list_dir and grep run `ls` and `grep -E` there (a POSIX extended regular expression, not
-Python's).
-
-The agent's own bash can create symlinks, FIFOs and huge sparse files in the workspace, so
-the file tools read through `metaeval.tasks.safe_files`: a symlink whose target leaves the
-workspace is never followed (list_dir shows its link text, grep says it was not searched,
-read_file refuses it), FIFOs, sockets and devices are never opened, and no file is read
-beyond MAX_FILE_BYTES.
+list_dir, grep and read_file ask the environment for its files (`Environment.list_dir`,
+`grep`, `read_head`): a workspace reads its host directory, never following a link out of it
+nor opening a FIFO or device; an environment without one (a task's container) runs `ls` and
+`grep -E` there (a POSIX extended regular expression, not Python's) and reads through its own
+`read_file` (`metaeval.sandbox.file_views`). No file is read beyond MAX_FILE_BYTES.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,13 +22,12 @@ from metaeval.agents.types import Span, ToolKind
 from metaeval.errors import MetaevalError
 from metaeval.models.types import ToolSpec
 from metaeval.sandbox.environment import Environment
+from metaeval.sandbox.file_views import MAX_VIEW_BYTES
 from metaeval.sandbox.process import require_started
-from metaeval.sandbox.workspace import Workspace
-from metaeval.tasks.safe_files import TreeEntry, classify, read_head, walk_tree
 
 MAX_READ_LINES = 400
 MAX_GREP_HITS = 200
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = MAX_VIEW_BYTES
 """read_file reads at most this much of a file; grep skips longer files."""
 MAX_LEFT_OUT = 10
 
@@ -150,125 +141,37 @@ def _plain(text: str, budget: int) -> ToolOutput:
 
 
 def list_dir(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
-    rel = str(args.get("path") or ".")
-    if not isinstance(env, Workspace):
-        return _in_env(env, f"ls -1Ap -- {shlex.quote(rel)}", budget)
-    ws = env
-    root = ws.resolve(rel)
-    if not root.is_dir():
-        raise MetaevalError(f"not a directory: {args.get('path')}")
-    lines = []
-    with os.scandir(root) as listing:
-        for name in sorted(entry.name for entry in listing):
-            kind, detail = classify(root / name, ws.path)
-            if kind in ("dir", "link_dir"):
-                lines.append(name + "/")
-            elif kind in ("file", "link"):
-                lines.append(name)
-            else:  # never followed or opened: the link text or file type is all that is shown
-                lines.append(f"{name} ({TreeEntry(name, root / name, kind, detail).describe()})")
+    lines = env.list_dir(str(args.get("path") or "."))
     return _plain("\n".join(lines) + "\n", budget)
 
 
 def read_file(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
-    rel = str(args.get("path", ""))
-    if isinstance(env, Workspace):
-        data, longer, span_path = _read_host(env, rel)
-    else:
-        data, longer, span_path = env.read_file(rel), False, rel
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+    head = env.read_head(str(args.get("path", "")), MAX_FILE_BYTES)
+    lines = head.data.decode("utf-8", errors="replace").splitlines(keepends=True)
     offset = max(1, int(args.get("offset") or 1))
     limit = max(1, min(int(args.get("limit") or MAX_READ_LINES), MAX_READ_LINES))
     chunk = "".join(lines[offset - 1 : offset - 1 + limit])
     delivered = _cut_lines(chunk, budget)
     shown = delivered.count("\n") if delivered.endswith("\n") else len(delivered.splitlines())
     note = ""
-    if longer:
+    if head.longer:
         note = (
             f"[file is larger than {MAX_FILE_BYTES} bytes: only its first {len(lines)} lines "
             f"are readable here; shown {offset}-{offset + shown - 1}; use bash for the rest]\n"
         )
     elif offset - 1 + shown < len(lines):
         note = f"[file has {len(lines)} lines; shown {offset}-{offset + shown - 1}; use offset]\n"
-    span = Span(path=span_path, start_line=offset)
+    span = Span(path=head.path, start_line=offset)
     return ToolOutput(text=delivered, raw_bytes=len(chunk.encode("utf-8")), span=span, note=note)
 
 
-def _read_host(ws: Workspace, rel: str) -> tuple[bytes, bool, str]:
-    """(head of the file, whether it is longer, its workspace-relative path)."""
-    target = ws.resolve(rel)  # symlinks resolved, refused when they leave the workspace
-    if not os.path.lexists(target) or target.is_dir():
-        raise MetaevalError(f"no such file: {rel}")
-    try:
-        # opened without following a link (the path is already resolved), never a FIFO or device
-        data, longer = read_head(
-            target, ws.path, max_bytes=MAX_FILE_BYTES, follow_inside_links=False
-        )
-    except OSError as exc:
-        raise MetaevalError(f"cannot read {rel}: {exc}") from None
-    return data, longer, str(target.relative_to(ws.path))
-
-
-def _in_env(env: Environment, command: str, budget: int) -> ToolOutput:
-    """A file tool run as a command in an environment without a host directory."""
-    result = require_started(env.exec(command, timeout_s=60))
-    if result.returncode not in (0, 1) or (result.returncode == 1 and result.stderr):
-        raise MetaevalError((result.stderr or result.stdout).strip()[-300:] or "failed")
-    return _plain(result.stdout or "(no matches)\n", budget)
-
-
 def grep(env: Environment, args: dict[str, Any], budget: int) -> ToolOutput:
-    if not isinstance(env, Workspace):
-        where = shlex.quote(str(args.get("path") or "."))
-        expression = shlex.quote(str(args.get("pattern", "")))
-        command = (
-            f"grep -rnIE -m {MAX_GREP_HITS} -e {expression} -- {where} | head -n {MAX_GREP_HITS}"
-        )
-        return _in_env(env, f"set -o pipefail; {command}", budget)
-    ws = env
-    try:
-        pattern = re.compile(str(args.get("pattern", "")))
-    except re.error as exc:
-        raise MetaevalError(f"bad regular expression: {exc}") from exc
-    root = ws.resolve(str(args.get("path") or "."))
-    if root.is_dir():
-        entries = walk_tree(root, boundary=ws.path)
-    else:
-        kind, detail = classify(root, ws.path)
-        entries = [TreeEntry(root.name, root, kind, detail)]
-    hits: list[str] = []
-    left_out: list[str] = []
-    for entry in entries:
-        if len(hits) >= MAX_GREP_HITS:
-            break
-        if entry.kind in ("dir", "link_dir"):
-            continue
-        shown = entry.path.relative_to(ws.path).as_posix()
-        if entry.kind not in ("file", "link"):
-            left_out.append(f"{shown} ({entry.describe()})")
-            continue
-        try:
-            data, longer = read_head(
-                entry.path,
-                ws.path,
-                max_bytes=MAX_FILE_BYTES,
-                follow_inside_links=entry.kind == "link",
-            )
-            text = data.decode("utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue  # binary or unreadable: not searched, as grep -I would
-        if longer:
-            left_out.append(f"{shown} (larger than {MAX_FILE_BYTES} bytes)")
-            continue
-        for number, line in enumerate(text.splitlines(), start=1):
-            if pattern.search(line):
-                hits.append(f"{shown}:{number}:{line}")
-                if len(hits) >= MAX_GREP_HITS:
-                    break
+    found = env.grep(str(args.get("pattern", "")), str(args.get("path") or "."), MAX_GREP_HITS)
+    hits = found.hits
     output = _plain("\n".join(hits) + "\n" if hits else "(no matches)\n", budget)
-    if left_out:
-        output.note = f"[not searched: {'; '.join(left_out[:MAX_LEFT_OUT])}"
-        more = len(left_out) - MAX_LEFT_OUT
+    if found.left_out:
+        output.note = f"[not searched: {'; '.join(found.left_out[:MAX_LEFT_OUT])}"
+        more = len(found.left_out) - MAX_LEFT_OUT
         output.note += f"; and {more} more]\n" if more > 0 else "]\n"
     return output
 

@@ -106,7 +106,8 @@ class AgentResult(BaseModel):
 
 class Agent(Protocol):
     """Anything that can run a task in an environment (the toolloop and scripted agents take
-    any `Environment`; a CLI adapter needs a `Workspace`, a host directory it binds)."""
+    any `Environment`; a CLI adapter needs a `Workspace`, a host directory it binds). An agent
+    whose `sees_solution` is true (the oracle) asks a Harbor trial to show it the solution."""
 
     name: str
 
@@ -114,15 +115,9 @@ class Agent(Protocol):
 
 
 def env_files(env: Environment) -> set[str]:
-    """Paths of every regular file under the environment's working directory, relative to
-    it (for files_produced): read on the host for a workspace, listed by `find` inside
-    any other environment."""
-    from metaeval.sandbox.workspace import Workspace
-
-    if isinstance(env, Workspace):
-        return list_files(env.path)
-    found = env.exec("find . -type f -printf '%P\\n'", timeout_s=60)
-    return set(found.stdout.splitlines()) if found.returncode == 0 else set()
+    """Paths of every file under the environment's working directory, relative to it (for
+    files_produced)."""
+    return set(env.list_files())
 
 
 def list_files(root: Path) -> set[str]:

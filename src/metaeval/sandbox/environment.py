@@ -3,7 +3,7 @@
 A bubblewrap workspace (`metaeval.sandbox.workspace.Workspace`), a Harbor task's root
 (`metaeval.tasks.task_workspace.TaskRootWorkspace`) and the agent phase of a trial room,
 bubblewrap or container (`metaeval.tasks.trial.Room.agent_env`), all implement it, so a caller
-never asks which one it holds.
+never asks which one it holds: what differs between them is a method of each.
 
 Errors, the same for every implementation:
 
@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from metaeval.errors import MetaevalError
+from metaeval.sandbox.file_views import FileHead, GrepHits
 from metaeval.sandbox.process import ExecResult
 
 MAX_READ_BYTES = 4 * 1024 * 1024
@@ -66,6 +67,24 @@ class Environment(Protocol):
     def write_file(self, path: str, data: bytes) -> str:
         """Write `data` to `path` (as `read_file` names it), creating its directories, and
         return the path as the environment's commands see it."""
+        ...
+
+    def list_files(self) -> list[str]:
+        """Sorted paths, relative to the working directory, of every entry under it that is
+        not a directory (links listed, never followed)."""
+        ...
+
+    def list_dir(self, path: str) -> list[str]:
+        """The entries of directory `path`, a directory with a trailing '/'
+        (`metaeval.sandbox.file_views`)."""
+        ...
+
+    def grep(self, pattern: str, path: str, max_hits: int) -> GrepHits:
+        """At most `max_hits` lines matching `pattern` in the files under `path`."""
+        ...
+
+    def read_head(self, path: str, max_bytes: int) -> FileHead:
+        """At most `max_bytes` of the file `path`, and whether it goes on."""
         ...
 
     def close(self) -> None:

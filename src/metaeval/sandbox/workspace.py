@@ -17,6 +17,7 @@ from metaeval.sandbox.environment import (
     ReadOnlyWorkspaceError,
     WorkspaceError,
 )
+from metaeval.sandbox.file_views import HostViews
 from metaeval.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, run_process
 from metaeval.tasks.safe_files import UnsafeFileError, read_regular
 
@@ -59,7 +60,7 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-class Workspace:
+class Workspace(HostViews):
     """A directory where one agent run reads, writes and executes.
 
     `read_only` workspaces refuse `write_text` and are bound read-only inside the sandbox.

@@ -1,47 +1,48 @@
-"""One Harbor trial, the same for every caller: a fresh /app, a solve phase, the tests, the reward.
+"""One Harbor trial, the same for every caller: a fresh /app, the agent phase, the tests, the
+reward.
 
 `run_trial` opens a room on a backend (`metaeval.tasks.rooms`: bubblewrap or a container
-engine), runs the solve step in the agent phase, then `bash /tests/test.sh` in the verifier
-phase, and reads the reward the tests left in /logs/verifier (`metaeval.tasks.reward`). The
-limits of both phases come from task.toml through `metaeval.tasks.limits`. The solve step is
-the reference solution (`ORACLE`), nothing (a null agent), any other `Solve` command, or a
-callable that drives the room itself (an interactive agent). As in Harbor, the oracle's solve
-step gets task.toml's `[solution.env]` and the tests get `[verifier.env]`; an agent gets
-neither. What `limits` noted about those tables heads the trial log.
+engine), runs an agent in the agent phase (`PhaseAgent`: any metaeval agent bound by
+`metaeval.agents.in_trial.TrialAgent`, the oracle and the null agent among them) or a callable
+that drives the room itself, then `bash /tests/test.sh` in the verifier phase, and reads the
+reward the tests left in /logs/verifier (`metaeval.tasks.reward`). The limits of both phases
+come from task.toml through `metaeval.tasks.limits`. As in Harbor, an agent that sees the
+solution (the oracle) gets /solution and task.toml's `[solution.env]`, the tests get
+`[verifier.env]`; any other agent gets neither. What `limits` noted about those tables heads
+the trial log, then every command the agent ran, then the tests.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, Field
 
+from metaeval.sandbox.file_views import CommandViews
 from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.reward import read_reward
 from metaeval.tasks.safe_files import remove_tree
 
 TEST_COMMAND = "bash /tests/test.sh"
-SOLVE_COMMAND = "bash /solution/solve.sh"
+
+OnCommand = Callable[[str, ExecResult], object]
+"""Told of each command an agent phase ran, with its result."""
 
 
-@dataclass(frozen=True)
-class Solve:
-    """A solve step run as one command in the agent phase, seeing the task directories in
-    `show` ("solution" for the oracle; an agent sees neither tests nor solution), with
-    task.toml's `[solution.env]` when `solution_env`."""
+class PhaseAgent(Protocol):
+    """What `run_trial` runs in the agent phase: `solve` works in `env` (the room's agent
+    phase, /app) within `timeout_s`; an agent that `sees_solution` gets /solution and
+    task.toml's `[solution.env]` there (the oracle)."""
 
-    command: str
-    show: tuple[str, ...] = ()
-    solution_env: bool = False
+    @property
+    def sees_solution(self) -> bool: ...
 
-
-ORACLE = Solve(SOLVE_COMMAND, show=("solution",), solution_env=True)
+    def solve(self, env: AgentPhase, task_root: Path, timeout_s: float) -> object: ...
 
 
 class Room(abc.ABC):
@@ -83,9 +84,12 @@ class Room(abc.ABC):
         """A host directory holding /app's regular files as they are now (`dest`, an absent
         path, when /app has to be copied out; else the room's own host copy)."""
 
-    def agent_env(self) -> AgentPhase:
-        """The agent phase of this room as an `Environment`."""
-        return AgentPhase(self)
+    def agent_env(
+        self, *, solution: bool = False, on_command: OnCommand | None = None
+    ) -> AgentPhase:
+        """The agent phase of this room as an `Environment` (with /solution and task.toml's
+        `[solution.env]` when `solution`; `on_command` hears of each command run)."""
+        return AgentPhase(self, solution=solution, on_command=on_command)
 
     def test(self) -> ExecResult:
         """Run the task's tests in the verifier phase and leave what they wrote as reward
@@ -125,17 +129,30 @@ class Room(abc.ABC):
         self.close()
 
 
-class AgentPhase:
+class AgentPhase(CommandViews):
     """A room's agent phase as an `metaeval.sandbox.environment.Environment`: commands run
-    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's."""
+    in /app under the phase's limits (time capped further by `timeout_s`), files are /app's
+    (the file tools' views run as commands there: `CommandViews`). `on_command` is called
+    with each command run through `exec` and its result (for the trial log)."""
 
-    def __init__(self, room: Room) -> None:
+    def __init__(
+        self, room: Room, *, solution: bool = False, on_command: OnCommand | None = None
+    ) -> None:
         self.room = room
+        self.show = ("solution",) if solution else ()
+        self.solution_env = room.limits.solution_env.values if solution else {}
+        self.on_command = on_command
 
     def exec(
         self, command: str, *, timeout_s: float = 60, env: Mapping[str, str] | None = None
     ) -> ExecResult:
-        return self.room.exec(command, "agent", timeout_s=timeout_s, env=env)
+        variables = {**self.solution_env, **(env or {})}
+        ran = self.room.exec(
+            command, "agent", timeout_s=timeout_s, show=self.show, env=variables or None
+        )
+        if self.on_command is not None:
+            self.on_command(command, ran)
+        return ran
 
     def read_file(self, path: str) -> bytes:
         return self.room.read_file(path)
@@ -143,8 +160,17 @@ class AgentPhase:
     def write_file(self, path: str, data: bytes) -> str:
         return self.room.write_file(path, data)
 
+    def list_files(self) -> list[str]:
+        """Run by the harness, not the agent: `on_command` does not hear of it."""
+        found = self.room.exec(LIST_FILES, "agent", timeout_s=60)
+        return sorted(found.stdout.splitlines()) if found.returncode == 0 else []
+
     def close(self) -> None:
         """Nothing: the room closes with its trial."""
+
+
+LIST_FILES = "find . -mindepth 1 ! -type d -printf '%P\\n'"
+"""Every entry under /app but directories, relative (as `Workspace.list_files` counts)."""
 
 
 RoomT = TypeVar("RoomT", bound=Room)
@@ -167,7 +193,7 @@ class TrialResult(BaseModel):
     """What a trial did and scored."""
 
     backend: str
-    solve: ExecResult | None = None
+    solve: ExecResult | None = None  # the agent phase's last command (the oracle's solve.sh)
     test: ExecResult | None = None
     reward: float | None = None
     reward_source: str | None = None  # "reward.txt" or "reward.json"
@@ -194,30 +220,36 @@ def run_trial(
     *,
     limits: TrialLimits,
     scratch: Path,
-    solve: Solve | Callable[[RoomT], object] | None = None,
+    agent: PhaseAgent | None = None,
+    solve: Callable[[RoomT], object] | None = None,
     cap: Callable[[str], str] | None = None,
 ) -> TrialResult:
     """Run one trial of the Harbor task at `task_root` and return its reward and log.
 
-    `scratch` (an existing, empty host directory) receives the trial's files; the caller
-    removes it. Exceptions of a callable `solve` propagate (the tests do not run); `cap`
-    shortens the phases' output in the log.
+    The agent phase runs `agent` in the room's `agent_env`, or `solve` with the room itself
+    (a caller that needs the room's host directories), or nothing. `scratch` (an existing,
+    empty host directory) receives the trial's files; the caller removes it. Exceptions of
+    the agent phase propagate (the tests do not run); `cap` shortens the log's output.
     """
     result = TrialResult(backend=backend.description)
-    oracle = isinstance(solve, Solve) and solve.solution_env
+    shown = agent is not None and agent.sees_solution
     result.notes = [
         *limits.environment_env.notes,
-        *(limits.solution_env.notes if oracle else ()),
+        *(limits.solution_env.notes if shown else ()),
         *limits.verifier_env.notes,
     ]
     with backend.open(Path(task_root), Path(scratch), limits) as room:
         parts = [room.header] if room.header else []
         parts += [f"/app: left out {note}" for note in room.notes]
         parts += [f"task.toml: {note}" for note in result.notes]
-        if isinstance(solve, Solve):
-            env = limits.solution_env.values if solve.solution_env else None
-            result.solve = room.exec(solve.command, "agent", show=solve.show, env=env)
-            parts.append(result.solve.describe(solve.command, cap=cap))
+        if agent is not None:
+
+            def logged(command: str, ran: ExecResult) -> None:
+                parts.append(ran.describe(command, cap=cap))
+                result.solve = ran
+
+            phase = room.agent_env(solution=shown, on_command=logged)
+            agent.solve(phase, Path(task_root), limits.agent.timeout_s)
         elif solve is not None:
             solve(room)
         result.test = room.test()

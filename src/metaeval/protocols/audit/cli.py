@@ -88,7 +88,8 @@ AgentSpec = Annotated[
     str,
     typer.Option(
         help="The agent: CLI:MODEL (claude-code:local/smollm2, codex:replay/FILE, "
-        "mini-swe-agent:openai/gpt-4.1-mini), a CLI with its own model, or toolloop."
+        "mini-swe-agent:openai/gpt-4.1-mini), a CLI with its own model, toolloop, or the "
+        "reference agents oracle (runs solution/solve.sh) and null (does nothing)."
     ),
 ]
 AgentRunOutput = Annotated[
@@ -232,7 +233,8 @@ def agent_run_cmd(
         str,
         typer.Option(
             help="Where the agent works: bwrap (the task's bubblewrap root), or podman, "
-            "docker or auto (a container of the task's image; toolloop and scripted only)."
+            "docker or auto (a container of the task's image; built-in agents only: "
+            "toolloop, scripted, oracle, null)."
         ),
     ] = "bwrap",
 ) -> None:

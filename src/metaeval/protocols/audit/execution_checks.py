@@ -45,6 +45,8 @@ import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
+from metaeval.agents.in_trial import TrialAgent
+from metaeval.agents.registry import get_agent
 from metaeval.protocols.audit.execution_findings import (
     MISMATCH_KINDS,
     build_finding,
@@ -80,7 +82,7 @@ from metaeval.tasks.safe_files import (
     remove_tree,
     walk_tree,
 )
-from metaeval.tasks.trial import ORACLE, Backend, TrialResult, run_trial
+from metaeval.tasks.trial import Backend, TrialResult, run_trial
 
 NEEDS_DOCKER = "needs Docker"
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
@@ -194,7 +196,11 @@ def _run_phases(
         elif (task.root / "solution" / "solve.sh").is_file():
             (scratch / "oracle").mkdir()
             trial = run_trial(
-                task.root, backend, limits=limits, scratch=scratch / "oracle", solve=ORACLE
+                task.root,
+                backend,
+                limits=limits,
+                scratch=scratch / "oracle",
+                agent=TrialAgent(get_agent("oracle")),
             )
             if trial.sandbox_error:
                 return _not_started(result, trial.sandbox_error)
@@ -202,7 +208,13 @@ def _run_phases(
         else:
             result.oracle.note = "not run: no solution/solve.sh"
         (scratch / "null_agent").mkdir()
-        trial = run_trial(task.root, backend, limits=limits, scratch=scratch / "null_agent")
+        trial = run_trial(
+            task.root,
+            backend,
+            limits=limits,
+            scratch=scratch / "null_agent",
+            agent=TrialAgent(get_agent("null")),
+        )
         if trial.sandbox_error:
             return _not_started(result, trial.sandbox_error)
         result.null_agent = _outcome("null_agent", trial)

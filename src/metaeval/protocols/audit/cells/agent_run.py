@@ -10,7 +10,10 @@ itself). Per task:
 1. a fresh /app is seeded from the task's environment/ files (as the execution checks do);
 2. the agent runs in the task's bubblewrap root (`TaskRootWorkspace`: /app, no /tests, no
    /solution, no network but its gateway relay) on instruction.md, within the task's
-   `[agent] timeout_sec` (or the given limit);
+   `[agent] timeout_sec` (or the given limit); the oracle (``--agent oracle``, the only agent
+   that asks to see the solution) runs in the room's agent phase with /solution and
+   `[solution.env]`, the null agent (``--agent null``) does nothing: their rewards bound
+   what an agent can score;
 3. `bash /tests/test.sh` runs on the /app the agent left, in a fresh root with /tests (the
    verifier phase of the execution checks), and the reward is read from /logs/verifier;
 4. the results land in ``<out>/<task_id>/``: ``program.diff`` (a unified diff of /app from
@@ -37,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from metaeval.agents.in_trial import TrialAgent
 from metaeval.agents.registry import BUILTIN_AGENTS, get_agent
 from metaeval.agents.types import AgentResult, Limits, Task
 from metaeval.engine.cells import Cell, CellResult, Stages, plan_cells, run_cells
@@ -108,8 +112,8 @@ class AgentRuns:
             )
         if settings.sandbox != "bwrap" and settings.agent.split(":")[0] not in BUILTIN_AGENTS:
             raise ConfigError(
-                f"--sandbox {settings.sandbox} runs toolloop or scripted agents only (a CLI "
-                "agent needs the bubblewrap root)",
+                f"--sandbox {settings.sandbox} runs the built-in agents only "
+                f"({', '.join(BUILTIN_AGENTS)}; a CLI agent needs the bubblewrap root)",
                 field="sandbox",
             )
         self.settings = settings
@@ -296,14 +300,17 @@ class AgentRuns:
 
         before, after = [start], []
 
+        sees = TrialAgent(self.agent).sees_solution  # the oracle: shown /solution
+
         def drive(room: BwrapRoom) -> None:
             workspace = TaskRootWorkspace(room.app, room.agent_logs)
-            ran.append(self.agent.run(agent_task, workspace, limits))
+            env = room.agent_env(solution=True) if sees else workspace
+            ran.append(self.agent.run(agent_task, env, limits))
             after.append(room.app)
 
         def drive_inside(room: ContainerRoom) -> None:
             before[0] = room.app_snapshot(scratch / "app-before")  # the image's own /app
-            ran.append(self.agent.run(agent_task, room.agent_env(), limits))
+            ran.append(self.agent.run(agent_task, room.agent_env(solution=sees), limits))
             after.append(room.app_snapshot(scratch / "app-after"))
 
         if self.settings.sandbox == "bwrap":

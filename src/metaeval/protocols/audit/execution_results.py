@@ -61,6 +61,12 @@ class ExecutionCheckResult(BaseModel):
         """Log texts by name (e.g. "logs/oracle.log"), for storing as blobs."""
         return {o.log_name: o.log for o in (self.oracle, self.null_agent) if o.ran and o.log_name}
 
+    @property
+    def faithful_logs(self) -> dict[str, str]:
+        """The logs of runs in the task's own environment (none from an approximation):
+        what may show an absence claim (`dedupe.merge_check_findings`)."""
+        return {} if self.approximate else self.logs
+
 
 _UNAVAILABLE = re.compile(r"\bimage (\S+) is not available here\b")
 

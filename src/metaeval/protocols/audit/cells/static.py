@@ -48,7 +48,8 @@ def static_cell(
         result = run_execution_checks(
             task, hints=hints, sandbox=sandbox, host_env=host_env, pull=pull
         )
-        findings = merge_check_findings(findings, result.findings)  # one per defect
+        # one per defect; an absence a faithful run's log shows becomes `executed`
+        findings = merge_check_findings(findings, result.findings, result.faithful_logs)
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)
         infra = result.infra_error  # a sandbox that did not start: the cell is retried

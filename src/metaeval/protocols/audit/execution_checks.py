@@ -51,6 +51,7 @@ from metaeval.protocols.audit.execution_findings import (
     cap_approximate,
     null_agent_finding,
     oracle_finding,
+    outputs_finding,
 )
 from metaeval.protocols.audit.execution_results import (
     NULL_AGENT_LOG,
@@ -61,6 +62,7 @@ from metaeval.protocols.audit.execution_results import (
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
+from metaeval.protocols.audit.oracle_outputs import OutputRemoval
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_images import base_images, missing_image, pull_images
 from metaeval.protocols.audit.task_view import LoadedTask
@@ -81,6 +83,7 @@ from metaeval.tasks.safe_files import (
     walk_tree,
 )
 from metaeval.tasks.trial import ORACLE, Backend, TrialResult, run_trial
+from metaeval.tasks.verifier_cases import case_outcomes
 
 NEEDS_DOCKER = "needs Docker"
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
@@ -193,12 +196,21 @@ def _run_phases(
             result.oracle.note = f"not run: {unsafe}"
         elif (task.root / "solution" / "solve.sh").is_file():
             (scratch / "oracle").mkdir()
+            removal = OutputRemoval()
             trial = run_trial(
-                task.root, backend, limits=limits, scratch=scratch / "oracle", solve=ORACLE
+                task.root,
+                backend,
+                limits=limits,
+                scratch=scratch / "oracle",
+                solve=ORACLE,
+                hooks=removal,
             )
             if trial.sandbox_error:
                 return _not_started(result, trial.sandbox_error)
             result.oracle = _outcome("oracle", trial)
+            result.outputs_removed = removal.outcome
+            result.removed_files = removal.absolute(removal.created)
+            result.oracle_other_changes = removal.other_changes()
         else:
             result.oracle.note = "not run: no solution/solve.sh"
         (scratch / "null_agent").mkdir()
@@ -222,8 +234,18 @@ def _not_started(
     return False
 
 
+NO_CASES = (
+    "no per-test outcomes: the verifier's output has no pytest -rA or -v lines and "
+    "/logs/verifier holds no ctrf.json or junit.xml"
+)
+
+
 def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
+    output = "\n".join(t for t in (trial.test.stdout, trial.test.stderr) if t) if trial.test else ""
+    cases = case_outcomes(output, trial.reports) if trial.test is not None else None
     return PhaseOutcome(
+        cases=cases,
+        cases_note="" if cases is not None or trial.test is None else NO_CASES,
         name=name,
         ran=True,
         reward=trial.reward,
@@ -253,8 +275,21 @@ def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) 
         finding = None
     if finding is not None:
         result.findings.append(finding)
-    if result.null_agent.passed:
-        result.findings.append(null_agent_finding(task, result.null_agent))
+    null = null_agent_finding(task, result.null_agent)
+    if null is not None:
+        result.findings.append(null)
+    removed = result.outputs_removed
+    if removed is not None and not result.null_agent.passed:  # else the null agent said it
+        found = outputs_finding(task, removed, result.removed_files, result.oracle_other_changes)
+        if found is not None:
+            result.findings.append(found)
+        elif removed.ran and removed.passed:
+            removed.note = (
+                "the tests still pass without the oracle's files, but the oracle also "
+                f"{result.oracle_other_changes[0]}, which they may check: no finding"
+            )
+        elif removed.ran:
+            removed.note = "the tests fail without the oracle's files: they tell them apart"
     if result.approximate:
         result.findings = [cap_approximate(f) for f in result.findings]
 

@@ -5,9 +5,12 @@ task.toml through `metaeval.tasks.limits`):
 
 - oracle: `bash /solution/solve.sh` (sees /solution), then `bash /tests/test.sh` (sees
   /tests). A reward below 1, or none at all, means the reference solution does not pass its
-  own tests: a finding.
+  own tests: a finding. When it passes, the tests run once more in the same room without
+  the files the oracle created (`oracle_outputs`): tests that still pass may not tell a
+  solution from none.
 - null agent: only `bash /tests/test.sh`. A reward of 1 or more means the tests pass
-  without any work: an EVAL-COVERAGE finding.
+  without any work: an EVAL-COVERAGE finding; so, at a lower severity, do single tests
+  that pass, read from the verifier's output (`metaeval.tasks.verifier_cases`).
 
 The reward is read from /logs/verifier/reward.txt (a number) or reward.json (a number, or
 an object whose "reward" entry, or single numeric entry, is the reward).

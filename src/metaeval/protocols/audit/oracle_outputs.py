@@ -54,7 +54,9 @@ class OutputRemoval(TrialHooks):
 
     @property
     def created(self) -> list[str]:
-        return sorted((self.touched | (self.after - self.before)) - self.before)
+        """Files whose status changed during the solve step and that were not there before
+        it: never a file of the image, even one the listing before missed."""
+        return sorted(self.touched - self.before)
 
     @property
     def changed(self) -> list[str]:
@@ -66,7 +68,7 @@ class OutputRemoval(TrialHooks):
 
     def before_solve(self, room: Room) -> None:
         found = _run(room, "pwd && date +%s.%N && find . -xdev -type f -print")
-        lines = found.stdout.splitlines() if found.ok else []
+        lines = found.stdout.splitlines() if _complete(found) else []
         if len(lines) < 2 or not lines[1].replace(".", "", 1).isdigit():
             self.failed = "the room's working directory could not be listed"
             return
@@ -79,8 +81,11 @@ class OutputRemoval(TrialHooks):
         stamp = shlex.quote("@" + self.started)
         touched = _run(room, f"find . -xdev -type f -newerct {stamp} -print")
         listed = _run(room, "find . -xdev -type f -print")
-        if not (touched.ok and listed.ok):
-            self.failed = "the room's find cannot compare status times (-newerct)"
+        if not (_complete(touched) and _complete(listed)):
+            self.failed = (
+                "the room's find cannot compare status times (-newerct), or the working "
+                "directory holds too many files to list"
+            )
             return
         self.touched = set(touched.stdout.splitlines())
         self.after = set(listed.stdout.splitlines())
@@ -91,6 +96,8 @@ class OutputRemoval(TrialHooks):
             "2>/dev/null | head -n 20",
         )
         self.elsewhere = outside.stdout.splitlines()
+        if outside.timed_out or outside.returncode is None:  # not searched: not "nothing"
+            self.elsewhere.append("? (the search outside the working directory did not finish)")
 
     def after_test(self, room: Room, result: TrialResult) -> None:
         outcome = self.outcome
@@ -109,7 +116,8 @@ class OutputRemoval(TrialHooks):
             )
             return
         leftovers = _run(room, "find . -xdev -type f -print")
-        first_test = set(leftovers.stdout.splitlines()) - self.after if leftovers.ok else set()
+        listed = set(leftovers.stdout.splitlines()) if _complete(leftovers) else set()
+        first_test = listed - self.after
         removed = [*self.created, *sorted(first_test - self.before)]
         for start in range(0, len(removed), REMOVE_BATCH):
             batch = " ".join(shlex.quote(p) for p in removed[start : start + REMOVE_BATCH])
@@ -145,6 +153,11 @@ class OutputRemoval(TrialHooks):
         full = self.absolute(paths)
         more = len(full) - SHOWN_FILES
         return full[:SHOWN_FILES] + ([f"{more} more"] if more > 0 else [])
+
+
+def _complete(result: ExecResult) -> bool:
+    """The command succeeded and its whole output is there (a cut listing is no listing)."""
+    return result.ok and not result.stdout_truncated
 
 
 def _run(room: Room, command: str) -> ExecResult:

@@ -16,8 +16,10 @@ import pytest
 
 from metaeval.protocols.audit.execution_checks import NO_CASES, run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
+from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_view import load_task
 from metaeval.tasks.verifier_cases import case_outcomes
+from test_audit_container import engine  # noqa: F401 - the fixture is used by name
 from test_audit_truth import TOML_NO_NET, sandboxed  # noqa: F401 - the fixture is used by name
 
 RUNNER = """\
@@ -218,3 +220,22 @@ def test_outcomes_read_from_each_format() -> None:
     # a broken report falls back to the output; nothing at all is None
     assert case_outcomes(verbose, {"ctrf.json": "{not json"}).source == "pytest output"  # type: ignore[union-attr]
     assert case_outcomes("1 passed in 0.1s\n", {"junit.xml": "<oops"}) is None
+
+
+@pytest.mark.usefixtures("engine")
+def test_in_a_container_the_ctrf_report_comes_out_with_the_reward(tmp_path: Path) -> None:
+    """Podman (the local stand-in base image): the report the tests write in the container's
+    /logs/verifier is taken out beside the reward and names the tests."""
+    root = write(tmp_path / "bench" / "sort-numbers", GUARDED, script("--ctrf"))
+    dockerfile = "FROM python:3.11-slim\nWORKDIR /app\nCOPY numbers.json /app/\n"
+    (root / "environment" / "Dockerfile").write_text(dockerfile)
+    task = load_task(root, bench_root=root.parent, hints=Hints())
+    result = run_execution_checks(task, hints=Hints(), timeout_s=180, sandbox="podman")
+    assert result.skipped is None and result.backend.startswith("podman"), result.build_log
+    cases = result.null_agent.cases
+    assert cases is not None and cases.source == "ctrf.json"
+    assert cases.named("failed") == ["tests/test_outputs.py::test_sorted_file"]
+    [finding] = result.findings
+    assert "`test_sorted_values`" in finding.title
+    expected = ("Low", "assumed") if result.approximate else ("Low", "executed")
+    assert (finding.severity, finding.evidence_tier) == expected

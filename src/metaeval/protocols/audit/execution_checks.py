@@ -212,7 +212,8 @@ def _run_phases(
                 return _not_started(result, trial.sandbox_error)
             result.oracle = _outcome("oracle", trial)
             result.outputs_removed = removal.outcome
-            result.removed_files = removal.absolute(removal.created)
+            if removal.outcome.ran:
+                result.removed_files = removal.absolute(removal.created)
             result.oracle_other_changes = removal.other_changes()
         else:
             result.oracle.note = "not run: no solution/solve.sh"
@@ -281,20 +282,29 @@ def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) 
     null = null_agent_finding(task, result.null_agent)
     if null is not None:
         result.findings.append(null)
-    removed = result.outputs_removed
-    if removed is not None and not result.null_agent.passed:  # else the null agent said it
-        found = outputs_finding(task, removed, result.removed_files, result.oracle_other_changes)
-        if found is not None:
-            result.findings.append(found)
-        elif removed.ran and removed.passed:
-            removed.note = (
-                "the tests still pass without the oracle's files, but the oracle also "
-                f"{result.oracle_other_changes[0]}, which they may check: no finding"
-            )
-        elif removed.ran:
-            removed.note = "the tests fail without the oracle's files: they tell them apart"
+    _judge_rerun(task, result)
     if result.approximate:
         result.findings = [cap_approximate(f) for f in result.findings]
+
+
+def _judge_rerun(task: LoadedTask, result: ExecutionCheckResult) -> None:
+    """The finding (or the note) of the oracle's tests rerun without its outputs."""
+    removed = result.outputs_removed
+    if removed is None or not removed.ran:
+        return  # its note says why
+    if result.null_agent.passed:
+        removed.note = "the tests pass without the oracle's files, as the null agent showed"
+        return
+    found = outputs_finding(task, removed, result.removed_files, result.oracle_other_changes)
+    if found is not None:
+        result.findings.append(found)
+    elif removed.passed:
+        removed.note = (
+            "the tests still pass without the oracle's files, but the oracle also "
+            f"{result.oracle_other_changes[0]}, which they may check: no finding"
+        )
+    else:
+        removed.note = "the tests fail without the oracle's files: they tell them apart"
 
 
 # --------------------------------------------------------------------------- containers

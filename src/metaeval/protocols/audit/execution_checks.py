@@ -48,13 +48,12 @@ import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
+from metaeval.protocols.audit.coverage_findings import null_agent_finding, outputs_finding
 from metaeval.protocols.audit.execution_findings import (
     MISMATCH_KINDS,
     build_finding,
     cap_approximate,
-    null_agent_finding,
     oracle_finding,
-    outputs_finding,
 )
 from metaeval.protocols.audit.execution_results import (
     NULL_AGENT_LOG,

@@ -86,6 +86,11 @@ def test_null_agent_passing_gives_eval_coverage(sandboxed: None) -> None:
     assert (finding.severity, finding.finding_type, finding.confidence) == ("High", "Bug", 0.9)
     assert finding.evidence[0].file == "logs/null_agent.log"
     assert "nothing to compare" in finding.evidence[0].snippet
+    # the rerun without the oracle's output passes too, and adds no second finding
+    removed = result.outputs_removed
+    assert removed is not None and removed.passed
+    assert result.removed_files == ["/app/not_found.txt"]
+    assert removed.note == "the tests pass without the oracle's files, as the null agent showed"
 
 
 @pytest.mark.bwrap

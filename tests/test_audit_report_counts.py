@@ -107,6 +107,25 @@ def test_a_failed_oracle_that_reports_a_missing_shipped_file_folds_into_its_caus
     assert len(merge_check_findings([cause], [elsewhere])) == 2
 
 
+def test_a_faithful_runs_log_shows_only_absence_claims_it_reports_missing() -> None:
+    """A null agent's log saying a quoted path is missing makes that absence claim executed;
+    a line that only mentions the path, or an intrinsic claim, stays as it was."""
+    absence = make(
+        "t",
+        "INST-CONTRADICT",
+        "The instruction's commands write `/app/a.csv`; the tests demand `/app/b.csv`",
+    ).model_copy(update={"claim": "absence", "evidence_tier": "assumed"})
+    intrinsic = absence.model_copy(update={"claim": "intrinsic"})
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/app/b.csv'"
+    [shown] = merge_check_findings([absence], [], {"logs/null_agent.log": f"x\n{missing}\n"})
+    assert shown.evidence_tier == "executed" and shown.evidence[-1].snippet == missing
+    assert shown.evidence[-1].file == "logs/null_agent.log"
+    [kept] = merge_check_findings([absence], [], {"logs/null_agent.log": "read /app/b.csv\n"})
+    assert kept.evidence_tier == "assumed" and kept.evidence == absence.evidence
+    [other] = merge_check_findings([intrinsic], [], {"logs/null_agent.log": missing})
+    assert other.evidence_tier == "assumed" and other.evidence == absence.evidence
+
+
 def _data(findings: list[Finding]) -> AuditReportData:
     return AuditReportData(
         benchmark="bench",

@@ -44,6 +44,7 @@ from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.reward import MAX_REWARD_BYTES, REWARD_JSON, REWARD_TXT
 from metaeval.tasks.safe_files import UnsafeFileError, read_regular
 from metaeval.tasks.trial import Backend, Room
+from metaeval.tasks.verifier_cases import MAX_REPORT_BYTES, REPORT_FILES
 
 VERIFIER_LOGS = "/logs/verifier"
 WRITE_TIMEOUT_S = 60.0
@@ -184,11 +185,11 @@ class ContainerRoom(Room):
             )
 
     def collect_verifier_logs(self) -> None:
-        """Copy the tests' reward files to `verifier_logs`, one byte past the reward size
-        cap at most (so an oversized file is still refused as one)."""
-        found = self.box.read_regular_files(
-            VERIFIER_LOGS, (REWARD_TXT, REWARD_JSON), MAX_REWARD_BYTES + 1
-        )
+        """Copy the tests' reward files and per-test reports to `verifier_logs`, one byte
+        past their size cap at most (so an oversized file is still refused as one)."""
+        names = (REWARD_TXT, REWARD_JSON, *REPORT_FILES)
+        cap = max(MAX_REWARD_BYTES, MAX_REPORT_BYTES) + 1  # each reader refuses past its own
+        found = self.box.read_regular_files(VERIFIER_LOGS, names, cap)
         for name, data in found.items():
             (self.verifier_logs / name).write_bytes(data)
 

@@ -27,6 +27,7 @@ from metaeval.sandbox.process import ExecResult
 from metaeval.tasks.limits import Phase, TrialLimits
 from metaeval.tasks.reward import read_reward
 from metaeval.tasks.safe_files import remove_tree
+from metaeval.tasks.verifier_cases import read_reports
 
 TEST_COMMAND = "bash /tests/test.sh"
 
@@ -189,6 +190,20 @@ class Backend(abc.ABC, Generic[RoomT]):
         """A fresh room for one trial of the task at `task_root`; host files go to `scratch`."""
 
 
+class TrialHooks:
+    """Steps a caller adds to a trial, run in its room: before and after the solve step, and
+    after the tests' reward was read (each does nothing unless overridden)."""
+
+    def before_solve(self, room: Room) -> None:
+        """Before the solve step (only when there is one)."""
+
+    def after_solve(self, room: Room) -> None:
+        """After the solve step, before the tests."""
+
+    def after_test(self, room: Room, result: TrialResult) -> None:
+        """After the tests ran and `result` holds their reward, before the room closes."""
+
+
 class TrialResult(BaseModel):
     """What a trial did and scored."""
 
@@ -200,6 +215,7 @@ class TrialResult(BaseModel):
     reward_error: str | None = None
     notes: list[str] = Field(default_factory=list)  # on task.toml's env tables, names only
     log: str = ""
+    reports: dict[str, str] = Field(default_factory=dict)  # per-test reports the tests wrote
 
     @property
     def sandbox_error(self) -> str | None:
@@ -223,14 +239,17 @@ def run_trial(
     agent: PhaseAgent | None = None,
     solve: Callable[[RoomT], object] | None = None,
     cap: Callable[[str], str] | None = None,
+    hooks: TrialHooks | None = None,
 ) -> TrialResult:
     """Run one trial of the Harbor task at `task_root` and return its reward and log.
 
     The agent phase runs `agent` in the room's `agent_env`, or `solve` with the room itself
     (a caller that needs the room's host directories), or nothing. `scratch` (an existing,
     empty host directory) receives the trial's files; the caller removes it. Exceptions of
-    the agent phase propagate (the tests do not run); `cap` shortens the log's output.
+    the agent phase propagate (the tests do not run); `cap` shortens the log's output;
+    `hooks` add steps around the phases.
     """
+    hooks = hooks if hooks is not None else TrialHooks()
     result = TrialResult(backend=backend.description)
     shown = agent is not None and agent.sees_solution
     result.notes = [
@@ -242,6 +261,8 @@ def run_trial(
         parts = [room.header] if room.header else []
         parts += [f"/app: left out {note}" for note in room.notes]
         parts += [f"task.toml: {note}" for note in result.notes]
+        if agent is not None or solve is not None:
+            hooks.before_solve(room)
         if agent is not None:
 
             def logged(command: str, ran: ExecResult) -> None:
@@ -252,12 +273,16 @@ def run_trial(
             agent.solve(phase, Path(task_root), limits.agent.timeout_s)
         elif solve is not None:
             solve(room)
+        if agent is not None or solve is not None:
+            hooks.after_solve(room)
         result.test = room.test()
         parts.append(result.test.describe(TEST_COMMAND, cap=cap))
         reward, source, error = read_reward(room.verifier_logs)
+        result.reports = read_reports(room.verifier_logs)
         if result.test.limit_exceeded is not None:  # the tests broke a limit: no score
             reward, source, error = None, None, f"the tests {result.test.limit_exceeded}"
-    result.reward, result.reward_source, result.reward_error = reward, source, error
+        result.reward, result.reward_source, result.reward_error = reward, source, error
+        hooks.after_test(room, result)
     if source is not None and reward is not None:
         parts.append(f"reward: {reward:g} (from /logs/verifier/{source})")
     else:

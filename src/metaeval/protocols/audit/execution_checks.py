@@ -5,9 +5,12 @@ task.toml through `metaeval.tasks.limits`):
 
 - oracle: `bash /solution/solve.sh` (sees /solution), then `bash /tests/test.sh` (sees
   /tests). A reward below 1, or none at all, means the reference solution does not pass its
-  own tests: a finding.
+  own tests: a finding. When it passes, the tests run once more in the same room without
+  the files the oracle created (`oracle_outputs`): tests that still pass may not tell a
+  solution from none.
 - null agent: only `bash /tests/test.sh`. A reward of 1 or more means the tests pass
-  without any work: an EVAL-COVERAGE finding.
+  without any work: an EVAL-COVERAGE finding; so, at a lower severity, do single tests
+  that pass, read from the verifier's output (`metaeval.tasks.verifier_cases`).
 
 The reward is read from /logs/verifier/reward.txt (a number) or reward.json (a number, or
 an object whose "reward" entry, or single numeric entry, is the reward).
@@ -47,11 +50,11 @@ from pathlib import Path
 
 from metaeval.agents.in_trial import TrialAgent
 from metaeval.agents.registry import get_agent
+from metaeval.protocols.audit.coverage_findings import null_agent_finding, outputs_finding
 from metaeval.protocols.audit.execution_findings import (
     MISMATCH_KINDS,
     build_finding,
     cap_approximate,
-    null_agent_finding,
     oracle_finding,
 )
 from metaeval.protocols.audit.execution_results import (
@@ -63,6 +66,7 @@ from metaeval.protocols.audit.execution_results import (
     unavailable_reason,
 )
 from metaeval.protocols.audit.oracle_log import missing_dependency
+from metaeval.protocols.audit.oracle_outputs import OutputRemoval
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_images import base_images, missing_image, pull_images
 from metaeval.protocols.audit.task_view import LoadedTask
@@ -83,6 +87,7 @@ from metaeval.tasks.safe_files import (
     walk_tree,
 )
 from metaeval.tasks.trial import Backend, TrialResult, run_trial
+from metaeval.tasks.verifier_cases import case_outcomes
 
 NEEDS_DOCKER = "needs Docker"
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
@@ -195,16 +200,22 @@ def _run_phases(
             result.oracle.note = f"not run: {unsafe}"
         elif (task.root / "solution" / "solve.sh").is_file():
             (scratch / "oracle").mkdir()
+            removal = OutputRemoval()
             trial = run_trial(
                 task.root,
                 backend,
                 limits=limits,
                 scratch=scratch / "oracle",
                 agent=TrialAgent(get_agent("oracle")),
+                hooks=removal,
             )
             if trial.sandbox_error:
                 return _not_started(result, trial.sandbox_error)
             result.oracle = _outcome("oracle", trial)
+            result.outputs_removed = removal.outcome
+            if removal.outcome.ran:
+                result.removed_files = removal.absolute(removal.created)
+            result.oracle_other_changes = removal.other_changes()
         else:
             result.oracle.note = "not run: no solution/solve.sh"
         (scratch / "null_agent").mkdir()
@@ -234,8 +245,18 @@ def _not_started(
     return False
 
 
+NO_CASES = (
+    "no per-test outcomes: the verifier's output has no pytest -rA or -v lines and "
+    "/logs/verifier holds no ctrf.json or junit.xml"
+)
+
+
 def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
+    output = "\n".join(t for t in (trial.test.stdout, trial.test.stderr) if t) if trial.test else ""
+    cases = case_outcomes(output, trial.reports) if trial.test is not None else None
     return PhaseOutcome(
+        cases=cases,
+        cases_note="" if cases is not None or trial.test is None else NO_CASES,
         name=name,
         ran=True,
         reward=trial.reward,
@@ -265,10 +286,32 @@ def _judge(task: LoadedTask, result: ExecutionCheckResult, limits: TrialLimits) 
         finding = None
     if finding is not None:
         result.findings.append(finding)
-    if result.null_agent.passed:
-        result.findings.append(null_agent_finding(task, result.null_agent))
+    null = null_agent_finding(task, result.null_agent)
+    if null is not None:
+        result.findings.append(null)
+    _judge_rerun(task, result)
     if result.approximate:
         result.findings = [cap_approximate(f) for f in result.findings]
+
+
+def _judge_rerun(task: LoadedTask, result: ExecutionCheckResult) -> None:
+    """The finding (or the note) of the oracle's tests rerun without its outputs."""
+    removed = result.outputs_removed
+    if removed is None or not removed.ran:
+        return  # its note says why
+    if result.null_agent.passed:
+        removed.note = "the tests pass without the oracle's files, as the null agent showed"
+        return
+    found = outputs_finding(task, removed, result.removed_files, result.oracle_other_changes)
+    if found is not None:
+        result.findings.append(found)
+    elif removed.passed:
+        removed.note = (
+            "the tests still pass without the oracle's files, but the oracle also "
+            f"{result.oracle_other_changes[0]}, which they may check: no finding"
+        )
+    else:
+        removed.note = "the tests fail without the oracle's files: they tell them apart"
 
 
 # --------------------------------------------------------------------------- containers

@@ -2,8 +2,8 @@
 
 An oracle failure is GT-LOGIC unless its log shows a more specific cause (see
 `execution_checks` for the order); a missing file the log names is diagnosed against the
-task's files (`diagnose_missing_file`); a null agent that passes is EVAL-COVERAGE; a build the
-task breaks is Critical. Findings from an approximation of the image are capped
+task's files (`diagnose_missing_file`); a build the task breaks is Critical. Tests that pass
+without the work are in `coverage_findings`. Findings from an approximation of the image are capped
 (`cap_approximate`).
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from metaeval.protocols.audit.execution_results import NULL_AGENT_LOG, ORACLE_LOG, PhaseOutcome
+from metaeval.protocols.audit.execution_results import ORACLE_LOG, PhaseOutcome
 from metaeval.protocols.audit.findings import Evidence, Finding
 from metaeval.protocols.audit.oracle_log import (
     NETWORK_ERRORS,
@@ -48,6 +48,7 @@ def cap_approximate(finding: Finding) -> Finding:
             "severity": "Low",
             "finding_type": "Warning",
             "evidence_tier": "assumed",
+            "tier_reason": "seen only in an approximation of the task's image",
             "confidence": min(finding.confidence, APPROXIMATE_CONFIDENCE),
             "description": finding.description
             + " (Seen in an approximation of the task's Dockerfile environment (bubblewrap or "
@@ -89,6 +90,7 @@ def build_finding(task: LoadedTask, image: ImageOutcome) -> Finding:
         source=SOURCE,
         protocol="static",
         evidence_tier="executed",  # seen in a run of the task's own environment
+        tier_reason="shown by building the task's environment",
     )
 
 
@@ -138,6 +140,7 @@ def oracle_finding(task: LoadedTask, oracle: PhaseOutcome, limits: TrialLimits) 
         "source": SOURCE,
         "protocol": "static",
         "evidence_tier": "executed",  # seen in a run of the task's own environment
+        "tier_reason": "shown by a run of the reference solution and the tests",
         "evidence": [Evidence(file=ORACLE_LOG, snippet=log_tail(oracle.log))],
     }
     return Finding(**{**common, **(fields if fields is not None else _fails_its_tests(run))})
@@ -328,31 +331,6 @@ def _declared_timeouts(task: LoadedTask) -> str:
         value = table.get("timeout_sec") if isinstance(table, dict) else None
         parts.append(f"[{section}] timeout_sec = {value if value is not None else 'unset'}")
     return ", ".join(parts)
-
-
-def null_agent_finding(task: LoadedTask, null: PhaseOutcome) -> Finding:
-    return Finding(
-        task_id=task.task_id,
-        category="EVAL",
-        subcategory="EVAL-COVERAGE",
-        severity="High",
-        finding_type="Bug",
-        title="The tests pass when the agent does nothing",
-        description=(
-            "tests/test.sh was run on the untouched starting environment, without any agent "
-            f"work, and reported a reward of {null.reward:g}. The tests do not check the output "
-            "the instruction asks for (or accept its absence), so any agent scores full marks."
-        ),
-        evidence=[Evidence(file=NULL_AGENT_LOG, snippet=log_tail(null.log))],
-        recommendation=(
-            "Make the tests fail when the required output is missing or unchanged: check that "
-            "the output file exists and compare its content with the expected answer."
-        ),
-        confidence=CONFIDENCE,
-        source=SOURCE,
-        protocol="static",
-        evidence_tier="executed",  # seen in a run of the task's own environment
-    )
 
 
 def _tests_mention_reward(task: LoadedTask) -> bool:

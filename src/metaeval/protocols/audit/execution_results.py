@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from metaeval.protocols.audit.findings import Finding
 from metaeval.sandbox.process import ExecResult
+from metaeval.tasks.verifier_cases import CaseOutcomes
 
 ORACLE_LOG = "logs/oracle.log"
 
@@ -29,6 +30,8 @@ class PhaseOutcome(BaseModel):
     test: ExecResult | None = None
     log: str = ""
     log_name: str = ""
+    cases: CaseOutcomes | None = None  # which tests passed, when the verifier's output says
+    cases_note: str = ""  # why there are no per-test outcomes
 
     @property
     def passed(self) -> bool:
@@ -55,11 +58,22 @@ class ExecutionCheckResult(BaseModel):
     infra_error: bool = False  # a sandbox did not start: retried on resume, says nothing
     oracle: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="oracle"))
     null_agent: PhaseOutcome = Field(default_factory=lambda: PhaseOutcome(name="null_agent"))
+    # the oracle's tests rerun without the files the oracle created (`oracle_outputs`)
+    outputs_removed: PhaseOutcome | None = None
+    removed_files: list[str] = Field(default_factory=list)  # absolute paths in the room
+    oracle_other_changes: list[str] = Field(default_factory=list)  # "changed /app/x", ...
 
     @property
     def logs(self) -> dict[str, str]:
         """Log texts by name (e.g. "logs/oracle.log"), for storing as blobs."""
-        return {o.log_name: o.log for o in (self.oracle, self.null_agent) if o.ran and o.log_name}
+        phases = (self.oracle, self.null_agent, self.outputs_removed)
+        return {o.log_name: o.log for o in phases if o is not None and o.ran and o.log_name}
+
+    @property
+    def faithful_logs(self) -> dict[str, str]:
+        """The logs of runs in the task's own environment (none from an approximation):
+        what may show an absence claim (`dedupe.merge_check_findings`)."""
+        return {} if self.approximate else self.logs
 
 
 _UNAVAILABLE = re.compile(r"\bimage (\S+) is not available here\b")

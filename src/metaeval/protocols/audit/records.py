@@ -92,6 +92,11 @@ class PhaseOutcome(_Part):
     timed_out: bool = False
     env_notes: list[str] | None = None  # only when task.toml's env tables gave notes
     log_blob: str | None = None
+    # per-test outcomes of the verifier (only when its output or reports name tests)
+    tests_source: str | None = None  # "ctrf.json", "junit.xml", "pytest output"
+    tests_passed: list[str] | None = None
+    tests_failed: list[str] | None = None
+    tests_note: str | None = None  # why no per-test outcomes were read
 
 
 class ExecutionSummary(_Part):
@@ -106,6 +111,9 @@ class ExecutionSummary(_Part):
     image_id: str | None = None  # the image id both phases ran in (containers only)
     oracle: PhaseOutcome | None = None
     null_agent: PhaseOutcome | None = None
+    # the oracle's tests rerun after the files it created were removed (issue 37)
+    outputs_removed: PhaseOutcome | None = None
+    removed_files: list[str] | None = None
 
 
 class StaticCell(_Cell):

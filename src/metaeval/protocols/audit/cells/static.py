@@ -48,7 +48,8 @@ def static_cell(
         result = run_execution_checks(
             task, hints=hints, sandbox=sandbox, host_env=host_env, pull=pull
         )
-        findings = merge_check_findings(findings, result.findings)  # one per defect
+        # one per defect; an absence a faithful run's log shows becomes `executed`
+        findings = merge_check_findings(findings, result.findings, result.faithful_logs)
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)
         infra = result.infra_error  # a sandbox that did not start: the cell is retried
@@ -74,11 +75,11 @@ def static_cell(
 def execution_logs(result: Any) -> dict[str, str]:
     """The execution checks' logs by the file name findings cite them with."""
     logs = {}
-    for name in ("oracle", "null_agent"):
+    for name in ("oracle", "null_agent", "outputs_removed"):
         phase = getattr(result, name, None)
         log = getattr(phase, "log", None) if phase is not None else None
         if log:
-            logs[f"logs/{name}.log"] = log
+            logs[getattr(phase, "log_name", "") or f"logs/{name}.log"] = log
     if getattr(result, "build_log", ""):
         logs["logs/build.log"] = result.build_log
     return logs
@@ -95,7 +96,7 @@ def execution_summary(result: Any, blobs: BlobStore) -> ExecutionSummary:
         build_log_blob=blobs.put(result.build_log) if result.build_log else None,
         image_id=getattr(result, "image_id", None),
     )
-    for name in ("oracle", "null_agent"):
+    for name in ("oracle", "null_agent", "outputs_removed"):
         phase = getattr(result, name, None)
         if phase is None:
             continue
@@ -107,11 +108,29 @@ def execution_summary(result: Any, blobs: BlobStore) -> ExecutionSummary:
             reward_error=phase.reward_error,
             passed=phase.passed,
             timed_out=phase.timed_out,
-            **({"env_notes": list(phase.notes)} if getattr(phase, "notes", None) else {}),
+            **_optional(phase),
             log_blob=blobs.put(phase.log) if phase.log else None,
         )
         setattr(summary, name, outcome)
+    if getattr(result, "removed_files", None):
+        summary.removed_files = list(result.removed_files)
     return summary
+
+
+def _optional(phase: Any) -> dict[str, Any]:
+    """The fields of a phase's record set only when they say something: task.toml's env
+    notes, and the verifier's per-test outcomes (or why there are none)."""
+    fields: dict[str, Any] = {}
+    if getattr(phase, "notes", None):
+        fields["env_notes"] = list(phase.notes)
+    cases = getattr(phase, "cases", None)
+    if cases is not None:
+        fields["tests_source"] = cases.source
+        fields["tests_passed"] = cases.named("passed")
+        fields["tests_failed"] = cases.named("failed")
+    elif getattr(phase, "cases_note", ""):
+        fields["tests_note"] = phase.cases_note
+    return fields
 
 
 def in_worker(

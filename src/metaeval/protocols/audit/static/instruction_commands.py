@@ -5,9 +5,8 @@ starting with `$ `, an inline code span that redirects to a file). Those command
 directory, and the files they write are collected: redirect targets (`>`, `>>`, `&>`), `tee`
 arguments, the destination of `cp`/`mv`/`install`, `touch`, and the value of `-o`/`--output`.
 
-INST-CONTRADICT (Bug, High, 0.7, intrinsic, `self-contained`) when such a file A and an
-absolute path B the tests use are the same deliverable placed differently, and nothing tells
-or makes anyone write B:
+INST-CONTRADICT (Bug, High, 0.7) when such a file A and an absolute path B the tests use are
+the same deliverable placed differently, and nothing tells or makes anyone write B:
 
 - A and B have the same extension and share either their directory (another name) or their
   base name (another directory);
@@ -16,6 +15,10 @@ or makes anyone write B:
   the task or its environment names it (then the image or a step provides it).
 
 An agent that does exactly what the instruction says writes A and fails tests that read B.
+That B is absent at run time is assumed (the task's image may hold paths no task file
+names), so the finding is an absence claim: `assumed`, kept at Low by the tier rule, until a
+run in the task's environment logs B as missing (the null agent's tests, or a failed
+oracle), which makes it `executed` at High (`dedupe.merge_check_findings`).
 """
 
 from __future__ import annotations
@@ -218,4 +221,5 @@ def _finding(
         recommendation="Make the instruction's command and the tests name the same file.",
         confidence=0.7,
         evidence=dedupe_evidence(evidence),
+        claim="absence",
     )

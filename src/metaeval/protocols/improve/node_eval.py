@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.feedback import keep_task_logs
-from metaeval.protocols.improve.image_pins import ImagePins
+from metaeval.protocols.improve.image_pins import IMAGE_PINS, ImagePins
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.records import NodeEval
 from metaeval.protocols.improve.suite_eval import evaluate_suite
@@ -112,7 +112,9 @@ class NodeEvaluator:
         self.model_service = model_service
         self.sealed = sealed
         self.files = files
-        self.pins = ImagePins()  # every evaluation of the run runs the same image ids
+        # every evaluation of the run, resumed or not, runs the image ids in the bundle
+        self.pins = ImagePins(plan.bundle / IMAGE_PINS)
+        self.pins.check_recorded()  # a tag moved since: refused before anything runs
 
     def evaluate(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
         """Score the target in `worktree` on the suites; an evaluation in which the harness

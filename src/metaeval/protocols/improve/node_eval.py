@@ -166,7 +166,9 @@ class NodeEvaluator:
             except LaunchError as exc:
                 for server in servers:
                     server.stop()
-                return NodeEval(status="launch_failed", error=str(exc)[-3000:])
+                # a sandbox bwrap could not set up is the harness's failure, not the target's
+                failed = "framework_failure" if exc.sandbox_error else "launch_failed"
+                return NodeEval(status=failed, error=str(exc)[-3000:])
             # One PACT server serves one episode at a time: an episode leases a free server.
             pool: queue.SimpleQueue = queue.SimpleQueue()
             for server in servers:

@@ -222,7 +222,7 @@ def test_evaluations_run_the_image_id_pinned_once_not_a_tag_moved_between_them(p
     other.mkdir()
     (other / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo moved-{stamp} > /opt/marker\n")
     moved = f"localhost/metaeval-test-moved:{stamp}"
-    pins = ImagePins()
+    pins = ImagePins(tmp_path / "image_pins.jsonl")
     first = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=pins)
     tag = first.backend.partition("(image ")[2].partition(" ")[0]
     try:
@@ -244,6 +244,13 @@ def test_evaluations_run_the_image_id_pinned_once_not_a_tag_moved_between_them(p
         fresh = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman")
         assert fresh.image_id == image_id(podman, tag) != first.image_id
         assert marker_of(fresh) == f"moved-{stamp}"
+        # the pins read back from their record (a later evaluation, a resumed run): the
+        # moved tag is refused for that task, naming the tag and both ids, and nothing runs
+        reread = ImagePins(tmp_path / "image_pins.jsonl")
+        again = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=reread)
+        assert again.status == "infra_error" and not again.trace, again
+        for part in (tag, first.image_id, fresh.image_id):
+            assert part in again.reason, (part, again.reason)
     finally:
         for ref in (first.image_id, moved, tag):
             if ref:
@@ -315,3 +322,15 @@ def test_a_run_killed_and_resumed_runs_the_image_ids_in_its_bundle_or_refuses(po
     baseline = json.loads((bundle / "baseline_evaluation.json").read_text())
     rows = baseline["optimize"]["tasks"] + baseline["held_out"]["tasks"]
     assert rows and all(r["image_id"] == recorded[r["task_id"]] for r in rows), rows
+
+
+def test_an_image_pin_record_that_is_not_one_is_refused_naming_file_and_field(tmp_path):
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.improve.image_pins import ImagePins
+
+    record = tmp_path / "image_pins.jsonl"
+    record.write_text('{"engine": "podman", "task": "/t", "image": "x:1"}\n{"torn": \n')
+    with pytest.raises(ConfigError) as info:
+        ImagePins(record)
+    assert str(record) in str(info.value) and "image_id" in str(info.value)
+    assert record.read_text().startswith('{"engine"')  # the record is left as it was

@@ -3,8 +3,9 @@
 The target is launched from a checkout over PACT (one server per concurrent episode, or one
 per episode on Ray workers) and scored on the optimize split and, when asked, the held-out
 split. The outcome is a `NodeEval` whose status keeps the failure classes apart: `evaluated`,
-`launch_failed` / `broken` (the target's fault), `framework_failure` (the harness's; retried
-once, never promoted).
+`launch_failed` / `broken` (the target's fault), `framework_failure` (the harness's, a server
+whose sandbox bwrap could not set up included; retried once, never promoted). Container tasks
+run the image ids of the bundle's `image_pins.jsonl` (`image_pins`).
 """
 
 from __future__ import annotations

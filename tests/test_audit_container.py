@@ -97,13 +97,13 @@ def test_unavailable_images_are_infrastructure_skips(
     monkeypatch.setattr(execution_checks, "ensure_image", never)
     monkeypatch.setattr(execution_checks, "describe_engine", never)
     local = run(copy_task("defective/local-image", tmp_path))
-    assert local.findings == []
+    assert local.findings == [] and local.infra_error  # retried on resume, never a finding
     assert local.skipped == (
         "podman: image tbench-eval-env:latest is not available here (not present locally, "
         "not pulled)"
     )
     swe = run(copy_task("clean/django-slugify", tmp_path))
-    assert swe.findings == [] and unavailable_image(swe.skipped) == SWE_BASE
+    assert swe.findings == [] and unavailable_image(swe.skipped) == SWE_BASE and swe.infra_error
     lines = execution_lines([(False, local.skipped or ""), (False, swe.skipped or ""), (True, "")])
     assert lines == [
         "1 of 3 tasks could run: 2 need an image that is not available here "

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from metaeval.exit_codes import CELLS_FAILED
 from metaeval.sandbox.container import Engine, find_engine
 from metaeval.tasks.images import image_exists, is_loopback_registry, registry_host
 
@@ -162,7 +163,7 @@ def test_pull_missing_fetches_the_image_from_a_local_registry(
 
     # --pull never (the default): the task is skipped, naming the image; nothing is pulled
     never = audit(bench, tmp_path / "never", "never")
-    assert never.returncode == 0, never.stderr
+    assert never.returncode == CELLS_FAILED, never.stderr  # an infra error, retried on resume
     skipped = executions(tmp_path / "never")["pulled"]["skipped"]
     assert (
         skipped == f"podman: image {image} is not available here (not present locally, not pulled)"
@@ -175,7 +176,7 @@ def test_pull_missing_fetches_the_image_from_a_local_registry(
     started = time.monotonic()
     missing = audit(bench, tmp_path / "missing", "missing")
     took = time.monotonic() - started
-    assert missing.returncode == 0, missing.stderr
+    assert missing.returncode == CELLS_FAILED, missing.stderr  # the absent image: infra
     ran = executions(tmp_path / "missing")
     assert ran["pulled"]["skipped"] is None, ran["pulled"]
     assert ran["pulled"]["backend"].startswith("podman")

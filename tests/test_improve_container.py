@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from improve_experiment import experiment, ledger
+from metaeval.exit_codes import BAD_INPUT
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.pact.protocol import CommandAction, WriteFileAction
@@ -218,7 +222,7 @@ def test_evaluations_run_the_image_id_pinned_once_not_a_tag_moved_between_them(p
     other.mkdir()
     (other / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo moved-{stamp} > /opt/marker\n")
     moved = f"localhost/metaeval-test-moved:{stamp}"
-    pins = ImagePins()
+    pins = ImagePins(tmp_path / "image_pins.jsonl")
     first = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=pins)
     tag = first.backend.partition("(image ")[2].partition(" ")[0]
     try:
@@ -240,7 +244,93 @@ def test_evaluations_run_the_image_id_pinned_once_not_a_tag_moved_between_them(p
         fresh = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman")
         assert fresh.image_id == image_id(podman, tag) != first.image_id
         assert marker_of(fresh) == f"moved-{stamp}"
+        # the pins read back from their record (a later evaluation, a resumed run): the
+        # moved tag is refused for that task, naming the tag and both ids, and nothing runs
+        reread = ImagePins(tmp_path / "image_pins.jsonl")
+        again = evaluate_task(task, ScriptedClient(show_marker()), sandbox="podman", pins=reread)
+        assert again.status == "infra_error" and not again.trace, again
+        for part in (tag, first.image_id, fresh.image_id):
+            assert part in again.reason, (part, again.reason)
     finally:
         for ref in (first.image_id, moved, tag):
             if ref:
                 subprocess.run(podman.command("rmi", "-f", ref), capture_output=True, check=False)
+
+
+def improve_cli(manifest: Path) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "metaeval.cli", "improve", "run", str(manifest)]
+    argv += ["--sandbox", "podman"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.bwrap
+def test_a_run_killed_and_resumed_runs_the_image_ids_in_its_bundle_or_refuses(podman, tmp_path):
+    """Issue 43: the id each task's tag named is written to the bundle before it runs; a run
+    resumed after SIGKILL checks every tag against it and refuses a moved one, naming the
+    image, the tag and both ids; with the tag restored it resumes and runs those ids."""
+    from metaeval.protocols.improve.image_pins import IMAGE_PINS
+
+    manifest, _ = stamp_experiment(tmp_path)
+    bundle = tmp_path / "runs" / "improve-demo"
+    pins = bundle / IMAGE_PINS
+    proc = improve_cli(manifest)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if pins.exists() and pins.read_bytes().endswith(b"\n"):
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL  # killed, not finished
+    [pin, *_] = [json.loads(line) for line in pins.read_text().splitlines()]
+    assert pin["engine"] == "podman" and image_id(podman, pin["image"]) == pin["image_id"]
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo moved > /opt/marker\n")
+    moved = f"localhost/metaeval-test-moved:{uuid.uuid4().hex[:12]}"
+    built = subprocess.run(
+        podman.command("build", "--pull=never", "-t", moved, str(other)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    try:
+        subprocess.run(podman.command("tag", moved, pin["image"]), check=True)  # the tag moves
+        now = image_id(podman, pin["image"])
+        assert now is not None and now != pin["image_id"]
+        refused = improve_cli(manifest)
+        output = refused.communicate(timeout=600)[0]
+        assert refused.returncode == BAD_INPUT, output
+        for part in (str(pins), pin["image"], pin["image_id"], now, Path(pin["task"]).name):
+            assert part in " ".join(output.split()), (part, output)
+        assert not (bundle / "baseline_evaluation.json").exists()  # nothing ran
+
+        # the tag restored: the resume runs, and every trial ran the recorded ids
+        subprocess.run(podman.command("tag", pin["image_id"], pin["image"]), check=True)
+        resumed = improve_cli(manifest)
+        output = resumed.communicate(timeout=900)[0]
+        assert resumed.returncode == 0, output
+    finally:
+        subprocess.run(podman.command("rmi", "-f", moved), capture_output=True, check=False)
+    recorded = {
+        Path(p["task"]).name: p["image_id"] for p in map(json.loads, pins.read_text().splitlines())
+    }
+    assert set(recorded) == {*OPTIMIZE, *HELD_OUT}  # one pin per task, none repeated
+    assert len(pins.read_text().splitlines()) == len(recorded)
+    baseline = json.loads((bundle / "baseline_evaluation.json").read_text())
+    rows = baseline["optimize"]["tasks"] + baseline["held_out"]["tasks"]
+    assert rows and all(r["image_id"] == recorded[r["task_id"]] for r in rows), rows
+
+
+def test_an_image_pin_record_that_is_not_one_is_refused_naming_file_and_field(tmp_path):
+    from metaeval.errors import ConfigError
+    from metaeval.protocols.improve.image_pins import ImagePins
+
+    record = tmp_path / "image_pins.jsonl"
+    record.write_text('{"engine": "podman", "task": "/t", "image": "x:1"}\n{"torn": \n')
+    with pytest.raises(ConfigError) as info:
+        ImagePins(record)
+    assert str(record) in str(info.value) and "image_id" in str(info.value)
+    assert record.read_text().startswith('{"engine"')  # the record is left as it was

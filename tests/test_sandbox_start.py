@@ -177,3 +177,41 @@ def test_an_audit_task_whose_sandbox_cannot_start_is_skipped_without_a_finding(
     assert result.skipped and result.skipped.startswith("the sandbox did not start: bwrap:")
     assert result.findings == [] and not result.oracle.ran and not result.null_agent.ran
     assert result.infra_error  # its static cell is recorded infra_error, retried on resume
+
+
+@pytest.mark.bwrap
+def test_a_target_server_whose_sandbox_cannot_start_fails_its_launch_with_bwrap_s_words(
+    tmp_path: Path,
+) -> None:
+    """A PACT target server gets the same status pipe: bwrap exits without a sandbox, and the
+    launch says so with bwrap's error (not 'exited with code 1', nor a startup timeout)."""
+    from dataclasses import replace
+
+    from metaeval.protocols.improve.pact.launcher import LaunchError, launch
+    from metaeval.protocols.improve.profiles import SystemProfile
+    from metaeval.protocols.improve.target_runtime import target_sandbox
+    from metaeval.sandbox.policy import Mount
+
+    missing = tmp_path / "gone"
+    spec = target_sandbox(tmp_path)
+    broken = replace(spec, mounts=[*spec.mounts, Mount(str(missing))])
+    serve = SystemProfile(
+        name="never-sandboxed",
+        command=["{python}", "-c", "import time; time.sleep(600)"],
+        cwd=tmp_path,
+        startup_timeout_s=600,  # a detection by timeout would end this test as a failure
+    )
+    with pytest.raises(LaunchError) as info:
+        launch(serve, log_path=tmp_path / "server.log", sandbox=broken)
+    assert info.value.sandbox_error and f"Can't find source path {missing}" in str(info.value)
+    assert "the sandbox did not start" in str(info.value)
+    assert "within" not in str(info.value) and "exited with code" not in str(info.value)
+
+    # a server that says `bwrap: ...` itself and exits 1 is its own failure
+    says = serve.model_copy(
+        update={"command": ["{python}", "-c", f"import sys; sys.exit({FORGED!r})"]}
+    )
+    with pytest.raises(LaunchError) as own:
+        launch(says, log_path=tmp_path / "own.log", sandbox=spec)
+    assert own.value.sandbox_error is None and "exited with code 1" in str(own.value)
+    assert FORGED in own.value.log_tail

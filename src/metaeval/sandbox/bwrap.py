@@ -157,8 +157,12 @@ def sandbox_env(explicit: Mapping[str, str] | None = None, home: str = SANDBOX_H
     return env
 
 
-def wrap_command(spec: SandboxSpec, argv: list[str]) -> tuple[list[str], dict[str, str], bool]:
-    """(argv, env, sandboxed) for running `argv` under `spec`.
+def wrap_command(
+    spec: SandboxSpec, argv: list[str], *, status_fd: bool = False
+) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, sandboxed) for running `argv` under `spec`; `status_fd` puts bwrap's
+    `--json-status-fd` placeholder in (`process.StatusPipe` fills it and tells a sandbox that
+    never started).
 
     With a usable bwrap the argv gets the policy's prefix; without one (or with
     METAEVAL_NO_BWRAP set) the command runs as a plain subprocess, warned once, but its
@@ -169,5 +173,5 @@ def wrap_command(spec: SandboxSpec, argv: list[str]) -> tuple[list[str], dict[st
     env = sandbox_environment(spec)
     relay = relay_argv(spec)
     if use_bwrap():
-        return [*bwrap_argv(spec), *relay, *argv], env, True
+        return [*bwrap_argv(spec, status_fd=status_fd), *relay, *argv], env, True
     return [*relay, *argv], env, False

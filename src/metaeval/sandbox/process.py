@@ -226,7 +226,7 @@ def _run(
     start = time.monotonic()
     out, err = _CappedBuffer(max_output_bytes), _CappedBuffer(max_output_bytes)
     join = group.join_hook() if group is not None else None
-    status = _StatusPipe(argv) if STATUS_FD in argv else None
+    status = StatusPipe(argv) if STATUS_FD in argv else None
     try:
         proc = subprocess.Popen(
             status.argv if status is not None else list(argv),
@@ -271,18 +271,17 @@ def _run(
         if watcher.reason is not None:
             result = result.model_copy(update={"limit_exceeded": watcher.reason})
     if status is not None:
-        started = status.command_started()
-        ended_by_itself = result.returncode is not None and result.returncode >= 0
-        if not started and ended_by_itself and result.limit_exceeded is None:
-            reason = _setup_reason(result.stderr, result.returncode)
-            if not reason.startswith(_EXEC_FAILED):  # a missing program is the command's own
-                update = {"returncode": None, "sandboxed": False, "sandbox_error": reason}
-                result = result.model_copy(update=update)
+        reason = status.not_started(result.returncode, result.stderr)
+        if reason is not None and result.limit_exceeded is None:
+            update = {"returncode": None, "sandboxed": False, "sandbox_error": reason}
+            result = result.model_copy(update=update)
     return result
 
 
-class _StatusPipe:
-    """The pipe bubblewrap reports its sandbox's status on (see the module docstring)."""
+class StatusPipe:
+    """The pipe bubblewrap reports its sandbox's status on (see the module docstring): `argv`
+    is the command with `STATUS_FD` filled in, `pass_fds` what its Popen must pass; after
+    starting it, `close_write_end`; once it ended, `not_started` (or `close` when not asked)."""
 
     def __init__(self, argv: Sequence[str]) -> None:
         self.read_fd, self.write_fd = os.pipe()
@@ -295,9 +294,29 @@ class _StatusPipe:
             os.close(self.write_fd)
             self.write_fd = -1
 
+    def not_started(self, returncode: int | None, output: str) -> str | None:
+        """Why the sandbox was never set up (bwrap's own words from `output`), or None: the
+        command started, was killed (`returncode` None or negative), or is a program bwrap
+        could not execute in a sandbox it did set up (the command's own failure). Reads the
+        pipe and closes it."""
+        started = self.command_started()
+        if started or returncode is None or returncode < 0:
+            return None
+        reason = _setup_reason(output, returncode)
+        return None if reason.startswith(_EXEC_FAILED) else reason
+
+    def close(self) -> None:
+        """Close both ends without reading (idempotent)."""
+        self.close_write_end()
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
+
     def command_started(self) -> bool:
         """True when bubblewrap reported the command's exit code (its sandbox was set up);
         reads what is there now and closes the pipe."""
+        if self.read_fd < 0:
+            return False
         data = bytearray()
         try:
             while len(data) < 1 << 20:
@@ -309,6 +328,7 @@ class _StatusPipe:
             pass
         finally:
             os.close(self.read_fd)
+            self.read_fd = -1
         for line in bytes(data).splitlines():
             with contextlib.suppress(ValueError):
                 document = json.loads(line)

@@ -147,11 +147,16 @@ def die_with_parent_hook() -> Callable[[], None] | None:
 
 
 def spawn(
-    argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]
+    argv: Sequence[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str],
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start a long-running process (a server) in its own session, stdout and stderr merged
-    into one pipe, stdin closed; it is killed when this process dies. Raises OSError when
-    `argv` cannot be started. The caller reads the pipe and stops the process group."""
+    into one pipe, stdin closed, only `pass_fds` inherited; it is killed when this process
+    dies. Raises OSError when `argv` cannot be started. The caller reads the pipe and stops
+    the process group."""
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -161,4 +166,5 @@ def spawn(
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=die_with_parent_hook(),
+        pass_fds=tuple(pass_fds),
     )

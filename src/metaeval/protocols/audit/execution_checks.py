@@ -26,7 +26,9 @@ Where the runs happen (`sandbox`): a task with an environment (environment/Docke
 `[environment] docker_image`) runs in its own image through a container engine
 (`metaeval.sandbox.container`: Docker or Podman, a fresh container per trial). A build the
 task breaks is a finding with the build log as evidence; an engine or image this machine
-cannot get is a skip with the reason; an image (or base image) the engine does not hold is said
+cannot get (no engine, an image not held or not pulled, an engine call that fails) is an
+infrastructure skip with the reason (`infra_error`: the cell is retried on resume and counted
+apart, never as a passed check or a finding); an image (or base image) the engine does not hold is said
 so before any engine call (`task_images.missing_image`), naming it. With `pull="missing"` it is
 pulled first (`pull="always"`: every image, every time; `metaeval.tasks.images.pull_image`),
 and a pull that fails is a skip naming the image and the pull's error. Multi-container (compose) tasks are
@@ -179,11 +181,13 @@ def _in_container(
             return result
         return run_in_container(task, engine, result, limits, pull=pull)
     if not (hints is not None and hints.is_local(task.task_id)):
-        result.skipped = why or (
-            f"multi-container environment (environment/{compose[0]}): not run, only "
-            "single-image tasks are"
-        )
-        return result
+        if compose:  # a kind of task this audit does not run: final, not infrastructure
+            result.skipped = (
+                f"multi-container environment (environment/{compose[0]}): not run, only "
+                "single-image tasks are"
+            )
+            return result
+        return _infra_skip(result, why or "no container engine")
     return None
 
 
@@ -238,8 +242,7 @@ def _not_started(
     result: ExecutionCheckResult, reason: str, prefix: str = "the sandbox did not start: "
 ) -> bool:
     """`result` skipped for `reason` (infrastructure), its phases dropped; returns False."""
-    result.skipped = prefix + reason
-    result.infra_error = bool(prefix)  # a sandbox that did not start: retried on resume
+    _infra_skip(result, prefix + reason)
     result.oracle = PhaseOutcome(name="oracle")
     result.null_agent = PhaseOutcome(name="null_agent")
     return False
@@ -249,6 +252,15 @@ NO_CASES = (
     "no per-test outcomes: the verifier's output has no pytest -rA or -v lines and "
     "/logs/verifier holds no ctrf.json or junit.xml"
 )
+
+
+def _infra_skip(result: ExecutionCheckResult, reason: str) -> ExecutionCheckResult:
+    """`result` skipped because this machine could not run it (no engine or sandbox, an image
+    not held or not pulled, an engine call that failed): `infra_error`, so the cell is retried
+    on resume and counted apart; never a finding, never a passed check."""
+    result.skipped = reason
+    result.infra_error = True
+    return result
 
 
 def _outcome(name: str, trial: TrialResult) -> PhaseOutcome:
@@ -332,12 +344,10 @@ def run_in_container(
     timeout_s = _number(env.get("build_timeout_sec")) or DEFAULT_BUILD_TIMEOUT_S
     failed = pull_images(engine, task, env, pull, timeout_s=timeout_s)
     if failed is not None:
-        result.skipped = pull_failed_reason(engine.name, *failed)
-        return result
+        return _infra_skip(result, pull_failed_reason(engine.name, *failed))
     missing = missing_image(engine, task, env)
     if missing is not None:  # said before any engine call of this task: no time spent
-        result.skipped = unavailable_reason(engine.name, missing)
-        return result
+        return _infra_skip(result, unavailable_reason(engine.name, missing))
     result.backend = describe_engine(engine)
     image = ensure_image(
         engine,
@@ -347,9 +357,8 @@ def run_in_container(
         network=build_network(task.config),
     )
     result.build_log = image.log
-    if image.status == "infra":
-        result.skipped = f"{engine.name}: {image.reason}"
-        return result
+    if image.status == "infra":  # the engine failed, not the task's build
+        return _infra_skip(result, f"{engine.name}: {image.reason}")
     result.stand_in = stand_in_images(engine, base_images(task, env))
     result.approximate = bool(result.stand_in)
     if image.status == "task":

@@ -69,6 +69,13 @@ class _Cell(RunRecord):
         return not self.infra_error and self.status in FINAL_STATUSES
 
     @property
+    def findings_written(self) -> bool:
+        """The cell ran to its end, so every finding of its attempt is recorded (a static cell
+        whose execution checks could not run here is infra_error, yet its static findings
+        stand until a rerun replaces them)."""
+        return self.is_final or self.status == "ok"
+
+    @property
     def failed_audit(self) -> bool:
         """A final audit failure: a malformed answer, or a cell that raised (not transient)."""
         return False

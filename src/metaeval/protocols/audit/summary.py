@@ -42,11 +42,12 @@ def final_cells(run: RecordSource) -> Cells:
 
 
 def valid_findings(run: RecordSource, cells: Cells | None = None) -> list[Finding]:
-    """Findings of the attempts that completed their cell; orphans of killed attempts are left out.
+    """Findings of the attempts that completed their cell (`findings_written`); orphans of
+    killed attempts are left out.
 
     `cells` is `final_cells(run)` when the caller already read it."""
     cells = final_cells(run) if cells is None else cells
-    attempts = {key: rec.attempt for key, rec in cells.items() if rec.is_final}
+    attempts = {key: rec.attempt for key, rec in cells.items() if rec.findings_written}
     findings = []
     for data in run.read(FINDINGS):
         rec = FindingRecord.model_validate(data)

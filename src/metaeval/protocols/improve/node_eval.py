@@ -3,8 +3,9 @@
 The target is launched from a checkout over PACT (one server per concurrent episode, or one
 per episode on Ray workers) and scored on the optimize split and, when asked, the held-out
 split. The outcome is a `NodeEval` whose status keeps the failure classes apart: `evaluated`,
-`launch_failed` / `broken` (the target's fault), `framework_failure` (the harness's; retried
-once, never promoted).
+`launch_failed` / `broken` (the target's fault), `framework_failure` (the harness's, a server
+whose sandbox bwrap could not set up included; retried once, never promoted). Container tasks
+run the image ids of the bundle's `image_pins.jsonl` (`image_pins`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from metaeval.engine.executor import selected_backend
 from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.feedback import keep_task_logs
-from metaeval.protocols.improve.image_pins import ImagePins
+from metaeval.protocols.improve.image_pins import IMAGE_PINS, ImagePins
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
 from metaeval.protocols.improve.records import NodeEval
 from metaeval.protocols.improve.suite_eval import evaluate_suite
@@ -112,7 +113,9 @@ class NodeEvaluator:
         self.model_service = model_service
         self.sealed = sealed
         self.files = files
-        self.pins = ImagePins()  # every evaluation of the run runs the same image ids
+        # every evaluation of the run, resumed or not, runs the image ids in the bundle
+        self.pins = ImagePins(plan.bundle / IMAGE_PINS)
+        self.pins.check_recorded()  # a tag moved since: refused before anything runs
 
     def evaluate(self, worktree: Path, label: str, out_dir: Path, held_out: bool) -> NodeEval:
         """Score the target in `worktree` on the suites; an evaluation in which the harness
@@ -164,7 +167,9 @@ class NodeEvaluator:
             except LaunchError as exc:
                 for server in servers:
                     server.stop()
-                return NodeEval(status="launch_failed", error=str(exc)[-3000:])
+                # a sandbox bwrap could not set up is the harness's failure, not the target's
+                failed = "framework_failure" if exc.sandbox_error else "launch_failed"
+                return NodeEval(status=failed, error=str(exc)[-3000:])
             # One PACT server serves one episode at a time: an episode leases a free server.
             pool: queue.SimpleQueue = queue.SimpleQueue()
             for server in servers:

@@ -43,7 +43,7 @@ def static_cell(
     findings: list[Finding] = list(static.findings)
     execution = ExecutionSummary(skipped="disabled")
     extra: dict[str, str] = {}
-    infra = False
+    infra: str | None = None  # why the execution checks could not run here
     if execution_checks:
         result = run_execution_checks(
             task, hints=hints, sandbox=sandbox, host_env=host_env, pull=pull
@@ -52,14 +52,16 @@ def static_cell(
         findings = merge_check_findings(findings, result.findings, result.faithful_logs)
         execution = execution_summary(result, blobs)
         extra = execution_logs(result)
-        infra = result.infra_error  # a sandbox that did not start: the cell is retried
+        if result.infra_error:  # no sandbox, engine or image here: the cell is retried
+            infra = result.skipped or "the execution checks could not run"
     # The one place static and execution findings pass before they are recorded: the
     # evidence-tier rule (an `assumed` finding is at most Low, confidence <= 0.3).
     verified = [verify_evidence(apply_tier_rule(f), task, extra_files=extra) for f in findings]
     cell = StaticCell(
         **base,
         status="ok",
-        infra_error=infra,
+        infra_error=infra is not None,
+        error=infra,
         n_findings=len(verified),
         n_files=len(task.files),
         execution=execution,

@@ -5,7 +5,10 @@ interpreter, never whatever `python` PATH finds) in the command (and in env valu
 picking a free port when the profile's port is 0, starts the command in its own session
 (process group) and polls GET `health_path` until it answers 200. If the process exits
 first, or `startup_timeout_s` passes, the whole process group is killed and `LaunchError`
-carries the log's tail.
+carries the log's tail. A sandboxed server carries bwrap's status pipe (`sandbox.process.
+StatusPipe`, the rule every sandboxed command follows): when bwrap exits without having set
+its sandbox up, the launch fails at once with bwrap's own words and `sandbox_error` set
+(infrastructure, not the candidate's failure).
 
 Given a `SandboxSpec` (improve's target servers: code a meta-agent wrote), the command runs
 under the sandbox policy and its environment is the policy's plus the profile's env and
@@ -49,6 +52,7 @@ from metaeval.records.nofollow import open_file
 from metaeval.records.redact import LineRedactor, redact_text
 from metaeval.sandbox.bwrap import wrap_command
 from metaeval.sandbox.policy import SandboxSpec
+from metaeval.sandbox.process import STATUS_FD, StatusPipe
 from metaeval.sandbox.process_group import spawn, stop_process_group
 
 HEALTH_POLL_S = 0.1
@@ -58,9 +62,17 @@ LOG_TAIL_CHARS = 4000
 class LaunchError(MetaevalError):
     """A system that did not become healthy. `log_tail` holds the end of its output."""
 
-    def __init__(self, message: str, *, log_tail: str = "", log_path: Path | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        log_tail: str = "",
+        log_path: Path | None = None,
+        sandbox_error: str | None = None,
+    ):
         self.log_tail = log_tail
         self.log_path = log_path
+        self.sandbox_error = sandbox_error  # bwrap could not set the sandbox up: infrastructure
         text = message
         if log_path is not None:
             text += f" (log: {log_path})"
@@ -108,8 +120,10 @@ class RunningSystem:
         sandboxed: bool = False,
         unix_socket: Path | None = None,
         token: str | None = None,
+        status: StatusPipe | None = None,
     ):
         self.profile = profile
+        self.status = status  # bwrap's status pipe (read end) while the server runs
         self.token = token  # metaeval's own PACT server checks it (`server.TOKEN_ENV`)
         self.process = process
         self.host = host
@@ -156,6 +170,8 @@ class RunningSystem:
         stop_process_group(self.process, grace_s)
         if self.pump is not None:
             self.pump.join(timeout=5.0)
+        if self.status is not None:
+            self.status.close()
         if self.unix_socket is not None:
             shutil.rmtree(self.unix_socket.parent, ignore_errors=True)
         return self.process.returncode
@@ -220,9 +236,17 @@ def launch(
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     _log_launch(log_path, profile, command)
+    status = StatusPipe(command.argv) if STATUS_FD in command.argv else None
     try:
-        process = spawn(command.argv, cwd=command.cwd, env=command.env)
+        process = spawn(
+            status.argv if status is not None else command.argv,
+            cwd=command.cwd,
+            env=command.env,
+            pass_fds=status.pass_fds if status is not None else (),
+        )
     except OSError as exc:
+        if status is not None:
+            status.close()
         if command.unix_socket is not None:
             shutil.rmtree(command.unix_socket.parent, ignore_errors=True)
         with _append(log_path) as log_file:
@@ -230,6 +254,9 @@ def launch(
         raise LaunchError(
             f"{profile.name}: cannot start {command.argv[0]!r}: {exc}", log_path=log_path
         ) from exc
+    finally:
+        if status is not None:
+            status.close_write_end()  # bwrap holds the only write end
     assert process.stdout is not None
     pump = threading.Thread(
         target=_pump_redacted, args=(process.stdout, log_path), daemon=True, name="pact-log"
@@ -245,6 +272,7 @@ def launch(
         sandboxed=command.sandboxed,
         unix_socket=command.unix_socket,
         token=token,
+        status=status,
     )
     _wait_healthy(system, process, profile, log_path)
     return system
@@ -286,7 +314,7 @@ def _server_command(
     if not spec.network:  # the harness reaches the server through a published socket
         unix_socket = Path(tempfile.mkdtemp(prefix="pact-")) / "pact.sock"
         spec = replace(spec, published=(*spec.published, (str(unix_socket), port)))
-    argv, env, sandboxed = wrap_command(spec, argv)
+    argv, env, sandboxed = wrap_command(spec, argv, status_fd=True)
     return _ServerCommand(argv, env, cwd, overlay, sandboxed, unix_socket)
 
 
@@ -314,7 +342,17 @@ def _wait_healthy(
     while True:
         code = process.poll()
         if code is not None:
+            status, system.status = system.status, None  # read below, not closed by stop()
             system.stop(grace_s=1.0)
+            tail = log_tail(log_path)
+            reason = status.not_started(code, tail) if status is not None else None
+            if reason is not None:
+                raise LaunchError(
+                    f"{profile.name}: the sandbox did not start: {reason}",
+                    log_tail=tail,
+                    log_path=log_path,
+                    sandbox_error=reason,
+                )
             raise LaunchError(
                 f"{profile.name}: server exited with code {code} before it was healthy",
                 log_tail=log_tail(log_path),

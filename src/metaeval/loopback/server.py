@@ -25,6 +25,7 @@ from metaeval.loopback.framing import (
 )
 
 LISTEN_BACKLOG = 128  # socketserver's 5 drops connections opened in a burst
+DRAIN_FLOOR = 1 << 20  # a refused body is drained up to its limit, and at least this much
 READ_BUFFER = 64 * 1024
 
 
@@ -61,7 +62,7 @@ class BoundedHandler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         super().finish()
         if self.unread_input:
-            discard_input(self.connection, self.max_body_bytes)
+            discard_input(self.connection, max(self.max_body_bytes, DRAIN_FLOOR))
 
     def end_of_head(self) -> None:
         """The request is answered without reading a body: one that carries a body anyway is

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
-from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,10 +26,12 @@ from metaeval.gateway import Gateway
 from metaeval.gateway.attach import open_link, shared_gateway, stop_shared_gateways
 from metaeval.models.scripted import ScriptedModel
 
+sys.path.insert(0, str(Path(__file__).parent))
+from raw_http import MiB, bomb, exchange, open_for, status_of  # noqa: E402
+
 CHAT = "/v1/chat/completions"
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 REQUIRED = os.environ.get("METAEVAL_REQUIRE_EXTRAS") == "1"
-MiB = 1 << 20
 
 
 @pytest.fixture
@@ -80,22 +80,6 @@ def head(gw: Gateway, *lines: str, path: str = CHAT) -> bytes:
     first = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{gw.port}"]
     first += ["Content-Type: application/json", f"Authorization: Bearer {gw.token}"]
     return ("\r\n".join([*first, *lines]) + "\r\n\r\n").encode()
-
-
-def exchange(port: int, data: bytes, shut: bool = False) -> bytes:
-    """Send `data` (then our EOF when `shut`) and read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(data)
-        if shut:
-            sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while piece := sock.recv(65536):
-            chunks.append(piece)
-    return b"".join(chunks)
-
-
-def status_of(response: bytes) -> int:
-    return int(response.split(b" ", 2)[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,15 +264,6 @@ def test_a_body_over_the_budget_is_refused_and_recorded(served):
     assert [r["status"] for r in errors] == [413]
 
 
-@cache
-def bomb(encoding: str, size: int = 400 * MiB) -> bytes:
-    """`size` zero bytes, compressed (about 1/1000 of it)."""
-    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
-    block = bytes(MiB)
-    return b"".join([*(packer.compress(block) for _ in range(size // MiB)), packer.flush()])
-
-
 def memory_kib(pid: int) -> dict[str, int]:
     status = Path(f"/proc/{pid}/status").read_text()
     return {k: int(v) for k, v in re.findall(r"^(VmHWM|VmRSS):\s+(\d+) kB", status, re.M)}
@@ -337,22 +312,6 @@ def test_memory_of_a_served_gateway_stays_flat_under_bombs_and_huge_chunks():
 
 # ---------------------------------------------------------------------------------------------
 # Slow clients
-
-
-def open_for(sock: socket.socket, until: float) -> bytes | None:
-    """What the server sent before closing `sock`, or None if still open at `until`."""
-    chunks = []
-    try:
-        while True:
-            sock.settimeout(max(until - time.monotonic(), 0.001))
-            piece = sock.recv(65536)
-            if not piece:
-                return b"".join(chunks)
-            chunks.append(piece)
-    except TimeoutError:
-        return None
-    except ConnectionResetError:
-        return b"".join(chunks)
 
 
 def test_half_sent_requests_are_recorded_as_408_and_their_threads_freed(served):

@@ -14,16 +14,17 @@ import time
 import zlib
 from collections.abc import Iterator
 from email.message import Message
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from metaeval.loopback import access
 
+sys.path.insert(0, str(Path(__file__).parent))
+from raw_http import MiB, bomb, exchange, open_for, status_of  # noqa: E402
+
 APP = Path(__file__).resolve().parent / "loopback_app.py"
 TOKEN = "kit-" + "t" * 40
-MiB = 1 << 20
 BODY = b'{"messages": ["hi"]}'
 
 
@@ -64,22 +65,6 @@ def app() -> Iterator[App]:
         yield server
     finally:
         server.stop()
-
-
-def exchange(port: int, data: bytes, shut: bool = False) -> bytes:
-    """Send `data` (then our EOF when `shut`) and read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(data)
-        if shut:
-            sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while piece := sock.recv(65536):
-            chunks.append(piece)
-    return b"".join(chunks)
-
-
-def status_of(response: bytes) -> int:
-    return int(response.split(b" ", 2)[1])
 
 
 def served(response: bytes, body: bytes = BODY) -> bool:
@@ -266,15 +251,6 @@ def test_a_well_formed_chunked_and_compressed_body_is_decoded(app):
     assert status_of(response) == 400 and b"cut off" in response
 
 
-@cache
-def bomb(encoding: str, size: int = 400 * MiB) -> bytes:
-    """`size` zero bytes, compressed (about 1/1000 of it)."""
-    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
-    block = bytes(MiB)
-    return b"".join([*(packer.compress(block) for _ in range(size // MiB)), packer.flush()])
-
-
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_a_compression_bomb_is_cut_at_the_limit(app, encoding):
     data = bomb(encoding)
@@ -286,22 +262,6 @@ def test_a_compression_bomb_is_cut_at_the_limit(app, encoding):
 
 # ---------------------------------------------------------------------------------------------
 # Slow clients
-
-
-def open_for(sock: socket.socket, until: float) -> bytes | None:
-    """What the server sent before closing `sock`, or None if still open at `until`."""
-    chunks = []
-    try:
-        while True:
-            sock.settimeout(max(until - time.monotonic(), 0.001))
-            piece = sock.recv(65536)
-            if not piece:
-                return b"".join(chunks)
-            chunks.append(piece)
-    except TimeoutError:
-        return None
-    except ConnectionResetError:
-        return b"".join(chunks)
 
 
 def half_sent(app: App) -> list[tuple[socket.socket, bytes, float]]:

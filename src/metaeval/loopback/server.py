@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import socket
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +28,8 @@ from metaeval.loopback.framing import (
 LISTEN_BACKLOG = 128  # socketserver's 5 drops connections opened in a burst
 DRAIN_FLOOR = 1 << 20  # a refused body is drained up to its limit, and at least this much
 READ_BUFFER = 64 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -91,13 +94,22 @@ class BoundedHandler(BaseHTTPRequestHandler):
 
     def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
         """Send an error answer in the server's format (plain text unless overridden)."""
-        data = (message + "\n").encode()
-        self.send_response(status)
-        for name, value in {"Content-Type": "text/plain; charset=utf-8", **extra}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        self.send_body(status, (message + "\n").encode(), "text/plain; charset=utf-8", extra)
+
+    def send_body(
+        self, status: int, data: bytes, ctype: str, extra: dict[str, str] | None = None
+    ) -> None:
+        """One whole answer (its body left out for HEAD); a client gone meanwhile is logged."""
+        try:
+            self.send_response(status)
+            for name, value in {"Content-Type": ctype, **(extra or {})}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+            self.close_connection = True
+            log.warning("client went away before the %s answer to %s", status, self.path)

@@ -66,18 +66,13 @@ class ViewHandler(BoundedHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         log.debug("%s " + format, self.address_string(), *args)
 
-    def _send(self, page: Page, extra: dict[str, str] | None = None, body: bool = True) -> None:
-        self.send_response(page.status)
-        for name, value in {**HEADERS, **page.extra, **(extra or {})}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", page.ctype)
-        self.send_header("Content-Length", str(len(page.body)))
-        self.end_headers()
-        if body:
-            self.wfile.write(page.body)
+    def _send(self, page: Page, extra: dict[str, str] | None = None) -> None:
+        self.send_body(
+            page.status, page.body, page.ctype, {**HEADERS, **page.extra, **(extra or {})}
+        )
 
     def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
-        self._send(Page(message + "\n", status, TEXT), extra, body=self.command != "HEAD")
+        self._send(Page(message + "\n", status, TEXT), extra)
 
     def _admitted(self, params: dict[str, str]) -> bool:
         try:
@@ -87,7 +82,7 @@ class ViewHandler(BoundedHandler):
             return False
         return True
 
-    def _serve(self, body: bool) -> None:
+    def _serve(self) -> None:
         url = urlsplit(self.path)
         params = _params(url.query)
         if not self._admitted(params):
@@ -98,11 +93,11 @@ class ViewHandler(BoundedHandler):
             rest = {k: v for k, v in params.items() if k != "token"}
             target = url.path + ("?" + urlencode(rest) if rest else "")
             cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-            self._send(Page("", 303), {"Location": target, "Set-Cookie": cookie}, body)
+            self._send(Page("", 303), {"Location": target, "Set-Cookie": cookie})
             return
-        self._answer(lambda: self.viewer.handle(url.path, params), body)
+        self._answer(lambda: self.viewer.handle(url.path, params))
 
-    def _answer(self, make: Callable[[], Page], body: bool = True) -> None:
+    def _answer(self, make: Callable[[], Page]) -> None:
         try:
             page = make()
         except NotFound as exc:
@@ -111,13 +106,13 @@ class ViewHandler(BoundedHandler):
             log.warning("%s", traceback.format_exc())
             message = f"{type(exc).__name__}: {exc}"
             page = Page(render("error.html", title="Cannot show this page", message=message), 500)
-        self._send(page, body=body)
+        self._send(page)
 
     def do_GET(self) -> None:  # noqa: N802
-        self._serve(True)
+        self._serve()
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self._serve(False)
+        self._serve()
 
     def do_POST(self) -> None:  # noqa: N802
         url = urlsplit(self.path)

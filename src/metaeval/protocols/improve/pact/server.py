@@ -266,29 +266,13 @@ class _Handler(BoundedHandler):
         if self.pact.log_requests:
             sys.stderr.write(f"pact {self.address_string()} {format % args}\n")
 
-    def _send(
-        self,
-        status: int,
-        payload: BaseModel | dict[str, Any],
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        if isinstance(payload, BaseModel):
-            body = payload.model_dump_json().encode()
-        else:
-            body = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", **(extra or {})}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-            log.warning("client went away before the %s answer to %s", status, self.path)
-            self.close_connection = True
+    def _send(self, status: int, payload: BaseModel | dict[str, str]) -> None:
+        body = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+        self.send_body(status, body.encode(), "application/json")
 
     def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
-        self._send(status, {"error": self.problem, "detail": message}, extra)
+        body = json.dumps({"error": self.problem, "detail": message}).encode()
+        self.send_body(status, body, "application/json", extra)
 
     def _read(self, model: type[BaseModel]) -> Any:
         self.body_read = True

@@ -1,14 +1,29 @@
 """Raw HTTP over a socket for the hostile-client tests (tests/test_loopback.py and
-tests/test_gateway_hostile.py): exactly the bytes a test writes, nothing a client library adds."""
+tests/test_gateway_hostile.py): exactly the bytes a test writes, nothing a client library adds;
+and `started`, a test server script run as its own process."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 import zlib
 from functools import cache
+from pathlib import Path
 
 MiB = 1 << 20
+
+
+def started(script: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
+    """Run `script` with `args` as a process that prints ``PORT N`` once it listens on
+    127.0.0.1; (the process, N)."""
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("PORT "):
+        proc.kill()
+        raise RuntimeError(f"{script.name} did not start: {line!r}")
+    return proc, int(line.split()[1])
 
 
 def exchange(port: int, data: bytes, shut: bool = False) -> bytes:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import subprocess
 import sys
 import time
 import zlib
@@ -21,7 +20,7 @@ import pytest
 from metaeval.loopback import access
 
 sys.path.insert(0, str(Path(__file__).parent))
-from raw_http import MiB, bomb, exchange, open_for, status_of  # noqa: E402
+from raw_http import MiB, bomb, exchange, open_for, started, status_of  # noqa: E402
 
 APP = Path(__file__).resolve().parent / "loopback_app.py"
 TOKEN = "kit-" + "t" * 40
@@ -32,16 +31,7 @@ class App:
     """A running tests/loopback_app.py with a 1-s request deadline and a 1 MiB body cap."""
 
     def __init__(self, timeout_s: float = 1.0, limit: int = MiB):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(APP), TOKEN, str(timeout_s), str(limit)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.startswith("PORT "):
-            self.proc.kill()
-            raise RuntimeError(f"loopback app did not start: {line!r}")
-        self.port = int(line.split()[1])
+        self.proc, self.port = started(APP, TOKEN, str(timeout_s), str(limit))
 
     def head(self, *lines: str, method: str = "POST", host: str | None = None) -> bytes:
         """An authorized JSON request's head with extra header `lines`."""

@@ -24,7 +24,8 @@ def check_read(headers: Message, params: dict[str, str], token: str | None, port
     if token is None:
         access.check_host(headers, port, "viewer")
         return
-    access.the_host(headers)
+    if access.the_host(headers) is None:
+        raise access.Refused(400, "a Host header is needed")
     hint = "this viewer needs the token printed when it started (?token=...)"
     access.check_token(presented(headers, params), token, hint)
 

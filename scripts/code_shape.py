@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("models", "transient")),
     ("sandbox", ("sandbox",)),
     ("records", ("records",)),
+    ("loopback", ("loopback",)),
     ("tasks", ("tasks",)),
     ("gateway", ("gateway",)),
     ("agents", ("agents",)),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from raw_http import started
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "latency_server.py"
 
@@ -16,16 +16,8 @@ class LatencyServer:
     """`with LatencyServer(latency=0.1) as server:`; `server.url` ends in /v1."""
 
     def __init__(self, latency: float, *extra: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--latency", str(latency), *extra],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.startswith("PORT "):
-            self.proc.kill()
-            raise RuntimeError(f"latency server did not start: {line!r}")
-        self.root = f"http://127.0.0.1:{int(line.split()[1])}"
+        self.proc, port = started(SCRIPT, "--latency", str(latency), *extra)
+        self.root = f"http://127.0.0.1:{port}"
         self.url = self.root + "/v1"
 
     def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:

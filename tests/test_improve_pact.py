@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -201,6 +202,27 @@ def test_bad_requests_give_400(serve) -> None:
 
     status, body = raw(server.url, "POST", "/act", json.dumps([1, 2]).encode())
     assert status == 400
+
+
+def test_oversized_and_stalled_requests_get_json_errors() -> None:
+    """The server reads requests with the loopback kit's bounds (tested in full in
+    tests/test_loopback.py) and answers their refusals in PACT's JSON error shape."""
+    with PactServer(ScriptedPolicy([]), timeout_s=1.0) as server:
+        server.start_in_thread()
+        head = f"POST /reset HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        over = (head + f"Content-Length: {40 << 20}\r\n\r\n").encode()  # over 32 MiB
+        half = (head + "Content-Length: 100\r\n\r\n{").encode()  # never finished
+        for data, status in ((over, 413), (half, 408)):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+                sock.sendall(data)
+                response = b""
+                while piece := sock.recv(65536):
+                    response += piece
+            assert response.startswith(f"HTTP/1.0 {status} ".encode()), response
+            body = json.loads(response.split(b"\r\n\r\n", 1)[1])
+            assert body["error"] == "bad_request" and body["detail"], body
+        assert server.active_episode is None
+        assert raw(server.url, "GET", "/health")[0] == 200
 
 
 def test_unknown_path_and_wrong_method(serve) -> None:

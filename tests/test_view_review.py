@@ -133,3 +133,20 @@ def test_review_controls_write_the_sheet_and_the_score_follows(served, tmp_path)
     assert status == 303 and sheet(run)["sales-revenue"]["verdict"] == ""
     # other paths still take no POST
     assert post(v, "/", {})[0] == 405
+
+
+@pytest.mark.bwrap
+def test_a_review_post_that_is_not_a_small_form_writes_nothing(served) -> None:
+    """The viewer reads a write with the loopback kit's rules (tests/test_loopback.py): a form
+    of another type is 415, one over 64 KiB is 413; the sheet stays as it was."""
+    v, run = served
+    rid = v.run_id("audit-a")
+    _, form = finding_form(v, rid, "Hard-coded path")
+    before = (run / "review.csv").read_bytes() if (run / "review.csv").exists() else None
+    data = {**form, "verdict": "confirmed"}
+    status, _, _ = post(v, f"/run/{rid}/review", data, {"Content-Type": "text/plain"})
+    assert status == 415
+    status, _, body = post(v, f"/run/{rid}/review", {**data, "note": "x" * (64 << 10)})
+    assert status == 413 and "over 65536 bytes" in body
+    after = (run / "review.csv").read_bytes() if (run / "review.csv").exists() else None
+    assert after == before

@@ -33,7 +33,8 @@ def serve(
     loopback, so Claude Code, Codex, Gemini CLI or mini-swe-agent can run on it. Clients must
     send the printed token as their API key (or set one in $METAEVAL_GATEWAY_TOKEN)."""
     from metaeval.errors import ConfigError
-    from metaeval.gateway.server import LOOPBACK_HOSTS, Gateway, serve_forever
+    from metaeval.gateway.server import Gateway, serve_forever
+    from metaeval.loopback.access import LOOPBACK_HOSTS
     from metaeval.models.registry import get_model
 
     if host not in LOOPBACK_HOSTS:

@@ -4,13 +4,10 @@ call and the JSON or SSE answer (see `metaeval.gateway.server` for the listeners
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import socket
 import time
 from collections.abc import Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from metaeval.gateway import access, anthropic_api, chat_api, gemini_api, responses_api
@@ -18,15 +15,11 @@ from metaeval.gateway.actions import (
     count_tokens,
     request_text,
 )
-from metaeval.gateway.framing import (
-    DeadlineReader,
-    FramingError,
-    discard_input,
-    peer_closed,
-    read_body,
-)
 from metaeval.gateway.keepalive import HEARTBEATS, Background, stream_error
 from metaeval.gateway.wire import WireError, dumps
+from metaeval.loopback.access import Refused
+from metaeval.loopback.framing import FramingError, peer_closed
+from metaeval.loopback.server import BoundedHandler
 
 if TYPE_CHECKING:
     from metaeval.gateway.server import Gateway
@@ -34,7 +27,6 @@ if TYPE_CHECKING:
 
     Completed = tuple[ModelResult, Usage, str, float]  # what `Gateway.complete` returns
 
-READ_BUFFER = 64 * 1024
 STREAM_FLUSH_BYTES = 64 * 1024
 MODEL_TIME_HEADER = "X-Metaeval-Model-Seconds"  # the model's share of a response's latency
 
@@ -55,34 +47,24 @@ def handler_for(gateway: Gateway, tag: str | None, token: str, port: int | None)
         pass
 
     Handler.gateway = gateway
+    Handler.timeout_s = gateway.timeout_s
+    Handler.max_body_bytes = gateway.max_body_bytes
     Handler.tag = tag
     Handler.token = token
     Handler.port = port
     return Handler
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     protocol_version = "HTTP/1.1"
     server_version = "metaeval-gateway"
     sys_version = ""
+    challenge = 'Bearer realm="metaeval-gateway"'
     gateway: Gateway
     tag: str | None = None
     token: str
     port: int | None = None
-    unread_input = False  # the request's body was not read: drain it before closing
-
-    def setup(self) -> None:
-        super().setup()
-        if self.connection.family in (socket.AF_INET, socket.AF_INET6):
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.rfile.close()  # replaced by a reader that bounds how long a request may take
-        self.reader = DeadlineReader(self.connection, self.gateway.timeout_s)
-        self.rfile = io.BufferedReader(self.reader, READ_BUFFER)
-
-    def finish(self) -> None:
-        super().finish()
-        if self.unread_input:
-            discard_input(self.connection, self.gateway.max_body_bytes)
+    api_module: Any = None  # the API whose error shape an answer takes (None: OpenAI chat)
 
     def address_string(self) -> str:
         return str(self.client_address[0]) if self.client_address else "unix"
@@ -105,18 +87,16 @@ class _Handler(BaseHTTPRequestHandler):
                 needs_token=needs_token,
                 json_body=self.command == "POST",
             )
-        except access.Refused as exc:
+        except Refused as exc:
             with self.gateway._refused_lock:
                 self.gateway.refused[exc.status] += 1
-            self.close_connection = self.unread_input = True
-            extra = (
-                {"WWW-Authenticate": 'Bearer realm="metaeval-gateway"'} if exc.status == 401 else {}
-            )
-            body = (module or chat_api).error_body(exc.status, str(exc))
-            with contextlib.suppress(OSError):
-                self._send_json(exc.status, body, extra)
+            self.api_module = module
+            self.refuse(exc)
             return False
         return True
+
+    def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
+        self._send_json(status, (self.api_module or chat_api).error_body(status, message), extra)
 
     def handle_expect_100(self) -> bool:
         """Promise to read a body only to a client that may send one."""
@@ -125,19 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return super().handle_expect_100()
 
-    def _end_of_head(self) -> None:
-        """A request without a body has been read whole (one that carries a body anyway is
-        not read: its connection closes after the answer)."""
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0") != "0":
-            self.close_connection = self.unread_input = True
-        self.reader.request_read()
-
     def _json_body(self) -> dict[str, Any]:
-        try:
-            raw = read_body(self.rfile, self.headers, self.gateway.max_body_bytes)
-        except TimeoutError as exc:
-            raise FramingError(408, str(exc) or "request body not received in time") from exc
-        self.reader.request_read()
+        raw = self.body()
         try:
             body = json.loads(raw or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -187,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802
         if not self._admit(needs_token=False):
             return
-        self._end_of_head()
+        self.end_of_head()
         close = b"Connection: close\r\n" if self.close_connection else b""
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + close + b"\r\n")
 
@@ -195,7 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         if not self._admit(needs_token=path not in HEALTH_PATHS):
             return
-        self._end_of_head()
+        self.end_of_head()
         names = self.gateway.served_names
         if path in HEALTH_PATHS:
             self._send_json(200, {"status": "ok", "model": self.gateway.model.name})
@@ -233,13 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = self.unread_input = True  # the body was not read
             record.update(kind="error", status=404, error=str(exc))
             self._send_json(404, {"error": {"message": str(exc)}})
-        except FramingError as exc:
-            # where the next request would start is unknown; a stalled client is not waited for
-            self.close_connection = True
-            self.unread_input = exc.status != 408
+        except FramingError as exc:  # where the next request would start is unknown
             record.update(kind="error", status=exc.status, error=str(exc))
-            with contextlib.suppress(OSError):
-                self._send_json(exc.status, (module or chat_api).error_body(exc.status, str(exc)))
+            self.api_module = module
+            self.refuse(exc)
         except WireError as exc:
             record.update(kind="error", status=400, error=str(exc))
             self._send_json(400, (module or chat_api).error_body(400, str(exc)))

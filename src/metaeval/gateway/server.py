@@ -8,7 +8,7 @@ Unix socket, which is how sandboxed CLIs reach it (see `metaeval.gateway.relay`)
 
 Every listener needs a token (`metaeval.gateway.access`: loopback ``Host``, no web pages,
 the token as the API key, JSON bodies) and reads requests within bounds of time and size
-(`metaeval.gateway.framing`). The gateway's own listeners take `Gateway.token`; each
+(the loopback kit, `metaeval.loopback`). The gateway's own listeners take `Gateway.token`; each
 listener `open_socket` adds for one run has a token of its own.
 
 Routes: ``HEAD|GET /``; ``GET /v1/models`` (Anthropic shape when an ``anthropic-version``
@@ -21,16 +21,13 @@ prefix is optional for the OpenAI routes.
 from __future__ import annotations
 
 import contextlib
-import socket
 import socketserver
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from metaeval.gateway import access
 from metaeval.gateway.actions import (
     count_tokens,
     fit_to_context,
@@ -40,17 +37,16 @@ from metaeval.gateway.actions import (
     with_json_actions,
 )
 from metaeval.gateway.exchange_log import ExchangeLog
-from metaeval.gateway.framing import (
-    DEFAULT_TIMEOUT_S,
-)
 from metaeval.gateway.handler import handler_for
 from metaeval.gateway.keepalive import HEARTBEAT_S, STREAM_COMMIT_S
 from metaeval.gateway.wire import Call
+from metaeval.loopback.access import LOOPBACK_HOSTS, MIN_TOKEN_CHARS, new_token
+from metaeval.loopback.framing import DEFAULT_TIMEOUT_S
+from metaeval.loopback.server import LISTEN_BACKLOG, LoopbackServer
 from metaeval.models.base import Model
 from metaeval.models.types import ModelResult, Usage
 from metaeval.records.redact import add_secret
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY_BYTES = 32 * 1024 * 1024  # after decoding; the Anthropic Messages API's own limit
 
 
@@ -83,14 +79,14 @@ class Gateway:
     ):
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the gateway listens on loopback only, not {host!r}")
-        if token is not None and len(token) < access.MIN_TOKEN_CHARS:
-            raise ValueError(f"a gateway token needs {access.MIN_TOKEN_CHARS} characters or more")
+        if token is not None and len(token) < MIN_TOKEN_CHARS:
+            raise ValueError(f"a gateway token needs {MIN_TOKEN_CHARS} characters or more")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
         self.model = model
         self.host = host
         self.port = port
-        self.token = token or access.new_token()
+        self.token = token or new_token()
         add_secret(self.token)  # its encoded forms are scrubbed too, not only its shape
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
@@ -126,10 +122,9 @@ class Gateway:
             self._threads.append(thread)
         return self
 
-    def _tcp_server(self, port: int, token: str, tag: str | None = None) -> _TCPServer:
+    def _tcp_server(self, port: int, token: str, tag: str | None = None) -> LoopbackServer:
         handler = handler_for(self, tag, token, port)
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        server = _TCPServer((self.host, port), handler, family)
+        server = LoopbackServer((self.host, port), handler)
         handler.port = server.server_address[1]  # the one port 0 picked
         return server
 
@@ -137,7 +132,7 @@ class Gateway:
         """A listener whose exchanges are recorded with ``client = tag``: a Unix socket at
         `path`, or (None) a fresh TCP port on the gateway's host. Returns its address and
         the fresh token it takes."""
-        token = access.new_token()
+        token = new_token()
         server: socketserver.BaseServer
         if path is None:
             server = self._tcp_server(0, token, tag)
@@ -213,19 +208,6 @@ class Gateway:
             result = from_json_action(result)
         usage, source = settled_usage(self.model, sent, result)
         return result, usage, source, model_s
-
-
-LISTEN_BACKLOG = 128  # socketserver's 5 drops connections opened in a burst
-
-
-class _TCPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = LISTEN_BACKLOG
-
-    def __init__(self, address: tuple[str, int], handler: type, family: int):
-        self.address_family = family
-        super().__init__(address, handler)
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -54,7 +54,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # GitHub and Hugging Face tokens, AWS access key ids.
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),
-    # metaeval gateway tokens (`gateway.access.new_token`): each opens a gateway that holds a key.
+    # metaeval gateway and PACT tokens (`loopback.access.new_token`): each opens a gateway that holds a key.
     (re.compile(r"\bmgw-[A-Za-z0-9_-]{20,}"), REDACTED),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     # NAME_KEY=value assignments (env dumps, .env files, shell history).

@@ -1,6 +1,9 @@
-"""The viewer's HTTP server (standard library): access checks, then the routes' page.
+"""The viewer's HTTP server (the loopback kit, `metaeval.loopback`): access checks, then the
+routes' page.
 
 Access (`view/access.py`): loopback Host on a loopback address, else the start-up token.
+Requests are read within the kit's bounds (a whole request within `timeout_s`, a form of
+at most `access.MAX_FORM_BYTES`).
 Every page is sent with a Content-Security-Policy that allows only the viewer's own script
 and stylesheet, so even markup that escaped escaping could not run.
 
@@ -15,15 +18,16 @@ from __future__ import annotations
 
 import logging
 import secrets
-import socket
 import traceback
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from metaeval.view.access import COOKIE, cross_site, form_length, is_loopback, refusal
+from metaeval.loopback.access import Refused, is_loopback
+from metaeval.loopback.framing import FramingError
+from metaeval.loopback.server import BoundedHandler, LoopbackServer
+from metaeval.view.access import COOKIE, MAX_FORM_BYTES, check_read, check_write
 from metaeval.view.pages import TEXT, NotFound, Page
 from metaeval.view.render import render
 from metaeval.view.routes import Viewer
@@ -49,11 +53,12 @@ def _params(query: str) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
 
 
-class ViewHandler(BaseHTTPRequestHandler):
+class ViewHandler(BoundedHandler):
     """One request: access checks, then the viewer's page (GET and HEAD; POST to a review)."""
 
     server_version = "metaeval-view"
     sys_version = ""
+    max_body_bytes = MAX_FORM_BYTES
     viewer: Viewer
     token: str | None = None
     port_of: Callable[[], int]
@@ -61,40 +66,38 @@ class ViewHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         log.debug("%s " + format, self.address_string(), *args)
 
-    def _send(self, page: Page, extra: dict[str, str] | None = None, body: bool = True) -> None:
-        self.send_response(page.status)
-        for name, value in {**HEADERS, **page.extra, **(extra or {})}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", page.ctype)
-        self.send_header("Content-Length", str(len(page.body)))
-        self.end_headers()
-        if body:
-            self.wfile.write(page.body)
+    def _send(self, page: Page, extra: dict[str, str] | None = None) -> None:
+        self.send_body(
+            page.status, page.body, page.ctype, {**HEADERS, **page.extra, **(extra or {})}
+        )
 
-    def _refuse(self, status: int, message: str, body: bool) -> None:
-        self._send(Page(message + "\n", status, TEXT), body=body)
+    def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
+        self._send(Page(message + "\n", status, TEXT), extra)
 
-    def _admitted(self, params: dict[str, str], body: bool) -> bool:
-        refused = refusal(self.headers, params, self.token, type(self).port_of())
-        if refused is not None:
-            self._refuse(*refused, body)
-        return refused is None
+    def _admitted(self, params: dict[str, str]) -> bool:
+        try:
+            check_read(self.headers, params, self.token, type(self).port_of())
+        except Refused as exc:
+            self.refuse(exc)
+            return False
+        return True
 
-    def _serve(self, body: bool) -> None:
+    def _serve(self) -> None:
         url = urlsplit(self.path)
         params = _params(url.query)
-        if not self._admitted(params, body):
+        if not self._admitted(params):
             return
+        self.end_of_head()
         if self.token is not None and "token" in params:
             # the token moves into a cookie and out of the address bar (and history)
             rest = {k: v for k, v in params.items() if k != "token"}
             target = url.path + ("?" + urlencode(rest) if rest else "")
             cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-            self._send(Page("", 303), {"Location": target, "Set-Cookie": cookie}, body)
+            self._send(Page("", 303), {"Location": target, "Set-Cookie": cookie})
             return
-        self._answer(lambda: self.viewer.handle(url.path, params), body)
+        self._answer(lambda: self.viewer.handle(url.path, params))
 
-    def _answer(self, make: Callable[[], Page], body: bool = True) -> None:
+    def _answer(self, make: Callable[[], Page]) -> None:
         try:
             page = make()
         except NotFound as exc:
@@ -103,33 +106,31 @@ class ViewHandler(BaseHTTPRequestHandler):
             log.warning("%s", traceback.format_exc())
             message = f"{type(exc).__name__}: {exc}"
             page = Page(render("error.html", title="Cannot show this page", message=message), 500)
-        self._send(page, body=body)
+        self._send(page)
 
     def do_GET(self) -> None:  # noqa: N802
-        self._serve(True)
+        self._serve()
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self._serve(False)
+        self._serve()
 
     def do_POST(self) -> None:  # noqa: N802
         url = urlsplit(self.path)
         if not url.path.rstrip("/").endswith("/review"):
             self._not_allowed()
             return
-        if not self._admitted(_params(url.query), True):
+        if not self._admitted(_params(url.query)):
             return
-        problem = cross_site(self.headers)
-        if problem:
-            self._refuse(403, problem, True)
+        try:
+            check_write(self.headers)
+            form = _params(self.body().decode("utf-8", "replace"))
+        except (Refused, FramingError) as exc:
+            self.refuse(exc)
             return
-        length = form_length(self.headers)
-        if length is None:
-            self._refuse(400, "expected a form (application/x-www-form-urlencoded)", True)
-            return
-        form = _params(self.rfile.read(length).decode("utf-8", "replace"))
         self._answer(lambda: self.viewer.post(url.path, form))
 
     def _not_allowed(self) -> None:
+        self.end_of_head()
         self._send(
             Page("GET and HEAD only (POST only to /run/ID/review)\n", 405, TEXT),
             {"Allow": "GET, HEAD"},
@@ -144,14 +145,8 @@ def make_handler(viewer: Viewer, token: str | None, port_of: Callable[[], int]) 
     return type("Handler", (ViewHandler,), bound)
 
 
-class ViewServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class ViewServer(LoopbackServer):
     viewer: Viewer
-
-
-class ViewServer6(ViewServer):
-    address_family = socket.AF_INET6
 
 
 def start(paths: Sequence[Path], host: str, port: int) -> tuple[ViewServer, str, str | None]:
@@ -161,8 +156,7 @@ def start(paths: Sequence[Path], host: str, port: int) -> tuple[ViewServer, str,
     holder: list[ViewServer] = []
     handler = make_handler(viewer, token, lambda: holder[0].server_address[1])
     family_host = host.strip("[]")
-    server_class = ViewServer6 if ":" in family_host else ViewServer
-    server = server_class((family_host, port), handler)
+    server = ViewServer((family_host, port), handler)
     server.viewer = viewer
     holder.append(server)
     bound = server.server_address[1]

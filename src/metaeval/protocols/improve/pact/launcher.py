@@ -44,7 +44,7 @@ from subprocess import Popen
 from typing import IO
 
 from metaeval.errors import MetaevalError
-from metaeval.gateway.access import new_token
+from metaeval.loopback.access import new_token
 from metaeval.protocols.improve.pact.client import PactClient
 from metaeval.protocols.improve.pact.protocol import TOKEN_ENV
 from metaeval.protocols.improve.profiles import SystemProfile

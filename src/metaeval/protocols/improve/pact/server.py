@@ -2,16 +2,17 @@
 
 Endpoints: GET /health, GET /describe, POST /reset, POST /act (JSON in, JSON out; see
 protocol.py and docs/pact.md). Errors are JSON objects {"error": KIND, "detail": TEXT} with
-status 400 (malformed body), 404 (unknown path), 405 (wrong method), 409 (act for an episode
-that is not the active one, or that already submitted), 500 (the policy raised).
+status 400 (malformed body), 404 (unknown path), 405 (wrong method), 408 (a request not
+received within `timeout_s`), 409 (act for an episode that is not the active one, or that
+already submitted), 413 (a body over `MAX_BODY_BYTES`), 500 (the policy raised).
 
-Who may call it (`gateway.access.check`, the gateway's rule): a request naming a ``Host``
-other than loopback with the server's port is refused (421: DNS rebinding; a server bound to
-a non-loopback address skips this), one from a web page (an ``Origin`` header, a cross-site
-``Sec-Fetch-Site``) too (403); with a token (``token=``, or ``METAEVAL_PACT_TOKEN`` in the
-process's environment, which `launcher.launch` sets and the server removes before a policy
-loads) every endpoint but /health needs ``Authorization: Bearer TOKEN`` (401). Other PACT
-servers ignore the variable; `PactClient` sends the header when given the token.
+Who may call it (the rules of the loopback kit, `metaeval.loopback`): a request naming a
+``Host`` other than loopback with the server's port is refused (421: DNS rebinding; a server
+bound to a non-loopback address skips this), one from a web page (an ``Origin`` header, a
+cross-site ``Sec-Fetch-Site``) too (403); with a token (``token=``, or ``METAEVAL_PACT_TOKEN``
+in the process's environment, which `launcher.launch` sets and the server removes before a
+policy loads) every endpoint but /health needs ``Authorization: Bearer TOKEN`` (401). Other
+PACT servers ignore the variable; `PactClient` sends the header when given the token.
 
 One episode is active per server: /reset replaces whatever episode was running, and /reset
 and /act calls are serialized by a lock, so policies need not be thread-safe. /health never
@@ -26,7 +27,6 @@ It prints `PACT listening on http://HOST:PORT` once bound and serves until SIGTE
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import logging
 import os
@@ -35,12 +35,13 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from metaeval.gateway import access
+from metaeval.loopback import access
+from metaeval.loopback.framing import DEFAULT_TIMEOUT_S, FramingError
+from metaeval.loopback.server import BoundedHandler, LoopbackServer
 from metaeval.protocols.improve.pact.policies import Policy, as_step
 from metaeval.protocols.improve.pact.protocol import (
     TOKEN_ENV,
@@ -89,6 +90,7 @@ class PactServer:
         *,
         log_requests: bool = False,
         token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ):
         self.policy = policy
         self.log_requests = log_requests
@@ -96,8 +98,8 @@ class PactServer:
         self._episode: _Episode | None = None
         self._lock = threading.Lock()  # serializes /reset and /act
         self._thread: threading.Thread | None = None
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = LoopbackServer((host, port), _make_handler(self, timeout_s))
+        self.loopback = access.is_loopback(self.host)  # else no Host check (see the module doc)
 
     # -- addresses -----------------------------------------------------------------------------
 
@@ -224,40 +226,20 @@ def _answer(
     return server.handle_act(read(ActRequest))
 
 
-def _admit(server: PactServer, handler: BaseHTTPRequestHandler, method: str) -> None:
-    """`gateway.access.check` for one request; _HttpError with its status when refused."""
-    path, _, query = handler.path.partition("?")
-    try:
-        loopback = ipaddress.ip_address(server.host.strip("[]")).is_loopback
-    except ValueError:
-        loopback = False
-    try:
-        access.check(
-            handler.headers,
-            query,
-            token=server.token or "",
-            port=server.port if loopback else None,
-            needs_token=server.token is not None and path.rstrip("/") != "/health",
-            json_body=False,  # bodies are parsed as JSON whatever they are declared as
-        )
-    except access.Refused as exc:
-        if exc.status == 421 and not loopback:
-            return
-        raise _HttpError(exc.status, "refused", str(exc)) from None
+def _admit(server: PactServer, handler: BoundedHandler) -> None:
+    """Raise `access.Refused` unless the request may go on (see the module doc)."""
+    if server.loopback:
+        access.check_host(handler.headers, server.port, "PACT server")
+    else:
+        access.the_host(handler.headers)
+    access.refuse_web_pages(handler.headers)
+    if server.token is not None and handler.path.partition("?")[0].rstrip("/") != "/health":
+        hint = "missing or wrong PACT token (Authorization: Bearer TOKEN)"
+        access.check_token(access.bearer(handler.headers), server.token, hint)
 
 
-def _read_body(handler: BaseHTTPRequestHandler, model: type[BaseModel]) -> Any:
-    """The request's JSON body validated against `model`; _HttpError 400 when it is not."""
-    length_header = handler.headers.get("Content-Length")
-    if length_header is None:
-        raise _HttpError(400, "bad_request", "missing Content-Length")
-    try:
-        length = int(length_header)
-    except ValueError:
-        raise _HttpError(400, "bad_request", "invalid Content-Length") from None
-    if length < 0 or length > MAX_BODY_BYTES:
-        raise _HttpError(400, "bad_request", f"body length {length} out of range")
-    body = handler.rfile.read(length)
+def _parse(body: bytes | bytearray, model: type[BaseModel]) -> Any:
+    """A JSON request body validated against `model`; _HttpError 400 when it is not."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -272,67 +254,79 @@ def _read_body(handler: BaseHTTPRequestHandler, model: type[BaseModel]) -> Any:
         raise _HttpError(400, "bad_request", f"invalid {model.__name__}: {errors}") from None
 
 
-def _make_handler(server: PactServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "metaeval-pact/1"
-        error_content_type = "application/json"
+class _Handler(BoundedHandler):
+    server_version = "metaeval-pact/1"
+    error_content_type = "application/json"
+    max_body_bytes = MAX_BODY_BYTES
+    pact: PactServer
+    problem = "bad_request"  # the error KIND of a refused request's answer
+    body_read = False
 
-        def log_message(self, format: str, *args: Any) -> None:
-            if server.log_requests:
-                sys.stderr.write(f"pact {self.address_string()} {format % args}\n")
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        if self.pact.log_requests:
+            sys.stderr.write(f"pact {self.address_string()} {format % args}\n")
 
-        def _send(self, status: int, payload: BaseModel | dict[str, Any]) -> None:
-            if isinstance(payload, BaseModel):
-                body = payload.model_dump_json().encode()
-            else:
-                body = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-                log.warning("client went away before the %s answer to %s", status, self.path)
-                self.close_connection = True
+    def _send(self, status: int, payload: BaseModel | dict[str, str]) -> None:
+        body = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+        self.send_body(status, body.encode(), "application/json")
 
-        def _send_error(self, err: _HttpError) -> None:
-            self._send(err.status, {"error": err.kind, "detail": err.detail})
+    def send_problem(self, status: int, message: str, extra: dict[str, str]) -> None:
+        body = json.dumps({"error": self.problem, "detail": message}).encode()
+        self.send_body(status, body, "application/json", extra)
 
-        def _route(self, method: str) -> None:
-            try:
-                _admit(server, self, method)
-                result = _answer(server, self.path, method, lambda model: _read_body(self, model))
-            except _HttpError as err:
-                self._send_error(err)
-                return
-            except Exception as exc:  # a bug here must still answer, not drop the connection
-                log.error("internal error:\n%s", traceback.format_exc())
-                self._send_error(_HttpError(500, "internal_error", f"{type(exc).__name__}: {exc}"))
-                return
-            self._send(200, result)
+    def _read(self, model: type[BaseModel]) -> Any:
+        self.body_read = True
+        return _parse(self.body(), model)
 
-        def do_GET(self) -> None:  # noqa: N802
-            self._route("GET")
+    def _route(self, method: str) -> None:
+        self.body_read = False
+        result: BaseModel | dict[str, str]
+        try:
+            _admit(self.pact, self)
+            result = _answer(self.pact, self.path, method, self._read)
+        except access.Refused as exc:
+            self.problem = "refused"
+            self.refuse(exc)
+            return
+        except FramingError as exc:
+            self.refuse(exc)
+            return
+        except _HttpError as err:
+            result, status = {"error": err.kind, "detail": err.detail}, err.status
+        except Exception as exc:  # a bug here must still answer, not drop the connection
+            log.error("internal error:\n%s", traceback.format_exc())
+            detail = f"{type(exc).__name__}: {exc}"
+            result, status = {"error": "internal_error", "detail": detail}, 500
+        else:
+            status = 200
+        if not self.body_read:
+            self.end_of_head()
+        self._send(status, result)
 
-        def do_POST(self) -> None:  # noqa: N802
-            self._route("POST")
+    def do_GET(self) -> None:  # noqa: N802
+        self._route("GET")
 
-        def do_PUT(self) -> None:  # noqa: N802
-            self._route("PUT")
+    def do_POST(self) -> None:  # noqa: N802
+        self._route("POST")
 
-        def do_DELETE(self) -> None:  # noqa: N802
-            self._route("DELETE")
+    def do_PUT(self) -> None:  # noqa: N802
+        self._route("PUT")
 
-    return Handler
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._route("DELETE")
+
+
+def _make_handler(server: PactServer, timeout_s: float) -> type[_Handler]:
+    return type("Handler", (_Handler,), {"pact": server, "timeout_s": timeout_s})
 
 
 # ---------------------------------------------------------------------------------------------
 # Entry point
 
 
-class _Terminate(Exception):
-    pass
+class _Terminate(BaseException):
+    """SIGTERM. Not an Exception: socketserver reports and swallows an Exception raised while
+    it starts a request's thread, and the server would serve on."""
 
 
 def _raise_terminate(signum: int, frame: Any) -> None:

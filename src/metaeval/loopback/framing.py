@@ -33,7 +33,7 @@ CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate"
 
 
 class FramingError(Exception):
-    """A request body the gateway will not read: `status` is the HTTP answer (400, 413, ...)."""
+    """A request body a server will not read: `status` is the HTTP answer (400, 413, ...)."""
 
     def __init__(self, status: int, message: str):
         self.status = status

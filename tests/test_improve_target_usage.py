@@ -128,19 +128,26 @@ def test_the_targets_tokens_are_counted_per_trial_and_in_total(tmp_path, monkeyp
 
 
 def test_without_a_gateway_the_targets_own_report_is_summed_and_labelled():
-    row = {"status": "passed", "usage": {"input_tokens": 7, "output_tokens": 3}}
+    row = {"task_id": "a", "status": "passed", "usage": {"input_tokens": 7, "output_tokens": 3}}
     node = NodeEval(
         status="evaluated",
-        optimize={"tasks": [row, {"status": "failed", "usage": {"input_tokens": 5}}]},
-        held_out={"tasks": [{"status": "failed", "usage": {"output_tokens": 2, "x": -1}}]},
+        optimize={
+            "tasks": [row, {"task_id": "b", "status": "failed", "usage": {"input_tokens": 5}}]
+        },
+        held_out={
+            "tasks": [{"task_id": "c", "status": "failed", "usage": {"output_tokens": 2, "x": -1}}]
+        },
     )
-    assert target_usage(None, node) == {
+    assert target_usage(None, node).model_dump() == {
         "source": "target_reported",
         "input_tokens": 12,
         "output_tokens": 5,
         "cost_usd": None,
     }
     # a local model costs nothing, whatever the target reports
-    assert target_usage(None, node, free=True)["cost_usd"] == 0.0
-    idle = NodeEval(status="evaluated", optimize={"tasks": [{"status": "failed", "usage": {}}]})
-    assert target_usage(None, idle)["cost_usd"] == 0.0  # no model call: nothing spent
+    assert target_usage(None, node, free=True).cost_usd == 0.0
+    idle = NodeEval(
+        status="evaluated",
+        optimize={"tasks": [{"task_id": "a", "status": "failed", "usage": {}}]},
+    )
+    assert target_usage(None, idle).cost_usd == 0.0  # no model call: nothing spent

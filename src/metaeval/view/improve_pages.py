@@ -34,7 +34,7 @@ def baseline(run: Run) -> NodeEval:
     data = run.json_file(BASELINE_EVAL) or {}
     try:
         return NodeEval(**data) if data else NodeEval(status="not evaluated yet")
-    except TypeError:
+    except (TypeError, ValueError):  # ValidationError is a ValueError
         return NodeEval(status="unreadable", error=f"{BASELINE_EVAL} is not a baseline evaluation")
 
 
@@ -136,11 +136,8 @@ def trial_page(run: Run, number: int) -> dict[str, Any] | None:
     base_eval = baseline(run)
     tasks = []
     for suite in ("optimize", "held_out"):
-        base_tasks = {
-            t.get("task_id"): t
-            for t in ((getattr(base_eval, suite) or {}).get("tasks") or [])
-            if isinstance(t, dict)
-        }
+        base_suite = base_eval.suite(suite)
+        base_tasks = {t.task_id: t.model_dump() for t in (base_suite.tasks if base_suite else [])}
         for task in (evaluation.get(suite) or {}).get("tasks") or []:
             if isinstance(task, dict):
                 tasks.append(
@@ -212,7 +209,7 @@ def task_file(run: Run, number: int, suite: str, task_id: str, kind: str) -> dic
 def task_rewards(run: Run) -> dict[tuple[str, str, str], Any]:
     """(node id, suite, task id) -> reward, for the baseline and every trial's candidate."""
     out: dict[tuple[str, str, str], Any] = {}
-    sources: list[tuple[str, dict[str, Any]]] = [("baseline", vars(baseline(run)))]
+    sources: list[tuple[str, dict[str, Any]]] = [("baseline", baseline(run).model_dump())]
     for entry in ledger(run):
         folder = f"trials/{entry['trial']:03d}/artifacts/candidates/evaluation.json"
         sources.append((str(entry["candidate_id"]), run.json_file(folder) or {}))

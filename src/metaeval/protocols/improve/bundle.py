@@ -19,6 +19,7 @@ from metaeval.protocols.improve.records import (
     FEEDBACK,
     LedgerEntry,
     Number,
+    TargetUsage,
     ledger_entries,
     trial_path,
 )
@@ -237,7 +238,7 @@ def _meta_agent_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     }
 
 
-def _repeat_usages(bundle: Path | None) -> list[dict[str, Any] | None]:
+def _repeat_usages(bundle: Path | None) -> list[TargetUsage | None]:
     """The target usage of the baseline's repeats (`noise`), none without a bundle."""
     from metaeval.protocols.improve.noise import repeat_usages
 
@@ -247,7 +248,7 @@ def _repeat_usages(bundle: Path | None) -> list[dict[str, Any] | None]:
 def _target_totals(
     baseline: NodeEval,
     entries: list[LedgerEntry],
-    repeats: Sequence[dict[str, Any] | None] = (),
+    repeats: Sequence[TargetUsage | None] = (),
 ) -> dict[str, Any]:
     """The target's tokens and cost over the baseline's evaluations (its repeats included)
     and every candidate's (ledger entries written before these were recorded count as
@@ -256,12 +257,12 @@ def _target_totals(
     usages += [e.target for e in entries if e.candidate_commit]
     known = [u for u in usages if u]
     return {
-        "target_cost_usd": _total((u or {}).get("cost_usd") for u in usages),
+        "target_cost_usd": _total(u.cost_usd if u else None for u in usages),
         "target_tokens": {
-            key: sum(int(u.get(key) or 0) for u in known)
-            for key in ("input_tokens", "output_tokens")
+            "input_tokens": sum(u.input_tokens for u in known),
+            "output_tokens": sum(u.output_tokens for u in known),
         },
-        "target_usage_sources": sorted({str(u.get("source")) for u in known}),
+        "target_usage_sources": sorted({u.source for u in known}),
     }
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.types import Limits
 from metaeval.protocols.improve.boundary import MutationBoundary
-from metaeval.protocols.improve.feedback import invalid_trials
+from metaeval.protocols.improve.feedback import ParentResults
 from metaeval.protocols.improve.gitops import (
     GitError,
     TrialTree,
@@ -30,7 +30,14 @@ from metaeval.protocols.improve.gitops import (
 )
 from metaeval.protocols.improve.patch_check import check_patch
 from metaeval.protocols.improve.patch_verdict import PatchVerdict
-from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
+from metaeval.protocols.improve.records import (
+    FEEDBACK,
+    FeedbackPacket,
+    LedgerEntry,
+    MetaOutput,
+    ParentRef,
+    trial_path,
+)
 from metaeval.protocols.improve.search.merge import MergeConflict
 
 if TYPE_CHECKING:
@@ -59,11 +66,11 @@ def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[
 def contract_input(
     plan: Plan,
     trial: int,
-    parent: dict[str, Any],
-    ledger: list[dict],
+    parent: ParentRef,
+    ledger: Sequence[LedgerEntry],
     worktree: Path,
-    results: dict[str, Any],
-) -> dict:
+    results: ParentResults,
+) -> dict[str, Any]:
     """The meta-agent's input for one trial (`optimizer_input.json`)."""
     root = worktree / (plan.boundary.mutable_root or ".")
     files = sorted(
@@ -71,19 +78,23 @@ def contract_input(
         for p in root.rglob("*")
         if p.is_file() and ".git" not in p.parts and "__pycache__" not in p.parts
     )
-    feedback = []
+    packets = []
     for entry in ledger:
-        packet = trial_path(plan.bundle, entry["trial"]) / FEEDBACK
-        if packet.exists():
-            feedback.append(json.loads(packet.read_text()))
+        path = trial_path(plan.bundle, entry.trial) / FEEDBACK
+        if path.exists():
+            packets.append(FeedbackPacket.model_validate_json(path.read_bytes()))
     return {
         "trial": trial,
         # what the meta-agent may know of its parent: never a held-out score
-        "parent": {k: parent[k] for k in ("id", "commit", "optimize_score")},
+        "parent": parent.model_dump(include={"id", "commit", "optimize_score"}),
         "target_state": {"mutable_root": plan.boundary.mutable_root, "files": files},
-        "feedback": feedback,
-        "parent_results": results,
-        "invalid_trials": invalid_trials(feedback),
+        "feedback": [p.model_dump(exclude_unset=True) for p in packets],
+        "parent_results": results.model_dump(),
+        "invalid_trials": [  # why earlier trials were invalid
+            p.model_dump(include={"trial", "failure_class", "reasons", "error"})
+            for p in packets
+            if p.decision == "invalid"
+        ],
         "boundary": json.loads(plan.boundary.to_json()),
         "remaining_budget": plan.trial_budget - trial + 1,
         "suites": {"optimize": [p.name for p in plan.optimize_tasks]},

@@ -31,8 +31,11 @@ from metaeval.protocols.improve.records import (
     FEEDBACK,
     SELECTION,
     FeedbackPacket,
+    Gate,
     LedgerEntry,
     NodeEval,
+    Number,
+    ParentRef,
     SelectionDecision,
     ledger_entries,
     trial_path,
@@ -86,21 +89,20 @@ def gate_reason(entry: LedgerEntry, selection: SelectionDecision | None) -> str:
         return "invalid: the candidate was not evaluated because the meta-agent's output broke the contract"
     if failure in ("target_agent_failure", "evaluation_framework_failure"):
         return f"invalid ({failure.replace('_', ' ')}): no usable scores"
-    gate = (selection.gate if selection else None) or {}
-    optimize = gate.get("optimize") or {}
-    held = gate.get("held_out") or {}
-    cand, parent = optimize.get("candidate"), optimize.get("parent")
+    gate = (selection.gate if selection else None) or Gate(decision="")
+    optimize, held = gate.optimize, gate.held_out
+    cand, parent = optimize.candidate, optimize.parent
     parts = []
-    if optimize.get("strictly_better"):
+    if optimize.strictly_better:
         parts.append(f"optimize {score_text(cand)} is above the parent's {score_text(parent)}")
     else:
         parts.append(f"optimize {score_text(cand)} is not above the parent's {score_text(parent)}")
-    state = held.get("state")
-    gate_name = str(held.get("gate") or "").replace("_", " ")
+    state = held.state
+    gate_name = str(held.gate or "").replace("_", " ")
     if state in ("passed", "failed"):
         parts.append(
-            f"held-out gate '{gate_name}' {state} (candidate {score_text(held.get('candidate'))}, "
-            f"parent {score_text(held.get('parent'))})"
+            f"held-out gate '{gate_name}' {state} (candidate {score_text(held.candidate)}, "
+            f"parent {score_text(held.parent)})"
         )
     elif state == "unavailable":
         parts.append(
@@ -121,21 +123,14 @@ def _evidence(selection: SelectionDecision | None, evaluation: NodeEval | None) 
     if evaluation and evaluation.error:
         lines.append(f"evaluation {evaluation.status}: {evaluation.error}")
     for suite in ("optimize", "held_out"):
-        result = _suite_result(evaluation, suite)
-        for task in result.get("tasks") or []:
-            if task.get("status") != "passed":
+        result = evaluation.suite(suite) if evaluation else None
+        for task in result.tasks if result else []:
+            if task.status != "passed":
                 lines.append(
-                    f"{suite.replace('_', '-')} task {task.get('task_id')}: {task.get('status')}"
-                    + (f" ({task['reason']})" if task.get("reason") else "")
+                    f"{suite.replace('_', '-')} task {task.task_id}: {task.status}"
+                    + (f" ({task.reason})" if task.reason else "")
                 )
     return lines
-
-
-def _suite_result(evaluation: NodeEval | None, suite: str) -> dict[str, Any]:
-    """One suite's summary of an evaluation ({} when there is none)."""
-    if evaluation is None:
-        return {}
-    return (evaluation.optimize if suite == "optimize" else evaluation.held_out) or {}
 
 
 def trial_views(
@@ -184,27 +179,33 @@ def _suite_rows(
     baseline: NodeEval,
 ) -> list[dict[str, Any]]:
     """Per suite: the baseline's, the parent's and the candidate's score, and task counts."""
-    parent = (selection.parent if selection else None) or {}
+    parent = selection.parent if selection else None
     rows = []
     for key, label, base_score, score in (
         ("optimize", "optimize", baseline.optimize_score, entry.optimize_score),
         ("held_out", "held-out", baseline.held_out_score, entry.held_out_score),
     ):
-        result = _suite_result(evaluation, key)
-        if not result and score is None and base_score is None:
+        result = evaluation.suite(key) if evaluation else None
+        if result is None and score is None and base_score is None:
             continue
         rows.append(
             {
                 "suite": label,
                 "baseline": score_text(base_score),
-                "parent": score_text(parent.get(f"{key}_score")),
+                "parent": score_text(_parent_score(parent, key)),
                 "candidate": score_text(score),
-                "passed": result.get("passed", "n/a"),
-                "failed": result.get("failed", "n/a"),
-                "infra_errors": result.get("infra_errors", "n/a"),
+                "passed": "n/a" if result is None else result.passed,
+                "failed": "n/a" if result is None else result.failed,
+                "infra_errors": "n/a" if result is None else result.infra_errors,
             }
         )
     return rows
+
+
+def _parent_score(parent: ParentRef | None, suite: str) -> Number | None:
+    if parent is None:
+        return None
+    return parent.optimize_score if suite == "optimize" else parent.held_out_score
 
 
 def _changed_files(diff: str) -> list[str]:

@@ -27,6 +27,7 @@ import pytest
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.improve import init_target as init_module
 from metaeval.protocols.improve.config import TargetModelSettings
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.init_target import MINI_VERSION, init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.node_eval import SRC_DIR
@@ -580,9 +581,7 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
             [suite / "write-greeting"],
             lambda: server.client(timeout_s=240),
             concurrency=1,
-            max_steps=2,
-            task_timeout_s=240,
-            command_timeout_s=20,
+            limits=EpisodeLimits(max_steps=2, task_timeout_s=240, command_timeout_s=20),
             work_root=tmp_path / "work",
         )
     finally:

@@ -141,7 +141,11 @@ def trial_page(run: Run, number: int) -> dict[str, Any] | None:
         for task in (evaluation.get(suite) or {}).get("tasks") or []:
             if isinstance(task, dict):
                 tasks.append(
-                    {"suite": suite, "t": task, "base": base_tasks.get(task.get("task_id"), {})}
+                    {
+                        "suite": suite,
+                        "t": task,
+                        "base": base_tasks.get(str(task.get("task_id")), {}),
+                    }
                 )
     return {
         "entry": entry,

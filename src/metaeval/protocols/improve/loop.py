@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metaeval.agents.types import Limits
 from metaeval.engine.progress import StepProgress
 from metaeval.errors import MetaevalError, RetryableRunError
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
@@ -38,6 +37,7 @@ from metaeval.protocols.improve.meta_agents import apply_tool_menu
 from metaeval.protocols.improve.node_eval import NodeEvaluator
 from metaeval.protocols.improve.noise import BaselineNoise, measure_noise
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
+from metaeval.protocols.improve.patch_verdict import Reason
 from metaeval.protocols.improve.plan import Plan
 from metaeval.protocols.improve.proposal import (
     Proposal,
@@ -322,18 +322,18 @@ class TrialLoop:
 
     def _second_parent(
         self, output: MetaOutput, parent: ParentRef, nodes: list[Node]
-    ) -> tuple[Node | None, list[dict[str, Any]]]:
+    ) -> tuple[Node | None, list[Reason]]:
         """The second parent a proposal names (a merge), or why it cannot be one."""
         name = output.second_parent if output.status == "ok" else None
         if name is None:
             return None, []
         if self.plan.search.policy == "recursive":
             detail = f"names a second parent {name}; the recursive policy offers none"
-            return None, [{"code": "second_parent_not_offered", "detail": detail}]
+            return None, [Reason(code="second_parent_not_offered", detail=detail)]
         found = next((n for n in nodes if n.id == name and n.valid), None)
         if found is None or found.id == parent.id:
             detail = f"second parent {name} is not another valid candidate of the population"
-            return None, [{"code": "unknown_second_parent", "detail": detail}]
+            return None, [Reason(code="unknown_second_parent", detail=detail)]
         return found, []
 
     def _commit_and_evaluate(
@@ -377,12 +377,7 @@ class TrialLoop:
         (context / "optimizer_instruction.md").write_text(instruction)
         self.files.json(trial_dir / "optimizer_input.json", given)
         self.files.text(trial_dir / "optimizer_instruction.md", instruction)
-        limits = Limits(
-            max_steps=plan.meta_max_steps,
-            time_limit_s=plan.meta_timeout_s,
-            max_tokens_per_step=1024,
-        )
-        output = propose_within(self.meta_agent, given, worktree, limits)
+        output = propose_within(self.meta_agent, given, worktree, plan.meta_limits)
         if output.second_parent is None:  # a lane that only edits names it in a file
             output.second_parent = named_second_parent(worktree)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
@@ -424,7 +419,7 @@ class TrialLoop:
             parent_id=parent.id,
             decision=decision,
             failure_class=failure_class,
-            reasons=[r.get("detail") or r.get("code") for r in got.reasons],
+            reasons=[r.detail or r.code for r in got.reasons],
             optimize=None if node is None else SuiteView.of(node.optimize),
             # the gate's state only (the decision implies it); held-out scores stay hidden
             held_out_gate=None if gate is None else gate.held_out.state,

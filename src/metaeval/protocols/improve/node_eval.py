@@ -144,7 +144,7 @@ class NodeEvaluator:
                 env,
                 worktree,
                 out_dir / label,
-                plan.task_timeout_s,
+                plan.episode_limits.task_timeout_s,
                 self.sealed,
                 self.model_service.services(),
             )
@@ -171,7 +171,7 @@ class NodeEvaluator:
                 pool.put(server)
 
             def client_factory() -> LeasedClient:
-                return LeasedClient(pool, plan.task_timeout_s)
+                return LeasedClient(pool, plan.episode_limits.task_timeout_s)
 
         try:
             optimize = self._summary(
@@ -240,9 +240,7 @@ class NodeEvaluator:
             tasks,
             client_factory,
             concurrency=plan.concurrency,
-            max_steps=plan.max_steps_per_task,
-            task_timeout_s=plan.task_timeout_s,
-            command_timeout_s=plan.command_timeout_s,
+            limits=plan.episode_limits,
             work_root=work_root,
             host_env=plan.host_env,
             sandbox=plan.sandbox,

@@ -29,7 +29,7 @@ from metaeval.protocols.improve.gitops import (
     tampered,
 )
 from metaeval.protocols.improve.patch_check import check_patch
-from metaeval.protocols.improve.patch_verdict import PatchVerdict
+from metaeval.protocols.improve.patch_verdict import PatchVerdict, Reason
 from metaeval.protocols.improve.records import (
     FEEDBACK,
     FeedbackPacket,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from metaeval.protocols.improve.plan import Plan
 
 
-def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:
+def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[Reason]:
     """Boundary reasons for files the patch cannot carry that lie outside the mutable root.
 
     Python's own bytecode caches (files directly in a `__pycache__` directory) are exempt: an
@@ -52,12 +52,12 @@ def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[
     their source. None of these files reaches the evaluation, which runs from the commit.
     """
     return [
-        {
-            "code": "left_out_outside_boundary",
-            "path": path,
-            "detail": f"{path}: a file ignored by the target's .gitignore, outside the "
+        Reason(
+            code="left_out_outside_boundary",
+            path=path,
+            detail=f"{path}: a file ignored by the target's .gitignore, outside the "
             "mutation boundary (it cannot be part of the candidate)",
-        }
+        )
         for path in paths
         if not boundary.allows(path) and Path(path).parent.name != "__pycache__"
     ]
@@ -152,7 +152,7 @@ class Proposal:
 
     patch: str = ""
     left_out: list[str] = field(default_factory=list)
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
     verdict: PatchVerdict | None = None
 
 
@@ -167,12 +167,12 @@ def take_patch(
     `merge` (a proposal naming a second parent) merges it into the tree before the diff."""
     got = Proposal()
     if output.status == "timeout":
-        got.reasons.append({"code": "meta_agent_timeout", "detail": output.error or "timeout"})
+        got.reasons.append(Reason(code="meta_agent_timeout", detail=output.error or "timeout"))
     elif output.status != "ok":
-        got.reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
+        got.reasons.append(Reason(code="meta_agent_error", detail=output.error or output.status))
     elif (tamper := tampered(tree)) is not None:
         # git is never run on this tree: its metadata is the meta-agent's, not the harness's
-        got.reasons.append({"code": "git_metadata_changed", "detail": tamper})
+        got.reasons.append(Reason(code="git_metadata_changed", detail=tamper))
     else:
         try:
             if output.patch is not None:
@@ -188,11 +188,11 @@ def take_patch(
             got.patch = candidate_diff(tree)
             got.left_out = left_out_files(tree)
         except MergeConflict as exc:
-            got.reasons.append({"code": "merge_conflict", "detail": str(exc)})
+            got.reasons.append(Reason(code="merge_conflict", detail=str(exc)))
         except (GitError, ValueError) as exc:
-            got.reasons.append({"code": "malformed_patch", "detail": str(exc)})
+            got.reasons.append(Reason(code="malformed_patch", detail=str(exc)))
     got.reasons += left_out_reasons(got.left_out, boundary)
     if not got.reasons:
         got.verdict = check_patch(got.patch, boundary, worktree=tree.path)
-        got.reasons += [r.model_dump() for r in got.verdict.reasons]
+        got.reasons += got.verdict.reasons
     return got

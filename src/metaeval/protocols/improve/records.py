@@ -29,6 +29,8 @@ from pydantic import (
     model_serializer,
 )
 
+from metaeval.protocols.improve.patch_verdict import Reason
+
 LEDGER_NAME = "trial_ledger"
 LEDGER = f"{LEDGER_NAME}.jsonl"
 BASELINE_EVAL = "baseline_evaluation.json"
@@ -274,7 +276,7 @@ class SelectionDecision(_Record):
     candidate: CandidateRef
     decision: str | None = None
     failure_class: str | None = None
-    reasons: list[dict[str, Any]] = Field(default_factory=list)
+    reasons: list[Reason] = Field(default_factory=list)
     gate: Gate | None = None
     left_out_of_patch: list[str] = Field(default_factory=list)
     second_parent: ParentRef | None = None  # a merge's other parent

@@ -118,8 +118,8 @@ def _evidence(selection: SelectionDecision | None, evaluation: NodeEval | None) 
     """Evidence lines for the trial's failure class (or its failed tasks)."""
     lines: list[str] = []
     for reason in selection.reasons if selection else []:
-        where = f" ({reason['path']})" if reason.get("path") else ""
-        lines.append(f"{reason.get('code', 'reason')}{where}: {reason.get('detail', '')}".strip())
+        where = f" ({reason.path})" if reason.path else ""
+        lines.append(f"{reason.code}{where}: {reason.detail}".strip())
     if evaluation and evaluation.error:
         lines.append(f"evaluation {evaluation.status}: {evaluation.error}")
     for suite in ("optimize", "held_out"):

@@ -90,8 +90,8 @@ def plan_matrix(
                 trial_budget=plan.trial_budget,
                 trials_done=min(_trials_done(cell.bundle), plan.trial_budget),
                 baseline_repeats=plan.baseline_repeats,
-                meta_max_steps=plan.meta_max_steps,
-                max_steps_per_task=plan.max_steps_per_task,
+                meta_max_steps=plan.meta_limits.max_steps,
+                max_steps_per_task=plan.episode_limits.max_steps,
             )
         )
     return plans

@@ -520,7 +520,7 @@ def test_improve_loop_promotes_a_mini_patch(tmp_path: Path, mini_repo: Path):
     patch = (bundle / "trials" / "001" / "candidate.patch").read_text()
     assert "+++ b/minisweagent/models/litellm_textbased_model.py" in patch
     assert patch.count("+++ ") == 1
-    assert summary["promotions"] == 1
+    assert summary.promotions == 1
     # The model was reached through the manifest's endpoint, with the manifest's sampling.
     assert stub.chat_requests() and all(r.get("temperature") == 0.0 for r in stub.chat_requests())
 

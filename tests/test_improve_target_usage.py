@@ -111,16 +111,16 @@ def test_the_targets_tokens_are_counted_per_trial_and_in_total(tmp_path, monkeyp
     assert entry["target"]["calls"] == 2
     assert entry["target"]["input_tokens"] == per_call[2][0] + per_call[3][0]
     assert entry["target"]["output_tokens"] == per_call[2][1] + per_call[3][1]
-    assert summary["target_tokens"] == {
+    tokens = summary.target_tokens.model_dump()
+    assert tokens == {
         "input_tokens": sum(p for p, _ in per_call),
         "output_tokens": sum(c for _, c in per_call),
     }
-    assert summary["target_cost_usd"] is None and summary["target_usage_sources"] == ["gateway"]
+    assert summary.target_cost_usd is None and summary.target_usage_sources == ["gateway"]
     lineage = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
-    assert lineage["target_tokens"] == summary["target_tokens"]
+    assert lineage["target_tokens"] == tokens
     # the report says it too, with who counted
     report = (bundle / "report.md").read_text()
-    tokens = summary["target_tokens"]
     assert (
         f"Target cost: unknown, {tokens['input_tokens']} input and "
         f"{tokens['output_tokens']} output tokens (counted by: gateway)"

@@ -16,6 +16,7 @@ from metaeval.protocols.improve.charts import Link, lineage_svg
 from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER_NAME, NodeEval
 from metaeval.protocols.improve.report import trial_views
 from metaeval.protocols.improve.search.summary import search_items
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.tasks.safe_files import read_head
 from metaeval.view.runs import Run
 
@@ -87,6 +88,14 @@ def trial_link(run: Run) -> Link:
     return link
 
 
+def _search_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The search section of a bundle's summary (none when the summary is unreadable)."""
+    try:
+        return search_items(RunSummary.model_validate(summary)) if summary else []
+    except ValueError:  # ValidationError: a summary this version did not write
+        return []
+
+
 def overview(run: Run) -> dict[str, Any]:
     entries = ledger(run)
     items = nodes(run, entries)
@@ -98,7 +107,7 @@ def overview(run: Run) -> dict[str, Any]:
         "trials": trial_views(run.path, entries, base),
         "baseline": base,
         "summary": summary,
-        "search": search_items(summary) if summary else [],
+        "search": _search_items(summary),
         "status": status(run, entries),
         "svg": Markup(lineage_svg(items, trial_link(run))),
     }

@@ -72,6 +72,7 @@ from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice
 from metaeval.protocols.improve.search.population import Node, optimize_summary, population
 from metaeval.protocols.improve.search.rounds import rounds, run_round
 from metaeval.protocols.improve.selection import select
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import sealed_paths, target_visible_roots
 
@@ -155,7 +156,7 @@ class TrialLoop:
 
     # ----------------------------------------------------------------- loop
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunSummary:
         """Run every trial not yet in the ledger; write the bundle summary files."""
         plan = self.plan
         run = open_bundle(plan)
@@ -441,7 +442,7 @@ class TrialLoop:
 
     # ----------------------------------------------------------------- summary
 
-    def finalize(self, baseline: NodeEval, ledger: list[LedgerEntry]) -> dict[str, Any]:
+    def finalize(self, baseline: NodeEval, ledger: list[LedgerEntry]) -> RunSummary:
         from metaeval.protocols.improve.bundle import write_summary_files
 
         plan = self.plan

@@ -70,7 +70,7 @@ class MetaOutput:
         return data
 
 
-class _Record(BaseModel):
+class BundleRecord(BaseModel):
     """A bundle record: extra keys of other metaeval versions are kept, not refused.
 
     A field named in `_written_when_set` is left out of the JSON while it is None: the
@@ -88,7 +88,7 @@ class _Record(BaseModel):
         return data
 
 
-class TaskRow(_Record):
+class TaskRow(BundleRecord):
     """One task of a suite summary: its status, reward, steps and reason, where it ran, the
     target's reported usage, and the bundle paths (and raw sizes) of its kept test log and
     transcript."""
@@ -109,7 +109,7 @@ class TaskRow(_Record):
     trace_bytes: int | None = None
 
 
-class SuiteSummary(_Record):
+class SuiteSummary(BundleRecord):
     """One suite of a node's evaluation: `score` (passed/total), the counts and the rows."""
 
     score: Number | None = None
@@ -124,7 +124,7 @@ class SuiteSummary(_Record):
         return [t for t in self.tasks if t.status == status]
 
 
-class TargetUsage(_Record):
+class TargetUsage(BundleRecord):
     """The target's model use in one evaluation: who counted it (`gateway`, or
     `target_reported` when only the target's own word is known), tokens and cost (None:
     unknown); `calls` when the gateway counted them."""
@@ -138,7 +138,7 @@ class TargetUsage(_Record):
     cost_usd: Number | None = None
 
 
-class NodeEval(_Record):
+class NodeEval(BundleRecord):
     """Scores of one node (baseline or candidate) on the optimize and held-out suites.
 
     `status`: evaluated | launch_failed | broken | framework_failure."""
@@ -166,7 +166,7 @@ class NodeEval(_Record):
         return self.optimize if name == "optimize" else self.held_out
 
 
-class MetaAgentRun(_Record):
+class MetaAgentRun(BundleRecord):
     """What the meta-agent did in a trial: its status, one-line summary, usage and cost."""
 
     status: str
@@ -175,7 +175,7 @@ class MetaAgentRun(_Record):
     cost_usd: Number | None = None
 
 
-class LedgerEntry(_Record):
+class LedgerEntry(BundleRecord):
     """One trial's outcome: a line of `trial_ledger.jsonl` and its `trial_result.json`.
 
     `decision` is promoted | rejected | invalid; `failure_class` is None for a valid
@@ -211,12 +211,12 @@ def ledger_entries(records: Iterable[LedgerEntry | Mapping[str, Any]]) -> list[L
     return [r if isinstance(r, LedgerEntry) else LedgerEntry.model_validate(r) for r in records]
 
 
-class CandidateRef(_Record):
+class CandidateRef(BundleRecord):
     id: str
     commit: str | None = None
 
 
-class ParentRef(_Record):
+class ParentRef(BundleRecord):
     """The node a trial patched, as the loop and the gate read it (`trial` for a candidate)."""
 
     _written_when_set = frozenset({"trial"})
@@ -235,7 +235,7 @@ class ParentRef(_Record):
         return self.commit
 
 
-class OptimizeGate(_Record):
+class OptimizeGate(BundleRecord):
     """The optimize comparison: strictly better than the parent (by more than
     `noise_margin`, written only under `noise_gate: above_spread`)."""
 
@@ -247,7 +247,7 @@ class OptimizeGate(_Record):
     noise_margin: Number | None = None
 
 
-class HeldOutGate(_Record):
+class HeldOutGate(BundleRecord):
     """The held-out check: the gate, its state (not_required | recorded | unavailable |
     passed | failed) and both scores."""
 
@@ -257,7 +257,7 @@ class HeldOutGate(_Record):
     candidate: Number | None = None
 
 
-class Gate(_Record):
+class Gate(BundleRecord):
     """The selection gate's comparisons and its decision (promoted | rejected)."""
 
     optimize: OptimizeGate = Field(default_factory=OptimizeGate)
@@ -265,7 +265,7 @@ class Gate(_Record):
     decision: str
 
 
-class SelectionDecision(_Record):
+class SelectionDecision(BundleRecord):
     """`selection_decision.json`: the parent, the candidate, every reason it is invalid, the
     gate's comparisons (`selection.select`) and the files the patch could not carry."""
 
@@ -282,7 +282,7 @@ class SelectionDecision(_Record):
     second_parent: ParentRef | None = None  # a merge's other parent
 
 
-class TaskView(_Record):
+class TaskView(BundleRecord):
     """One task as a meta-agent sees it."""
 
     task_id: str
@@ -291,7 +291,7 @@ class TaskView(_Record):
     reason: str = ""
 
 
-class SuiteView(_Record):
+class SuiteView(BundleRecord):
     """An optimize summary as a meta-agent sees it: score, counts, per-task rows."""
 
     score: Number | None = None
@@ -314,7 +314,7 @@ class SuiteView(_Record):
         )
 
 
-class FeedbackPacket(_Record):
+class FeedbackPacket(BundleRecord):
     """`feedback_packet.json`: what later trials' meta-agents see of this one (never a
     held-out score: only the held-out gate's state)."""
 
@@ -330,6 +330,7 @@ class FeedbackPacket(_Record):
 
 __all__ = [
     "BASELINE_EVAL",
+    "BundleRecord",
     "BOUNDARY_VERDICT",
     "CANDIDATE_EVAL",
     "FEEDBACK",

@@ -252,7 +252,7 @@ def test_conflicting_parents_are_an_invalid_proposal_naming_the_conflict(tmp_pat
     got = take_patch(
         output, tree, "a", boundary, lambda: merge_into(repo, tree, commits["a"], commits["c"])
     )
-    assert [r["code"] for r in got.reasons] == ["merge_conflict"]
+    assert [r.code for r in got.reasons] == ["merge_conflict"]
     assert got.verdict is None
 
 

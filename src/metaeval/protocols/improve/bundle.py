@@ -183,9 +183,7 @@ def benchmark_summary(
     final_held = baseline.held_out_score if final is None else final.held_out_score
     bundle = getattr(plan, "bundle", None)
     meta_cost, meta_tokens = _meta_agent_totals(entries)
-    usages = [baseline.target_usage, *([] if bundle is None else repeat_usages(bundle))]
-    usages += [e.target for e in entries if e.candidate_commit]
-    known = [u for u in usages if u]
+    target_cost, target_tokens, sources = _target_totals(baseline, entries, bundle)
     return RunSummary(
         baseline=NodeScores(
             id=plan.baseline_id,
@@ -214,14 +212,9 @@ def benchmark_summary(
         failure_classes=dict(Counter(e.failure_class for e in entries if e.failure_class)),
         meta_agent_cost_usd=meta_cost,
         meta_agent_tokens=meta_tokens,
-        # the target's use over the baseline's evaluations (its repeats included) and every
-        # candidate's (ledger entries written before these were recorded: unknown cost)
-        target_cost_usd=_total(u.cost_usd if u else None for u in usages),
-        target_tokens=Tokens(
-            input_tokens=sum(u.input_tokens for u in known),
-            output_tokens=sum(u.output_tokens for u in known),
-        ),
-        target_usage_sources=sorted({u.source for u in known}),
+        target_cost_usd=target_cost,
+        target_tokens=target_tokens,
+        target_usage_sources=sources,
         baseline_noise=None if bundle is None else read_noise(bundle),
     )
 
@@ -245,6 +238,26 @@ def _meta_agent_totals(entries: list[LedgerEntry]) -> tuple[float | None, Tokens
         output_tokens=sum(int(run.usage.get("output_tokens") or 0) for run in runs if run),
     )
     return _total(run.cost_usd if run else None for run in runs), tokens
+
+
+def _target_totals(
+    baseline: NodeEval, entries: list[LedgerEntry], bundle: Path | None
+) -> tuple[float | None, Tokens, list[str]]:
+    """The target's cost, tokens and who counted them, over the baseline's evaluations (its
+    repeats included) and every candidate's (ledger entries written before these were
+    recorded count as unknown cost)."""
+    usages = [baseline.target_usage, *([] if bundle is None else repeat_usages(bundle))]
+    usages += [e.target for e in entries if e.candidate_commit]
+    known = [u for u in usages if u]
+    tokens = Tokens(
+        input_tokens=sum(u.input_tokens for u in known),
+        output_tokens=sum(u.output_tokens for u in known),
+    )
+    return (
+        _total(u.cost_usd if u else None for u in usages),
+        tokens,
+        sorted({u.source for u in known}),
+    )
 
 
 def _gain(value: float | None, base: float | None) -> float | None:

@@ -194,19 +194,11 @@ def build_plan(
         selection_gate=held.selection_gate,
         trial_budget=budget or manifest.trial_budget,
         step_timeout_s=manifest.budget_step_timeout_s,
-        episode_limits=EpisodeLimits(
-            max_steps=resolved.target_budget.max_steps_per_task,
-            task_timeout_s=resolved.target_budget.task_timeout_s,
-            command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
-        ),
+        episode_limits=_episode_limits(resolved.target_budget, optimize_config),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
         sandbox=sandbox,
-        meta_limits=Limits(
-            max_steps=sut.max_steps,
-            time_limit_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
-            max_tokens_per_step=1024,
-        ),
+        meta_limits=_meta_limits(sut, manifest.budget_step_timeout_s),
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
         documents=_documents(resolved, resolved_json, boundary),
@@ -217,6 +209,26 @@ def build_plan(
         noise_gate=manifest.noise_gate,
     )
     return plan, resolved
+
+
+def _episode_limits(target_budget: Any, optimize_config: Any) -> EpisodeLimits:
+    """Each task episode's bounds: the target budget's steps and time, the optimize suite
+    config's cap on one command."""
+    return EpisodeLimits(
+        max_steps=target_budget.max_steps_per_task,
+        task_timeout_s=target_budget.task_timeout_s,
+        command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
+    )
+
+
+def _meta_limits(sut: Any, step_timeout_s: float) -> Limits:
+    """The meta-agent's bounds per trial: the SUT config's steps and time (at most the
+    manifest's `budget_step_timeout_s`)."""
+    return Limits(
+        max_steps=sut.max_steps,
+        time_limit_s=min(sut.timeout_s, step_timeout_s),
+        max_tokens_per_step=1024,
+    )
 
 
 def _documents(

@@ -104,7 +104,7 @@ def test_an_improve_run_evaluates_dockerfile_tasks_in_their_own_podman_image(pod
     baseline = json.loads((bundle / "baseline_evaluation.json").read_text())
     assert baseline["optimize"]["score"] == 0.0 and baseline["held_out"]["score"] == 0.0
     assert entry["decision"] == "promoted" and entry["optimize_score"] == 1.0
-    assert entry["held_out_score"] == 0.0 and summary["trials_consumed"] == 1
+    assert entry["held_out_score"] == 0.0 and summary.trials_consumed == 1
     evaluation = json.loads(
         (bundle / "trials" / "001" / "artifacts" / "candidates" / "evaluation.json").read_text()
     )

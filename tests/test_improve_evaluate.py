@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import (
     ActRequest,
@@ -95,11 +96,12 @@ def sandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(task: Path, client: ScriptedClient, tmp_path: Path, **kwargs: Any) -> TaskOutcome:
-    kwargs.setdefault("max_steps", 10)
-    kwargs.setdefault("task_timeout_s", 60)
-    kwargs.setdefault("command_timeout_s", 20)
+    """One episode; the bounds `max_steps`, `task_timeout_s`, `command_timeout_s` given as
+    keywords override this file's defaults (10 steps, 60 s, 20 s)."""
+    bounds = {"max_steps": 10, "task_timeout_s": 60, "command_timeout_s": 20}
+    bounds |= {k: kwargs.pop(k) for k in list(kwargs) if k in bounds}
     kwargs.setdefault("work_root", tmp_path / "work")
-    return evaluate_task(task, client, **kwargs)
+    return evaluate_task(task, client, limits=EpisodeLimits(**bounds), **kwargs)
 
 
 # --------------------------------------------------------------------------- one task
@@ -324,7 +326,10 @@ def test_incomplete_task_is_an_infra_error(tmp_path: Path) -> None:
 
 
 def test_non_positive_limits_are_rejected(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
+    for bound in ("max_steps", "task_timeout_s", "command_timeout_s", "verifier_timeout_s"):
+        with pytest.raises(ValueError, match=bound):
+            EpisodeLimits(**{bound: 0})
+    with pytest.raises(ValueError, match="max_steps"):
         run(COUNT_TASK, ScriptedClient([]), tmp_path, max_steps=0)
 
 
@@ -382,9 +387,7 @@ def test_evaluate_suite_counts_and_keeps_task_order(tmp_path: Path, sandboxed: N
         tasks,
         factory,
         concurrency=1,
-        max_steps=5,
-        task_timeout_s=30,
-        command_timeout_s=10,
+        limits=EpisodeLimits(max_steps=5, task_timeout_s=30, command_timeout_s=10),
         work_root=tmp_path / "work",
         name="mixed",
         on_outcome=lambda o: seen.append(o.task_id),

@@ -249,6 +249,7 @@ def test_an_errors_held_out_part_is_not_in_the_feedback():
 
 def test_a_long_failed_log_is_delivered_as_its_redacted_tail_with_both_sizes(tmp_path, monkeypatch):
     from metaeval.protocols.improve.feedback import LOG_EXCERPT_BYTES, parent_results
+    from metaeval.protocols.improve.records import SuiteSummary
 
     secret = "hunter2-" + "x" * 20
     monkeypatch.setenv("TARGET_API_KEY", secret)
@@ -270,7 +271,8 @@ def test_a_long_failed_log_is_delivered_as_its_redacted_tail_with_both_sizes(tmp
             }
         ],
     }
-    results, texts = parent_results(tmp_path, {"id": "baseline"}, optimize)
+    got, texts = parent_results(tmp_path, "baseline", SuiteSummary.model_validate(optimize))
+    results = got.model_dump()
     (item,) = results["failed_task_logs"]
     assert item["raw_bytes"] == len(log) > LOG_EXCERPT_BYTES >= item["delivered_bytes"]
     assert item["excerpt"].endswith("AssertionError: expected 3, got 2\n")

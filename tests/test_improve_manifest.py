@@ -100,11 +100,11 @@ def test_an_inline_sut_profile_boundary_and_a_suite_directory_need_no_other_file
     }
     (root / "manifest.json").write_text(json.dumps(manifest))
     plan, resolved_manifest = build_plan(root / "manifest.json")
-    assert resolved_manifest.sut.meta_agent.agent == "scripted" and plan.meta_max_steps == 7
+    assert resolved_manifest.sut.meta_agent.agent == "scripted" and plan.meta_limits.max_steps == 7
     assert [t.name for t in plan.optimize_tasks] == json.loads(
         (TERMINAL / "suite.json").read_text()
     )["splits"]["optimize"]
-    assert plan.max_steps_per_task == 30  # a suite directory: the suite config defaults
+    assert plan.episode_limits.max_steps == 30  # a suite directory: the suite config defaults
     assert plan.boundary.mutable_root == "target_agent"  # narrowed from the profile's
     assert plan.boundary.allowed_paths == ["prompts.py"]
     resolved = plan.documents["resolved_manifest.json"]

@@ -27,6 +27,7 @@ import pytest
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.improve import init_target as init_module
 from metaeval.protocols.improve.config import TargetModelSettings
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.init_target import MINI_VERSION, init_target
 from metaeval.protocols.improve.meta_agents import ScriptedMetaAgent
 from metaeval.protocols.improve.node_eval import SRC_DIR
@@ -519,7 +520,7 @@ def test_improve_loop_promotes_a_mini_patch(tmp_path: Path, mini_repo: Path):
     patch = (bundle / "trials" / "001" / "candidate.patch").read_text()
     assert "+++ b/minisweagent/models/litellm_textbased_model.py" in patch
     assert patch.count("+++ ") == 1
-    assert summary["promotions"] == 1
+    assert summary.promotions == 1
     # The model was reached through the manifest's endpoint, with the manifest's sampling.
     assert stub.chat_requests() and all(r.get("temperature") == 0.0 for r in stub.chat_requests())
 
@@ -580,9 +581,7 @@ def test_smollm2_served_by_the_harness_drives_mini(tmp_path: Path, mini_repo: Pa
             [suite / "write-greeting"],
             lambda: server.client(timeout_s=240),
             concurrency=1,
-            max_steps=2,
-            task_timeout_s=240,
-            command_timeout_s=20,
+            limits=EpisodeLimits(max_steps=2, task_timeout_s=240, command_timeout_s=20),
             work_root=tmp_path / "work",
         )
     finally:

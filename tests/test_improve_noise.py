@@ -14,7 +14,7 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.improve.bundle import BundleFiles
 from metaeval.protocols.improve.noise import measure_noise, read_noise, spread
 from metaeval.protocols.improve.plan import build_plan
-from metaeval.protocols.improve.records import NodeEval
+from metaeval.protocols.improve.records import NodeEval, ParentRef
 from metaeval.protocols.improve.selection import select
 from metaeval.records import RunDir
 
@@ -26,18 +26,19 @@ def node(score: float) -> NodeEval:
 
 
 def test_a_gain_inside_the_baseline_spread_is_not_promoted_and_one_above_it_is():
-    parent = {"id": "baseline", "optimize_score": 0.4}
+    parent = ParentRef(id="baseline", commit="c0", optimize_score=0.4)
     spread_of_baseline = spread([0.4, 0.3, 0.5])  # 0.2, hand-computed: 0.5 - 0.3
     assert spread_of_baseline == pytest.approx(0.2)
     inside = select(PLAN, parent, node(0.5), spread_of_baseline)  # +0.1 <= 0.2
     at_edge = select(PLAN, parent, node(0.6), spread_of_baseline)  # +0.2 is not above 0.2
     above = select(PLAN, parent, node(0.7), spread_of_baseline)  # +0.3 > 0.2
-    assert inside["decision"] == "rejected" and at_edge["decision"] == "rejected"
-    assert above["decision"] == "promoted"
-    assert above["optimize"]["noise_margin"] == pytest.approx(0.2)
-    # the same candidate inside the noise is promoted by the plain rule (gate off)
+    assert inside.decision == "rejected" and at_edge.decision == "rejected"
+    assert above.decision == "promoted"
+    assert above.model_dump()["optimize"]["noise_margin"] == pytest.approx(0.2)
+    # the same candidate inside the noise is promoted by the plain rule (gate off); the
+    # margin is written only when it gated
     plain = select(PLAN, parent, node(0.5))
-    assert plain["decision"] == "promoted" and "noise_margin" not in plain["optimize"]
+    assert plain.decision == "promoted" and "noise_margin" not in plain.model_dump()["optimize"]
 
 
 def test_measure_noise_writes_each_repeat_and_the_spread(tmp_path):

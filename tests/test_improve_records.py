@@ -147,3 +147,57 @@ def test_trial_views_read_the_selection_and_evaluation_through_their_models(
     broken = trial_views(bundle, [first], baseline)[0]
     assert "trials/001/selection_decision.json not read: field 'parent'" in broken["evidence"][0]
     assert [row["parent"] for row in broken["suites"]] == ["n/a", "n/a"]
+
+
+def test_fields_the_harness_writes_only_when_set_stay_out_of_the_json() -> None:
+    """A baseline parent has no `trial`, a gate without the noise rule no `noise_margin`, a
+    record without a merge no second parent, a task row without kept logs no log paths,
+    a proposal reason no `path` (a boundary reason keeps its given null); with them set,
+    each is written, and every record reads back to the same JSON."""
+    from metaeval.protocols.improve.patch_verdict import Reason
+    from metaeval.protocols.improve.records import (
+        CandidateRef,
+        Gate,
+        OptimizeGate,
+        ParentRef,
+        SuiteSummary,
+        TaskRow,
+    )
+
+    plain = SelectionDecision(
+        trial=1,
+        parent=ParentRef(id="baseline", commit="c0", optimize_score=0.5),
+        candidate=CandidateRef(id="trial-001"),
+        reasons=[
+            Reason(code="meta_agent_error", detail="no output"),
+            Reason(code="outside_boundary", path=None, detail="a file outside"),
+        ],
+        gate=Gate(optimize=OptimizeGate(parent=0.5, candidate=0.6), decision="promoted"),
+    ).model_dump()
+    assert "trial" not in plain["parent"] and "second_parent" not in plain
+    assert "noise_margin" not in plain["gate"]["optimize"]
+    assert plain["reasons"] == [
+        {"code": "meta_agent_error", "detail": "no output"},
+        {"code": "outside_boundary", "path": None, "detail": "a file outside"},
+    ]
+    merged = SelectionDecision(
+        trial=3,
+        parent=ParentRef(id="trial-001", commit="c1", trial=1),
+        candidate=CandidateRef(id="trial-003"),
+        gate=Gate(optimize=OptimizeGate(noise_margin=0.25), decision="rejected"),
+        second_parent=ParentRef(id="trial-002", commit="c2", trial=2),
+    ).model_dump()
+    assert merged["parent"]["trial"] == 1 and merged["second_parent"]["trial"] == 2
+    assert merged["gate"]["optimize"]["noise_margin"] == 0.25
+    for data in (plain, merged):
+        assert SelectionDecision.model_validate(data).model_dump() == data
+    entry = LedgerEntry(trial=1, parent_id="baseline", candidate_id="trial-001")
+    assert "second_parent_id" not in entry.model_dump()
+    entry.second_parent_id = "trial-002"
+    assert entry.model_dump()["second_parent_id"] == "trial-002"
+    suite = SuiteSummary(tasks=[TaskRow(task_id="a", status="failed")])
+    assert "test_log" not in suite.model_dump()["tasks"][0]
+    suite.tasks[0].test_log, suite.tasks[0].test_log_bytes = "logs/a.test.log", 12
+    row = suite.model_dump()["tasks"][0]
+    assert (row["test_log"], row["test_log_bytes"]) == ("logs/a.test.log", 12)
+    assert "trace" not in row

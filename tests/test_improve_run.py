@@ -320,7 +320,8 @@ def test_best_is_the_promoted_lineage_never_a_rejected_candidate():
         entry(3, "promoted", 0.3, 0.3),
         entry(4, "rejected", 0.35, 0.9),
     ]
-    summary = benchmark_summary(plan, base, ledger)
+    typed = benchmark_summary(plan, base, ledger)
+    summary = typed.model_dump()
     assert summary["best_optimize"] == {"id": "trial-003", "score": 0.3}
     assert summary["best_held_out"] == {"id": "trial-003", "score": 0.3}
     assert summary["final"] == {
@@ -334,10 +335,10 @@ def test_best_is_the_promoted_lineage_never_a_rejected_candidate():
     assert summary["meta_agent_cost_usd"] == 2.0
     assert summary["meta_agent_tokens"] == {"input_tokens": 40, "output_tokens": 8}
     assert "final trial-003: optimize 0.300 (+20.0 pp), held-out 0.300 (+10.0 pp)" in (
-        summary_text(summary)
+        summary_text(typed)
     )
     nothing = benchmark_summary(plan, base, [entry(1, "rejected", 0.9, 0.9)])
-    assert nothing["best_optimize"] is None and nothing["final"]["id"] == "baseline"
+    assert nothing.best_optimize is None and nothing.final.id == "baseline"
     assert "no candidate promoted" in summary_text(nothing)
 
 

@@ -39,6 +39,7 @@ from metaeval.protocols.improve.search.policy import choose_parent
 from metaeval.protocols.improve.search.population import Node
 from metaeval.protocols.improve.search.rounds import rounds
 from metaeval.protocols.improve.search.summary import search_items, with_search
+from metaeval.protocols.improve.summary_records import RunSummary
 
 sys.path.insert(0, str(Path(__file__).parent))
 from search_landscape import LandscapeMetaAgent, landscape  # noqa: E402
@@ -159,23 +160,29 @@ def test_resuming_under_another_search_policy_is_refused(tmp_path):
 
 
 def test_the_summary_takes_the_final_pick_and_refuses_a_planted_file(tmp_path):
-    summary = {
-        "baseline": {"id": "baseline", "optimize_score": 0.25, "held_out_score": 0.5},
-        "final": {"id": "trial-001"},
-    }
+    summary = RunSummary.model_validate(
+        {
+            "baseline": {"id": "baseline", "optimize_score": 0.25, "held_out_score": 0.5},
+            "final": {"id": "trial-001"},
+        }
+    )
     pick = final_pick(
         "archive", 3, [node("baseline", held=0.5), node("trial-1", ("t1",), held=0.75)], True
     )
     (tmp_path / "final_selection.json").write_text(pick.model_dump_json())
     taken = with_search(tmp_path, summary, [], lambda a, b: round(a - b, 6))
-    assert taken["final"]["id"] == "trial-1" and taken["final"]["gain_held_out"] == 0.25
-    assert taken["search"]["policy"] == "archive" and "notes" not in taken["search"]
+    written = taken.model_dump()
+    assert written["final"]["id"] == "trial-1" and written["final"]["gain_held_out"] == 0.25
+    assert written["search"]["policy"] == "archive" and "notes" not in written["search"]
     (tmp_path / "final_selection.json").unlink()
     (tmp_path / "elsewhere.json").write_text(pick.model_dump_json())
     (tmp_path / "final_selection.json").symlink_to(tmp_path / "elsewhere.json")
     refused = with_search(tmp_path, summary, [], lambda a, b: round(a - b, 6))
-    assert refused["final"] == {"id": "trial-001"}  # unchanged: the link is not followed
-    assert refused["search"]["notes"][0].startswith("final_selection.json not read")
+    # unchanged: the link is not followed; the search section holds only the note
+    assert refused.final == summary.final
+    assert list(refused.model_dump()["search"]) == ["notes"]
+    assert refused.search is not None and refused.search.notes
+    assert refused.search.notes[0].startswith("final_selection.json not read")
     # the report's summary says the policy is not known and why, not that it was recursive
     (policy,) = [text for label, text in search_items(refused) if label == "Search policy"]
     assert policy.startswith("not known (final_selection.json not read")
@@ -245,7 +252,7 @@ def test_conflicting_parents_are_an_invalid_proposal_naming_the_conflict(tmp_pat
     got = take_patch(
         output, tree, "a", boundary, lambda: merge_into(repo, tree, commits["a"], commits["c"])
     )
-    assert [r["code"] for r in got.reasons] == ["merge_conflict"]
+    assert [r.code for r in got.reasons] == ["merge_conflict"]
     assert got.verdict is None
 
 
@@ -330,7 +337,8 @@ def test_population_policies_keep_both_halves_and_a_merge_reaches_the_full_score
     summary = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
     assert summary["final"]["id"] == "trial-003" and summary["final"]["optimize_score"] == 1.0
     assert summary["search"]["policy"] == policy
-    assert f"{policy} search, final picked on held-out scores" in summary_text(summary)
+    text = summary_text(RunSummary.model_validate(summary))
+    assert f"{policy} search, final picked on held-out scores" in text
     assert [p["merge"] for p in summary["search"]["promoted"]] == [False, False, True, True]
     html = (bundle / "report.html").read_text()
     assert html.count('class="edge merge"') == 2

@@ -111,16 +111,16 @@ def test_the_targets_tokens_are_counted_per_trial_and_in_total(tmp_path, monkeyp
     assert entry["target"]["calls"] == 2
     assert entry["target"]["input_tokens"] == per_call[2][0] + per_call[3][0]
     assert entry["target"]["output_tokens"] == per_call[2][1] + per_call[3][1]
-    assert summary["target_tokens"] == {
+    tokens = summary.target_tokens.model_dump()
+    assert tokens == {
         "input_tokens": sum(p for p, _ in per_call),
         "output_tokens": sum(c for _, c in per_call),
     }
-    assert summary["target_cost_usd"] is None and summary["target_usage_sources"] == ["gateway"]
+    assert summary.target_cost_usd is None and summary.target_usage_sources == ["gateway"]
     lineage = json.loads((bundle / "lineage_summary.json").read_text())["summary"]
-    assert lineage["target_tokens"] == summary["target_tokens"]
+    assert lineage["target_tokens"] == tokens
     # the report says it too, with who counted
     report = (bundle / "report.md").read_text()
-    tokens = summary["target_tokens"]
     assert (
         f"Target cost: unknown, {tokens['input_tokens']} input and "
         f"{tokens['output_tokens']} output tokens (counted by: gateway)"
@@ -128,19 +128,26 @@ def test_the_targets_tokens_are_counted_per_trial_and_in_total(tmp_path, monkeyp
 
 
 def test_without_a_gateway_the_targets_own_report_is_summed_and_labelled():
-    row = {"status": "passed", "usage": {"input_tokens": 7, "output_tokens": 3}}
+    row = {"task_id": "a", "status": "passed", "usage": {"input_tokens": 7, "output_tokens": 3}}
     node = NodeEval(
         status="evaluated",
-        optimize={"tasks": [row, {"status": "failed", "usage": {"input_tokens": 5}}]},
-        held_out={"tasks": [{"status": "failed", "usage": {"output_tokens": 2, "x": -1}}]},
+        optimize={
+            "tasks": [row, {"task_id": "b", "status": "failed", "usage": {"input_tokens": 5}}]
+        },
+        held_out={
+            "tasks": [{"task_id": "c", "status": "failed", "usage": {"output_tokens": 2, "x": -1}}]
+        },
     )
-    assert target_usage(None, node) == {
+    assert target_usage(None, node).model_dump() == {
         "source": "target_reported",
         "input_tokens": 12,
         "output_tokens": 5,
         "cost_usd": None,
     }
     # a local model costs nothing, whatever the target reports
-    assert target_usage(None, node, free=True)["cost_usd"] == 0.0
-    idle = NodeEval(status="evaluated", optimize={"tasks": [{"status": "failed", "usage": {}}]})
-    assert target_usage(None, idle)["cost_usd"] == 0.0  # no model call: nothing spent
+    assert target_usage(None, node, free=True).cost_usd == 0.0
+    idle = NodeEval(
+        status="evaluated",
+        optimize={"tasks": [{"task_id": "a", "status": "failed", "usage": {}}]},
+    )
+    assert target_usage(None, idle).cost_usd == 0.0  # no model call: nothing spent

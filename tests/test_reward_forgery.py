@@ -19,6 +19,7 @@ import pytest
 
 from metaeval.agents.in_trial import TrialAgent
 from metaeval.agents.reference import command_agent
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox import bwrap as bwrap_mod
@@ -196,9 +197,7 @@ def test_an_improve_episode_that_forges_its_reward_fails(
     outcome = evaluate_task(
         write_task(tmp_path / "task"),
         client,
-        max_steps=3,
-        task_timeout_s=60,
-        command_timeout_s=30,
+        limits=EpisodeLimits(max_steps=3, task_timeout_s=60, command_timeout_s=30),
         work_root=tmp_path / "work",
         sandbox=sandbox,
     )

@@ -28,6 +28,7 @@ from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_view import load_task
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.sandbox.container import Engine, find_engine
@@ -335,9 +336,7 @@ def test_improves_verifier_reads_a_host_variable_only_when_allowed(
         return evaluate_task(
             task,
             client,
-            max_steps=3,
-            task_timeout_s=60,
-            command_timeout_s=30,
+            limits=EpisodeLimits(max_steps=3, task_timeout_s=60, command_timeout_s=30),
             work_root=tmp_path / "work",
             host_env=host_env,
         )

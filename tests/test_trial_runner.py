@@ -24,6 +24,7 @@ from metaeval.protocols.audit.execution_checks import run_execution_checks
 from metaeval.protocols.audit.execution_results import ExecutionCheckResult
 from metaeval.protocols.audit.task_hints import Hints
 from metaeval.protocols.audit.task_view import load_task
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.pact.protocol import CommandAction, SubmitAction
 from metaeval.protocols.improve.task_outcome import TaskOutcome
@@ -111,9 +112,7 @@ def improve(task_dir: Path, client: ScriptedClient, tmp_path: Path) -> TaskOutco
     return evaluate_task(
         task_dir,
         client,
-        max_steps=5,
-        task_timeout_s=60,
-        command_timeout_s=30,
+        limits=EpisodeLimits(max_steps=5, task_timeout_s=60, command_timeout_s=30),
         work_root=tmp_path / "work",
     )
 

@@ -63,14 +63,14 @@ class DemoParts:
             run_dir, self.model, self.concurrency, self.new_layer, questions=self.questions
         )
         summary = run_demo(settings)
-        skipped = summary["skipped_completed"]
+        skipped = summary.skipped_completed
         if skipped:
             out.print(f"resumed: {len(skipped)} answered question(s) reused: {', '.join(skipped)}")
-        accuracy = summary["accuracy"]
+        accuracy = summary.accuracy
         acc = "n/a" if accuracy is None else f"{accuracy:.0%}"
         out.print(
-            f"Q&A: {summary['correct']}/{summary['scored']} correct (accuracy {acc}), "
-            f"infra errors {summary['infra_errors']}; report: {run_dir / 'report.md'}"
+            f"Q&A: {summary.correct}/{summary.scored} correct (accuracy {acc}), "
+            f"infra errors {summary.infra_errors}; report: {run_dir / 'report.md'}"
         )
 
     def audit(self, with_model: bool) -> None:

@@ -16,6 +16,7 @@ from metaeval.protocols.improve.charts import Link, lineage_svg
 from metaeval.protocols.improve.loop import BASELINE_EVAL, LEDGER_NAME, NodeEval
 from metaeval.protocols.improve.report import trial_views
 from metaeval.protocols.improve.search.summary import search_items
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.tasks.safe_files import read_head
 from metaeval.view.runs import Run
 
@@ -34,7 +35,7 @@ def baseline(run: Run) -> NodeEval:
     data = run.json_file(BASELINE_EVAL) or {}
     try:
         return NodeEval(**data) if data else NodeEval(status="not evaluated yet")
-    except TypeError:
+    except (TypeError, ValueError):  # ValidationError is a ValueError
         return NodeEval(status="unreadable", error=f"{BASELINE_EVAL} is not a baseline evaluation")
 
 
@@ -87,6 +88,14 @@ def trial_link(run: Run) -> Link:
     return link
 
 
+def _search_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The search section of a bundle's summary (none when the summary is unreadable)."""
+    try:
+        return search_items(RunSummary.model_validate(summary)) if summary else []
+    except ValueError:  # ValidationError: a summary this version did not write
+        return []
+
+
 def overview(run: Run) -> dict[str, Any]:
     entries = ledger(run)
     items = nodes(run, entries)
@@ -98,7 +107,7 @@ def overview(run: Run) -> dict[str, Any]:
         "trials": trial_views(run.path, entries, base),
         "baseline": base,
         "summary": summary,
-        "search": search_items(summary) if summary else [],
+        "search": _search_items(summary),
         "status": status(run, entries),
         "svg": Markup(lineage_svg(items, trial_link(run))),
     }
@@ -136,15 +145,16 @@ def trial_page(run: Run, number: int) -> dict[str, Any] | None:
     base_eval = baseline(run)
     tasks = []
     for suite in ("optimize", "held_out"):
-        base_tasks = {
-            t.get("task_id"): t
-            for t in ((getattr(base_eval, suite) or {}).get("tasks") or [])
-            if isinstance(t, dict)
-        }
+        base_suite = base_eval.suite(suite)
+        base_tasks = {t.task_id: t.model_dump() for t in (base_suite.tasks if base_suite else [])}
         for task in (evaluation.get(suite) or {}).get("tasks") or []:
             if isinstance(task, dict):
                 tasks.append(
-                    {"suite": suite, "t": task, "base": base_tasks.get(task.get("task_id"), {})}
+                    {
+                        "suite": suite,
+                        "t": task,
+                        "base": base_tasks.get(str(task.get("task_id")), {}),
+                    }
                 )
     return {
         "entry": entry,
@@ -212,7 +222,7 @@ def task_file(run: Run, number: int, suite: str, task_id: str, kind: str) -> dic
 def task_rewards(run: Run) -> dict[tuple[str, str, str], Any]:
     """(node id, suite, task id) -> reward, for the baseline and every trial's candidate."""
     out: dict[tuple[str, str, str], Any] = {}
-    sources: list[tuple[str, dict[str, Any]]] = [("baseline", vars(baseline(run)))]
+    sources: list[tuple[str, dict[str, Any]]] = [("baseline", baseline(run).model_dump())]
     for entry in ledger(run):
         folder = f"trials/{entry['trial']:03d}/artifacts/candidates/evaluation.json"
         sources.append((str(entry["candidate_id"]), run.json_file(folder) or {}))

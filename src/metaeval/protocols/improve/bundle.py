@@ -15,6 +15,7 @@ from metaeval.protocols.improve.extension import (
     extension_layer,
     extension_record,
 )
+from metaeval.protocols.improve.noise import read_noise, repeat_usages
 from metaeval.protocols.improve.records import (
     FEEDBACK,
     LedgerEntry,
@@ -23,6 +24,13 @@ from metaeval.protocols.improve.records import (
     trial_path,
 )
 from metaeval.protocols.improve.search.summary import with_search
+from metaeval.protocols.improve.summary_records import (
+    BestNode,
+    FinalNode,
+    NodeScores,
+    RunSummary,
+    Tokens,
+)
 from metaeval.records import RunDir, redact
 from metaeval.records.layers import WAYS_OUT
 from metaeval.records.manifest import MANIFEST_NAME, diff_hashes, read_manifest, setting_hashes
@@ -155,7 +163,7 @@ class BundleFiles:
 
 def benchmark_summary(
     plan: Plan, baseline: NodeEval, ledger: Sequence[LedgerEntry | Mapping[str, Any]]
-) -> dict[str, Any]:
+) -> RunSummary:
     """Section 3.5: baseline, final promoted candidate, gains, promotions, valid and invalid
     trials, cost.
 
@@ -173,45 +181,42 @@ def benchmark_summary(
     best_held = max(reversed(held), key=lambda e: e.held_out_score or 0, default=None)
     final_opt = baseline.optimize_score if final is None else final.optimize_score
     final_held = baseline.held_out_score if final is None else final.held_out_score
-    return {
-        "baseline": {
-            "id": plan.baseline_id,
-            "optimize_score": baseline.optimize_score,
-            "held_out_score": baseline.held_out_score,
-        },
-        "final": {
-            "id": plan.baseline_id if final is None else final.candidate_id,
-            "optimize_score": final_opt,
-            "held_out_score": final_held,
-            "gain_optimize": _gain(final_opt, baseline.optimize_score),
-            "gain_held_out": _gain(final_held, baseline.held_out_score),
-        },
-        "best_optimize": None
+    bundle = getattr(plan, "bundle", None)
+    meta_cost, meta_tokens = _meta_agent_totals(entries)
+    target_cost, target_tokens, sources = _target_totals(baseline, entries, bundle)
+    return RunSummary(
+        baseline=NodeScores(
+            id=plan.baseline_id,
+            optimize_score=baseline.optimize_score,
+            held_out_score=baseline.held_out_score,
+        ),
+        final=FinalNode(
+            id=plan.baseline_id if final is None else final.candidate_id,
+            optimize_score=final_opt,
+            held_out_score=final_held,
+            gain_optimize=_gain(final_opt, baseline.optimize_score),
+            gain_held_out=_gain(final_held, baseline.held_out_score),
+        ),
+        best_optimize=None
         if final is None
-        else {"id": final.candidate_id, "score": final.optimize_score},
-        "best_held_out": None
+        else BestNode(id=final.candidate_id, score=final.optimize_score),
+        best_held_out=None
         if best_held is None
-        else {"id": best_held.candidate_id, "score": best_held.held_out_score},
-        "best_so_far": _best_so_far(baseline, entries),
-        "trials_consumed": len(entries),
-        "trial_budget": plan.trial_budget,
-        "promotions": len(promoted),
-        "valid_candidates": len(valid),
-        "invalid_or_broken_trials": len(entries) - len(valid),
-        "failure_classes": dict(Counter(e.failure_class for e in entries if e.failure_class)),
-        **_meta_agent_totals(entries),
-        **_target_totals(baseline, entries, _repeat_usages(getattr(plan, "bundle", None))),
-        **_noise(getattr(plan, "bundle", None)),
-    }
-
-
-def _noise(bundle: Path | None) -> dict[str, Any]:
-    """`baseline_noise` (`noise.BaselineNoise`) when the bundle's baseline was evaluated
-    repeatedly (nothing for a summary computed without a bundle)."""
-    from metaeval.protocols.improve.noise import read_noise
-
-    noise = None if bundle is None else read_noise(bundle)
-    return {} if noise is None else {"baseline_noise": noise.model_dump()}
+        else BestNode(id=best_held.candidate_id, score=best_held.held_out_score),
+        best_so_far=_best_so_far(baseline, entries),
+        trials_consumed=len(entries),
+        trial_budget=plan.trial_budget,
+        promotions=len(promoted),
+        valid_candidates=len(valid),
+        invalid_or_broken_trials=len(entries) - len(valid),
+        failure_classes=dict(Counter(e.failure_class for e in entries if e.failure_class)),
+        meta_agent_cost_usd=meta_cost,
+        meta_agent_tokens=meta_tokens,
+        target_cost_usd=target_cost,
+        target_tokens=target_tokens,
+        target_usage_sources=sources,
+        baseline_noise=None if bundle is None else read_noise(bundle),
+    )
 
 
 def _best_so_far(baseline: NodeEval, entries: list[LedgerEntry]) -> list[Number | None]:
@@ -225,44 +230,34 @@ def _best_so_far(baseline: NodeEval, entries: list[LedgerEntry]) -> list[Number 
     return series
 
 
-def _meta_agent_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
+def _meta_agent_totals(entries: list[LedgerEntry]) -> tuple[float | None, Tokens]:
     """The meta-agent's cost (None when any trial's is unknown) and tokens over all trials."""
     runs = [e.meta_agent for e in entries]
-    return {
-        "meta_agent_cost_usd": _total(run.cost_usd if run else None for run in runs),
-        "meta_agent_tokens": {
-            key: sum(int((run.usage if run else {}).get(key) or 0) for run in runs)
-            for key in ("input_tokens", "output_tokens")
-        },
-    }
-
-
-def _repeat_usages(bundle: Path | None) -> list[dict[str, Any] | None]:
-    """The target usage of the baseline's repeats (`noise`), none without a bundle."""
-    from metaeval.protocols.improve.noise import repeat_usages
-
-    return [] if bundle is None else repeat_usages(bundle)
+    tokens = Tokens(
+        input_tokens=sum(int(run.usage.get("input_tokens") or 0) for run in runs if run),
+        output_tokens=sum(int(run.usage.get("output_tokens") or 0) for run in runs if run),
+    )
+    return _total(run.cost_usd if run else None for run in runs), tokens
 
 
 def _target_totals(
-    baseline: NodeEval,
-    entries: list[LedgerEntry],
-    repeats: Sequence[dict[str, Any] | None] = (),
-) -> dict[str, Any]:
-    """The target's tokens and cost over the baseline's evaluations (its repeats included)
-    and every candidate's (ledger entries written before these were recorded count as
-    unknown cost)."""
-    usages = [baseline.target_usage, *repeats]
+    baseline: NodeEval, entries: list[LedgerEntry], bundle: Path | None
+) -> tuple[float | None, Tokens, list[str]]:
+    """The target's cost, tokens and who counted them, over the baseline's evaluations (its
+    repeats included) and every candidate's (ledger entries written before these were
+    recorded count as unknown cost)."""
+    usages = [baseline.target_usage, *([] if bundle is None else repeat_usages(bundle))]
     usages += [e.target for e in entries if e.candidate_commit]
     known = [u for u in usages if u]
-    return {
-        "target_cost_usd": _total((u or {}).get("cost_usd") for u in usages),
-        "target_tokens": {
-            key: sum(int(u.get(key) or 0) for u in known)
-            for key in ("input_tokens", "output_tokens")
-        },
-        "target_usage_sources": sorted({str(u.get("source")) for u in known}),
-    }
+    tokens = Tokens(
+        input_tokens=sum(u.input_tokens for u in known),
+        output_tokens=sum(u.output_tokens for u in known),
+    )
+    return (
+        _total(u.cost_usd if u else None for u in usages),
+        tokens,
+        sorted({u.source for u in known}),
+    )
 
 
 def _gain(value: float | None, base: float | None) -> float | None:
@@ -287,29 +282,26 @@ def _delta(value: Any) -> str:
     return "n/a" if value is None else f"{value * 100:+.1f} pp"
 
 
-def summary_text(summary: dict[str, Any]) -> str:
+def summary_text(summary: RunSummary) -> str:
     """One readable line for the CLI: baseline, best candidates, promotions, failures."""
-    base = summary["baseline"]
-    parts = [
-        f"baseline {_score(base['optimize_score'])} (held-out {_score(base['held_out_score'])})"
-    ]
-    final = summary.get("final")
-    if not summary.get("promotions") or final is None:
+    base, final = summary.baseline, summary.final
+    parts = [f"baseline {_score(base.optimize_score)} (held-out {_score(base.held_out_score)})"]
+    if not summary.promotions:
         parts.append("no candidate promoted")
     else:
         parts.append(
-            f"final {final['id']}: optimize {_score(final['optimize_score'])} "
-            f"({_delta(final['gain_optimize'])}), held-out {_score(final['held_out_score'])} "
-            f"({_delta(final['gain_held_out'])})"
+            f"final {final.id}: optimize {_score(final.optimize_score)} "
+            f"({_delta(final.gain_optimize)}), held-out {_score(final.held_out_score)} "
+            f"({_delta(final.gain_held_out)})"
         )
-    search = summary.get("search")
-    if search and "final_pick" in search:  # a population search: its own final decision
-        on = search["final_pick"]["on"].replace("_", "-")
-        parts.append(f"{search['policy']} search, final picked on {on} scores")
+    search = summary.search
+    if search and search.final_pick is not None:  # a population search: its own decision
+        on = search.final_pick.on.replace("_", "-")
+        parts.append(f"{search.policy} search, final picked on {on} scores")
     parts.append(
-        f"{summary['trials_consumed']} of {summary['trial_budget']} trials, "
-        f"{summary['promotions']} promoted, {summary['valid_candidates']} valid, "
-        f"{summary['invalid_or_broken_trials']} invalid or broken"
+        f"{summary.trials_consumed} of {summary.trial_budget} trials, "
+        f"{summary.promotions} promoted, {summary.valid_candidates} valid, "
+        f"{summary.invalid_or_broken_trials} invalid or broken"
     )
     return "; ".join(parts)
 
@@ -373,12 +365,12 @@ def write_summary_files(
     baseline: NodeEval,
     ledger: Sequence[LedgerEntry | Mapping[str, Any]],
     files: BundleFiles,
-) -> dict[str, Any]:
+) -> RunSummary:
     """lineage_summary, promotion_history, final_feedback_packet, execution_trace, reports."""
     entries = ledger_entries(ledger)
     summary = with_search(plan.bundle, benchmark_summary(plan, baseline, entries), entries, _gain)
     nodes = lineage(plan, baseline, entries)
-    files.json("lineage_summary.json", {"summary": summary, "nodes": nodes})
+    files.json("lineage_summary.json", {"summary": summary.model_dump(mode="json"), "nodes": nodes})
     files.json(
         "promotion_history.json",
         [

@@ -88,7 +88,7 @@ def run_cmd(
     )
     out.print(summary_text(summary), highlight=False)
     out.print(f"bundle: {plan.bundle}; report: {plan.bundle / 'report.html'}")
-    failures = framework_failures(plan.bundle, summary["trials_consumed"])
+    failures = framework_failures(plan.bundle, summary.trials_consumed)
     raise typer.Exit(report_failures(out, failures))
 
 

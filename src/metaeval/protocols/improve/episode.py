@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.episode_room import (
     DEFAULT_SANDBOX,
     RoomUnavailable,
@@ -70,10 +71,7 @@ class Episode:
         outcome: TaskOutcome,
         scratch: Path,
         started: float,
-        max_steps: int,
-        task_timeout_s: float,
-        command_timeout_s: float,
-        verifier_timeout_s: float | None,
+        limits: EpisodeLimits,
         episode_id: str,
         host_env: tuple[str, ...] = (),
         sandbox: str = DEFAULT_SANDBOX,
@@ -85,11 +83,8 @@ class Episode:
         self.sandbox = sandbox
         self.client = client
         self.outcome = outcome
-        self.deadline = started + task_timeout_s
-        self.task_timeout_s = task_timeout_s
-        self.max_steps = max_steps
-        self.command_timeout_s = command_timeout_s
-        self.verifier_timeout_s = verifier_timeout_s
+        self.deadline = started + limits.task_timeout_s
+        self.limits = limits
         self.episode_id = episode_id
         self.scratch = scratch
         self.config: dict[str, Any] = {}
@@ -149,13 +144,13 @@ class Episode:
             episode_id=self.episode_id,
             task_id=opaque_task_id(self.outcome.task_id),
             instruction=instruction,
-            max_steps=self.max_steps,
+            max_steps=self.limits.max_steps,
         )
         done, value, error = _call_with_deadline(self.client.reset, request, self._left())
         if not done:
             raise EpisodeStop(
                 "target_error",
-                f"reset did not answer within the episode time limit ({self.task_timeout_s:g} s)",
+                f"reset did not answer within the episode time limit ({self.limits.task_timeout_s:g} s)",
             )
         if error is not None:
             raise EpisodeStop("target_error", f"reset failed: {describe_error(error)}")
@@ -167,7 +162,7 @@ class Episode:
         """Run the steps; returns how the episode ended (for the reason)."""
         observation = Observation(kind="initial", step=0)
         last_action: Any = None
-        for step in range(1, self.max_steps + 1):
+        for step in range(1, self.limits.max_steps + 1):
             left = self._left()
             if left <= 0:
                 return self._ended_by_time(observation, last_action)
@@ -204,12 +199,12 @@ class Episode:
             else:  # pragma: no cover - the Action union has no other member
                 raise EpisodeStop("target_error", f"unknown action at step {step}: {action!r}")
         self._trace_result(observation)
-        return f"step limit ({self.max_steps}) reached without submit"
+        return f"step limit ({self.limits.max_steps}) reached without submit"
 
     def _ended_by_time(self, observation: Observation, last_action: Any) -> str:
         if last_action is not None:
             self._trace_result(observation)
-        return f"episode time limit ({self.task_timeout_s:g} s) reached without submit"
+        return f"episode time limit ({self.limits.task_timeout_s:g} s) reached without submit"
 
     def _trace_result(self, observation: Observation) -> None:
         """Record the result of the last action, which the agent never saw."""
@@ -237,7 +232,7 @@ class Episode:
     # ---------------------------------------------------------------- actions
 
     def _command(self, action: CommandAction, step: int) -> Observation:
-        limit = self.command_timeout_s
+        limit = self.limits.command_timeout_s
         if action.timeout_s is not None and action.timeout_s > 0:
             limit = min(limit, action.timeout_s)
         limit = min(limit, self._left())
@@ -290,8 +285,8 @@ class Episode:
         task.toml says, no network (a candidate never reaches the host's services)."""
         limits = trial_limits(
             self.config,
-            agent_timeout_s=self.task_timeout_s,
-            verifier_timeout_s=self.verifier_timeout_s,
+            agent_timeout_s=self.limits.task_timeout_s,
+            verifier_timeout_s=self.limits.verifier_timeout_s,
             host_env=self.host_env,
         )
         return dataclasses.replace(limits, agent=dataclasses.replace(limits.agent, network=False))

@@ -9,7 +9,7 @@ bubblewrap or, with `sandbox` auto/docker/podman, in a container of the task's o
    (Docker build files left out), in a container the image's own.
 2. `client.reset(ResetRequest)` starts the episode with the task's instruction.md; the first
    observation is `initial`.
-3. Up to `max_steps` times: `client.act(ActRequest(observation))` returns an action.
+3. Up to `limits.max_steps` times: `client.act(ActRequest(observation))` returns an action.
    - command: run with bash in the trial's agent phase (the agent never sees /tests or
      /solution; network off whatever task.toml says; the task's memory limit; a scratch
      directory, not the verifier's, at /logs/verifier), capped at `command_timeout_s` and
@@ -63,25 +63,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metaeval.protocols.improve.episode import Episode, EpisodeStop
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.task_outcome import EpisodeClient, TaskOutcome
 from metaeval.tasks.safe_files import remove_tree
-
-DEFAULT_MAX_STEPS = 30
-DEFAULT_TASK_TIMEOUT_S = 600.0
-DEFAULT_COMMAND_TIMEOUT_S = 60.0
 
 
 def evaluate_task(
     task_dir: Path,
     client: EpisodeClient,
     *,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S,
-    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+    limits: EpisodeLimits | None = None,
     work_root: Path | None = None,
-    verifier_timeout_s: float | None = None,
     episode_id: str | None = None,
     keep_work: bool = False,
     host_env: Sequence[str] = (),
@@ -95,12 +89,12 @@ def evaluate_task(
     `sandbox` picks where the trial runs (`metaeval.protocols.improve.episode_room`);
     a container runs the image id `pins` holds for the task (resolved now when None).
 
-    Raises ValueError for non-positive limits; otherwise never raises: every problem becomes a status with
-    a reason (see the module docstring). `work_root` holds the episode's scratch directory
-    (default: a new temporary directory), removed afterwards unless `keep_work`.
+    `limits` bounds the episode (`EpisodeLimits`; its defaults when None, and building one
+    with a non-positive bound raises ValueError). Never raises otherwise: every problem
+    becomes a status with a reason (see the module docstring). `work_root` holds the
+    episode's scratch directory (default: a new temporary directory), removed afterwards
+    unless `keep_work`.
     """
-    if max_steps < 1 or task_timeout_s <= 0 or command_timeout_s <= 0:
-        raise ValueError("max_steps, task_timeout_s and command_timeout_s must be positive")
     check_sandbox(sandbox)
     started = time.monotonic()
     root = Path(task_dir).resolve()
@@ -116,10 +110,7 @@ def evaluate_task(
             outcome=outcome,
             scratch=scratch,
             started=started,
-            max_steps=max_steps,
-            task_timeout_s=task_timeout_s,
-            command_timeout_s=command_timeout_s,
-            verifier_timeout_s=verifier_timeout_s,
+            limits=limits or EpisodeLimits(),
             episode_id=episode_id or f"episode-{uuid.uuid4().hex[:16]}",
             host_env=tuple(host_env),
             sandbox=sandbox,

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
+from metaeval.protocols.improve.records import NodeEval, SuiteSummary, SuiteView
 from metaeval.records import redact, redact_text
 from metaeval.tasks.safe_files import read_regular
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.bundle import BundleFiles
+    from metaeval.protocols.improve.suite_eval import SuiteResult
 
 LOG_EXCERPT_BYTES = 6000
 """Bytes of one failed task's test log a meta-agent receives (the log's tail)."""
@@ -34,7 +38,6 @@ MAX_LOGS = 20
 """Failed tasks whose test logs one trial's input carries."""
 MAX_KEPT_LOG_BYTES = 1024 * 1024
 """Bytes of one task's test log or trace the bundle keeps."""
-TASK_FIELDS = ("task_id", "status", "reward", "reason")
 
 
 def _safe(name: str) -> str:
@@ -42,11 +45,11 @@ def _safe(name: str) -> str:
 
 
 def keep_task_logs(
-    files: BundleFiles, bundle: Path, result: Any, summary: dict[str, Any], log_dir: Path
+    files: BundleFiles, bundle: Path, result: SuiteResult, summary: SuiteSummary, log_dir: Path
 ) -> None:
     """Write each task's test log and target trace (redacted, capped) under `log_dir` and
     point the summary's task rows at them (paths relative to the bundle)."""
-    rows = {row["task_id"]: row for row in summary["tasks"]}
+    rows = {row.task_id: row for row in summary.tasks}
     for outcome in result.outcomes:
         row = rows.get(outcome.task_id)
         if row is None:
@@ -56,116 +59,124 @@ def keep_task_logs(
             raw = outcome.test_log.encode("utf-8", errors="replace")
             path = log_dir / f"{name}.test.log"
             files.text(path, raw[-MAX_KEPT_LOG_BYTES:].decode("utf-8", errors="replace"))
-            row["test_log"] = path.relative_to(bundle).as_posix()
-            row["test_log_bytes"] = len(raw)
+            row.test_log = path.relative_to(bundle).as_posix()
+            row.test_log_bytes = len(raw)
         if outcome.trace:
             path = log_dir / f"{name}.trace.json"
             text = json.dumps(redact(outcome.trace), indent=1, default=str)
             files.text(path, text[-MAX_KEPT_LOG_BYTES:])
-            row["trace"] = path.relative_to(bundle).as_posix()
-            row["trace_bytes"] = len(text.encode("utf-8"))
+            row.trace = path.relative_to(bundle).as_posix()
+            row.trace_bytes = len(text.encode("utf-8"))
 
 
-def task_rows(optimize: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An optimize summary as a meta-agent sees it: score, counts, per-task rows."""
-    if optimize is None:
-        return None
-    return {
-        "score": optimize.get("score"),
-        "passed": optimize.get("passed"),
-        "failed": optimize.get("failed"),
-        "tasks": [{k: t.get(k) for k in TASK_FIELDS} for t in optimize.get("tasks", [])],
-    }
-
-
-def meta_error(node: Any) -> str | None:
+def meta_error(node: NodeEval | None) -> str | None:
     """A node's error as a meta-agent may see it: an evaluation-framework failure names only
     the optimize tasks the harness could not run (the held-out ones stay hidden)."""
     if node is None or node.error is None:
         return None
     if node.held_out is None:
         return node.error
-    tasks = (node.optimize or {}).get("tasks", [])
+    optimize = node.optimize or SuiteSummary()
     if node.status == "framework_failure":
-        unrun = [f"{t['task_id']}: {t['reason']}" for t in tasks if t["status"] == "infra_error"]
+        unrun = [f"{t.task_id}: {t.reason}" for t in optimize.rows("infra_error")]
         text = "evaluation-framework failure (not comparable, not promoted)"
         return text + ("; optimize tasks not run: " + "; ".join(unrun)[:2000] if unrun else "")
-    if node.status == "broken" and not any(t["status"] == "target_error" for t in tasks):
+    if node.status == "broken" and not optimize.rows("target_error"):
         # its reason and log tail are a held-out task's
         return "the candidate failed to serve (on no optimize task)"
     return node.error
 
 
+class Excerpt(BaseModel):
+    """The tail of one failed task's kept file, as a meta-agent receives it."""
+
+    task_id: str
+    file: str  # where it is under the trial's `feedback/`
+    raw_bytes: int
+    delivered_bytes: int
+    excerpt: str
+
+
 def _excerpts(
-    bundle: Path, tasks: list[dict[str, Any]], key: str, folder: str, suffix: str, cap: int
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The last `cap` bytes (redacted) of the bundle file each task row names under `key`,
+    bundle: Path, kept: list[tuple[str, str, int | None]], folder: str, suffix: str, cap: int
+) -> tuple[list[Excerpt], dict[str, str]]:
+    """The last `cap` bytes (redacted) of each kept bundle file (task id, path, raw size),
     with raw and delivered sizes, and the texts by path under `feedback/`."""
-    items: list[dict[str, Any]] = []
+    items: list[Excerpt] = []
     texts: dict[str, str] = {}
-    for task in [t for t in tasks if t.get(key)][:MAX_LOGS]:
+    for task_id, rel_path, raw_bytes in kept[:MAX_LOGS]:
         try:
-            raw = read_regular(bundle / task[key], bundle, max_bytes=MAX_KEPT_LOG_BYTES)
+            raw = read_regular(bundle / rel_path, bundle, max_bytes=MAX_KEPT_LOG_BYTES)
         except (OSError, ValueError):  # UnsafeFileError is an OSError
             continue
         data = redact_text(raw.decode("utf-8", errors="replace")).encode("utf-8")
         excerpt = data[-cap:].decode("utf-8", errors="ignore")
-        rel = f"{folder}/{_safe(task['task_id'])}{suffix}"
+        rel = f"{folder}/{_safe(task_id)}{suffix}"
         texts[rel] = excerpt
         items.append(
-            {
-                "task_id": task["task_id"],
-                "file": f"feedback/{rel}",
-                "raw_bytes": int(task.get(f"{key}_bytes") or len(raw)),
-                "delivered_bytes": len(excerpt.encode("utf-8")),
-                "excerpt": excerpt,
-            }
+            Excerpt(
+                task_id=task_id,
+                file=f"feedback/{rel}",
+                raw_bytes=int(raw_bytes or len(raw)),
+                delivered_bytes=len(excerpt.encode("utf-8")),
+                excerpt=excerpt,
+            )
         )
     return items, texts
 
 
+class ParentResults(BaseModel):
+    """The parent's optimize results and its failed tasks' log and transcript tails: what
+    the next trial's meta-agent learns (`parent_results.json`)."""
+
+    parent_id: str
+    optimize: SuiteView | None
+    failed_task_logs: list[Excerpt]
+    failed_task_transcripts: list[Excerpt]
+    log_excerpt_bytes: int = LOG_EXCERPT_BYTES
+    transcript_excerpt_bytes: int = TRACE_EXCERPT_BYTES
+
+
 def parent_results(
-    bundle: Path, parent: dict[str, Any], optimize: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, str]]:
+    bundle: Path, parent_id: str, optimize: SuiteSummary | None
+) -> tuple[ParentResults, dict[str, str]]:
     """The parent's optimize results and, for its failed tasks, the tails of their test logs
     and of the target's transcripts for the next trial; and those texts by path under
     `feedback/`."""
-    failed = [t for t in (optimize or {}).get("tasks", []) if t.get("status") != "passed"]
-    logs, texts = _excerpts(bundle, failed, "test_log", "logs", ".log", LOG_EXCERPT_BYTES)
-    traces, trace_texts = _excerpts(
-        bundle, failed, "trace", "transcripts", ".json", TRACE_EXCERPT_BYTES
+    failed = [t for t in (optimize.tasks if optimize else []) if t.status != "passed"]
+    logs, texts = _excerpts(
+        bundle,
+        [(t.task_id, t.test_log, t.test_log_bytes) for t in failed if t.test_log],
+        "logs",
+        ".log",
+        LOG_EXCERPT_BYTES,
     )
-    results = {
-        "parent_id": parent["id"],
-        "optimize": task_rows(optimize),
-        "failed_task_logs": logs,
-        "failed_task_transcripts": traces,
-        "log_excerpt_bytes": LOG_EXCERPT_BYTES,
-        "transcript_excerpt_bytes": TRACE_EXCERPT_BYTES,
-    }
+    traces, trace_texts = _excerpts(
+        bundle,
+        [(t.task_id, t.trace, t.trace_bytes) for t in failed if t.trace],
+        "transcripts",
+        ".json",
+        TRACE_EXCERPT_BYTES,
+    )
+    results = ParentResults(
+        parent_id=parent_id,
+        optimize=SuiteView.of(optimize),
+        failed_task_logs=logs,
+        failed_task_transcripts=traces,
+    )
     return results, {**texts, **trace_texts}
 
 
-def invalid_trials(packets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Why earlier trials were invalid, from their feedback packets."""
-    return [
-        {
-            "trial": p["trial"],
-            "failure_class": p.get("failure_class"),
-            "reasons": p.get("reasons") or [],
-            "error": p.get("error"),
-        }
-        for p in packets
-        if p.get("decision") == "invalid"
-    ]
-
-
 def write_feedback(
-    files: BundleFiles, trial_dir: Path, context: Path, results: dict, texts: dict[str, str]
+    files: BundleFiles,
+    trial_dir: Path,
+    context: Path,
+    results: ParentResults,
+    texts: dict[str, str],
 ) -> None:
     """Keep the parent's results and log excerpts in the bundle (`trials/NNN/feedback/`)
     and give them to the meta-agent (`.aie_bench_recursive/feedback/`)."""
-    text = json.dumps(redact(results), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(redact(results.model_dump()), indent=2, sort_keys=True) + "\n"
     files.text(trial_dir / "feedback" / "parent_results.json", text)
     (context / "feedback").mkdir(parents=True, exist_ok=True)
     (context / "feedback" / "parent_results.json").write_text(text)

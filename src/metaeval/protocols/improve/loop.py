@@ -22,16 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metaeval.agents.types import Limits
 from metaeval.engine.progress import StepProgress
 from metaeval.errors import MetaevalError, RetryableRunError
 from metaeval.protocols.improve.bundle import BundleFiles, open_bundle
-from metaeval.protocols.improve.feedback import (
-    meta_error,
-    parent_results,
-    task_rows,
-    write_feedback,
-)
+from metaeval.protocols.improve.feedback import meta_error, parent_results, write_feedback
 from metaeval.protocols.improve.gitops import (
     CONTEXT_DIR,
     TrialTree,
@@ -43,6 +37,7 @@ from metaeval.protocols.improve.meta_agents import apply_tool_menu
 from metaeval.protocols.improve.node_eval import NodeEvaluator
 from metaeval.protocols.improve.noise import BaselineNoise, measure_noise
 from metaeval.protocols.improve.optimizer_prompt import render_context, render_instruction
+from metaeval.protocols.improve.patch_verdict import Reason
 from metaeval.protocols.improve.plan import Plan
 from metaeval.protocols.improve.proposal import (
     Proposal,
@@ -59,19 +54,25 @@ from metaeval.protocols.improve.records import (
     TRIAL_RESULT,
     CandidateRef,
     FeedbackPacket,
+    Gate,
     LedgerEntry,
     MetaAgentRun,
     MetaOutput,
     NodeEval,
+    ParentRef,
     SelectionDecision,
+    SuiteSummary,
+    SuiteView,
+    ledger_entries,
     trial_path,
 )
 from metaeval.protocols.improve.search.final_pick import FINAL_SELECTION, final_pick
 from metaeval.protocols.improve.search.merge import merge_into, named_second_parent
 from metaeval.protocols.improve.search.policy import PARENT_CHOICE, ParentChoice, choose_parent
-from metaeval.protocols.improve.search.population import Node, population
+from metaeval.protocols.improve.search.population import Node, optimize_summary, population
 from metaeval.protocols.improve.search.rounds import rounds, run_round
 from metaeval.protocols.improve.selection import select
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import sealed_paths, target_visible_roots
 
@@ -108,21 +109,20 @@ class TrialLoop:
 
     # ----------------------------------------------------------------- state
 
-    def ledger(self) -> list[dict[str, Any]]:
+    def ledger(self) -> list[LedgerEntry]:
         """The trial ledger's entries (a torn last line from a kill is skipped)."""
-        return self.files.run.read(LEDGER_NAME, all_layers=True)
+        return ledger_entries(self.files.run.read(LEDGER_NAME, all_layers=True))
 
     def baseline(self) -> NodeEval:
         path = self.plan.bundle / BASELINE_EVAL
         if path.exists():
-            data = json.loads(path.read_text())
-            return NodeEval.model_validate(data)
+            return NodeEval.model_validate_json(path.read_bytes())
         node = self._evaluate_baseline("baseline", self.plan.bundle / "baseline_artifacts")
         if node.status == "evaluated":  # a failed baseline is tried again on resume
             self.files.json(path, node.model_dump())
         return node
 
-    def population(self, baseline: NodeEval, ledger: list[dict]) -> list[Node]:
+    def population(self, baseline: NodeEval, ledger: list[LedgerEntry]) -> list[Node]:
         """The baseline and every candidate of `ledger`, the pool parents are drawn from."""
         plan = self.plan
         scores = (baseline.optimize_score, baseline.held_out_score)
@@ -156,7 +156,7 @@ class TrialLoop:
 
     # ----------------------------------------------------------------- loop
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunSummary:
         """Run every trial not yet in the ledger; write the bundle summary files."""
         plan = self.plan
         run = open_bundle(plan)
@@ -182,7 +182,7 @@ class TrialLoop:
             noise = self.noise(baseline)
             self.margin = 0.0 if noise is None else noise.margin
             ledger = self.ledger()
-            done = {entry["trial"] for entry in ledger}
+            done = {entry.trial for entry in ledger}
             todo = [t for t in range(1, plan.trial_budget + 1) if t not in done]
             writer = run.plain_records(LEDGER_NAME)
             search = plan.search
@@ -190,14 +190,14 @@ class TrialLoop:
                 # a round: trials whose parents come from the ledger before it (recursive,
                 # one proposal per round: each trial's parent is the active parent)
                 for first, trials in rounds(todo, search.proposals_per_round):
-                    before = [e for e in ledger if e["trial"] < first]
+                    before = [e for e in ledger if e.trial < first]
                     nodes = self.population(baseline, before)
                     bodies = {t: self._trial_body(t, nodes, before) for t in trials}
                     workers = search.workers or search.proposals_per_round
                     results = run_round(bodies, workers)
                     for trial in trials:  # the ledger stays in trial order
                         entry = results[trial]
-                        writer.append(entry)
+                        writer.append(entry.model_dump(exclude_unset=True))
                         ledger.append(entry)
                         progress.advance(_trial_line(entry))
             return self.finalize(baseline, ledger)
@@ -206,14 +206,14 @@ class TrialLoop:
             run.close()
 
     def _trial_body(
-        self, trial: int, nodes: list[Node], ledger: list[dict]
-    ) -> Callable[[], dict[str, Any]]:
+        self, trial: int, nodes: list[Node], ledger: list[LedgerEntry]
+    ) -> Callable[[], LedgerEntry]:
         """The trial as a function of nothing: its parent chosen under the search policy."""
         plan = self.plan
         choice = choose_parent(plan.search.policy, nodes, trial, plan.search_seed)
         parent = next(n for n in nodes if n.id == choice.parent_id)
 
-        def body() -> dict[str, Any]:
+        def body() -> LedgerEntry:
             return self.run_trial(trial, parent.as_parent(), ledger, nodes, choice)
 
         return body
@@ -221,14 +221,14 @@ class TrialLoop:
     def run_trial(
         self,
         trial: int,
-        parent: dict[str, Any],
-        ledger: list[dict],
+        parent: ParentRef,
+        ledger: list[LedgerEntry],
         nodes: list[Node] | None = None,
         choice: ParentChoice | None = None,
-    ) -> dict[str, Any]:
+    ) -> LedgerEntry:
         plan = self.plan
         trial_dir = trial_path(plan.bundle, trial)
-        finished = _finished(trial_dir, parent["id"])
+        finished = _finished(trial_dir, parent.id)
         if finished is not None:  # finished before a kill, not yet in the ledger: adopt it
             return finished
         if trial_dir.exists():  # a killed attempt of this trial: redo it from scratch
@@ -237,7 +237,7 @@ class TrialLoop:
             self.files.json(trial_dir / PARENT_CHOICE, choice.model_dump(mode="json"))
         worktree = trial_dir / "optimizer-worktree"
         started = time.time()
-        tree = add_worktree(plan.repo, worktree, parent["commit"])
+        tree = add_worktree(plan.repo, worktree, parent.checkout)
         try:
             return self._trial_in_worktree(
                 trial, parent, ledger, trial_dir, tree, started, nodes or []
@@ -246,36 +246,31 @@ class TrialLoop:
             remove_worktree(plan.repo, worktree)
             shutil.rmtree(worktree, ignore_errors=True)
 
-    def _parent_optimize(self, parent: dict[str, Any]) -> dict[str, Any] | None:
+    def _parent_optimize(self, parent: ParentRef) -> SuiteSummary | None:
         """The active parent's optimize summary (per-task rows with their log files)."""
-        if "trial" in parent:
-            path = trial_path(self.plan.bundle, parent["trial"]) / CANDIDATE_EVAL
-        else:
-            path = self.plan.bundle / BASELINE_EVAL
-        try:
-            return json.loads(path.read_text()).get("optimize")
-        except (OSError, ValueError, AttributeError):
-            return None
+        if parent.trial is not None:
+            return optimize_summary(trial_path(self.plan.bundle, parent.trial) / CANDIDATE_EVAL)
+        return optimize_summary(self.plan.bundle / BASELINE_EVAL)
 
     def _trial_in_worktree(
         self,
         trial: int,
-        parent: dict,
-        ledger: list[dict],
+        parent: ParentRef,
+        ledger: list[LedgerEntry],
         trial_dir: Path,
         tree: TrialTree,
         started: float,
         nodes: list[Node],
-    ) -> dict[str, Any]:
+    ) -> LedgerEntry:
         """One trial: propose, validate, evaluate the commit, select; write its records."""
         plan = self.plan
         output = self._propose(trial, parent, ledger, trial_dir, tree, nodes)
         second, refused = self._second_parent(output, parent, nodes)
         merge = None
         if second is not None and second.commit:
-            first, other = parent["commit"], second.commit
+            first, other = parent.checkout, second.commit
             merge = lambda: merge_into(plan.repo, tree, first, other)  # noqa: E731
-        got = take_patch(output, tree, parent["id"], plan.boundary, merge)
+        got = take_patch(output, tree, parent.id, plan.boundary, merge)
         got.reasons[:0] = refused
         self.files.text(trial_dir / "candidate.patch", got.patch)
         candidate_id = f"trial-{trial:03d}"
@@ -295,20 +290,20 @@ class TrialLoop:
             if node is not None and not failure_class
             else None
         )
-        decision = gate["decision"] if gate is not None else "invalid"
+        decision = gate.decision if gate is not None else "invalid"
         self._write_decision(
             trial, parent, candidate_id, commit, got, node, gate, failure_class, second
         )
         result = LedgerEntry(
             trial=trial,
-            parent_id=parent["id"],
+            parent_id=parent.id,
             candidate_id=candidate_id,
             candidate_commit=commit,
             decision=decision,
             failure_class=failure_class,
             optimize_score=None if node is None else node.optimize_score,
             held_out_score=None if node is None else node.held_out_score,
-            task_failures=0 if node is None or node.optimize is None else node.optimize["failed"],
+            task_failures=0 if node is None or node.optimize is None else node.optimize.failed,
             meta_agent=MetaAgentRun(
                 status=output.status,
                 summary=output.summary,
@@ -319,27 +314,27 @@ class TrialLoop:
             patch_bytes=len(got.patch.encode()),
             wall_clock_s=round(time.time() - started, 3),
             second_parent_id=None if second is None else second.id,
-        ).model_dump(exclude=None if second else {"second_parent_id"})
-        self.files.json(trial_dir / TRIAL_RESULT, result)
+        )
+        self.files.json(trial_dir / TRIAL_RESULT, result.model_dump())
         self.trace_lines.append(
             f"trial {trial:03d}: {decision} ({failure_class or 'valid candidate'})"
         )
         return result
 
     def _second_parent(
-        self, output: MetaOutput, parent: dict[str, Any], nodes: list[Node]
-    ) -> tuple[Node | None, list[dict[str, Any]]]:
+        self, output: MetaOutput, parent: ParentRef, nodes: list[Node]
+    ) -> tuple[Node | None, list[Reason]]:
         """The second parent a proposal names (a merge), or why it cannot be one."""
         name = output.second_parent if output.status == "ok" else None
         if name is None:
             return None, []
         if self.plan.search.policy == "recursive":
             detail = f"names a second parent {name}; the recursive policy offers none"
-            return None, [{"code": "second_parent_not_offered", "detail": detail}]
+            return None, [Reason(code="second_parent_not_offered", detail=detail)]
         found = next((n for n in nodes if n.id == name and n.valid), None)
-        if found is None or found.id == parent["id"]:
+        if found is None or found.id == parent.id:
             detail = f"second parent {name} is not another valid candidate of the population"
-            return None, [{"code": "unknown_second_parent", "detail": detail}]
+            return None, [Reason(code="unknown_second_parent", detail=detail)]
         return found, []
 
     def _commit_and_evaluate(
@@ -361,8 +356,8 @@ class TrialLoop:
     def _propose(
         self,
         trial: int,
-        parent: dict,
-        ledger: list[dict],
+        parent: ParentRef,
+        ledger: list[LedgerEntry],
         trial_dir: Path,
         tree: TrialTree,
         nodes: list[Node],
@@ -370,10 +365,10 @@ class TrialLoop:
         """Write the trial's context into the worktree and the bundle; ask for a proposal."""
         plan = self.plan
         worktree = tree.path
-        results, log_texts = parent_results(plan.bundle, parent, self._parent_optimize(parent))
+        results, log_texts = parent_results(plan.bundle, parent.id, self._parent_optimize(parent))
         given = contract_input(plan, trial, parent, ledger, worktree, results)
         if plan.search.policy != "recursive":  # who a merge may name (no held-out score)
-            given["population"] = [n.offered() for n in nodes if n.valid]
+            given["population"] = [n.offered().model_dump() for n in nodes if n.valid]
         instruction = render_instruction(given)
         context = worktree / CONTEXT_DIR
         context.mkdir(exist_ok=True)
@@ -383,12 +378,7 @@ class TrialLoop:
         (context / "optimizer_instruction.md").write_text(instruction)
         self.files.json(trial_dir / "optimizer_input.json", given)
         self.files.text(trial_dir / "optimizer_instruction.md", instruction)
-        limits = Limits(
-            max_steps=plan.meta_max_steps,
-            time_limit_s=plan.meta_timeout_s,
-            max_tokens_per_step=1024,
-        )
-        output = propose_within(self.meta_agent, given, worktree, limits)
+        output = propose_within(self.meta_agent, given, worktree, plan.meta_limits)
         if output.second_parent is None:  # a lane that only edits names it in a file
             output.second_parent = named_second_parent(worktree)
         self.files.json(trial_dir / "optimizer_output.json", output.to_json())
@@ -401,19 +391,18 @@ class TrialLoop:
     def _write_decision(
         self,
         trial: int,
-        parent: dict[str, Any],
+        parent: ParentRef,
         candidate_id: str,
         commit: str | None,
         got: Proposal,
         node: NodeEval | None,
-        gate: dict[str, Any] | None,
+        gate: Gate | None,
         failure_class: str | None,
         second: Node | None = None,
     ) -> None:
         """selection_decision.json and feedback_packet.json of one trial."""
         folder = trial_path(self.plan.bundle, trial)
-        decision = gate["decision"] if gate is not None else "invalid"
-        merge = {} if second is None else {"second_parent": second.as_parent()}
+        decision = gate.decision if gate is not None else "invalid"
         selection = SelectionDecision(
             trial=trial,
             parent=parent,
@@ -423,18 +412,18 @@ class TrialLoop:
             reasons=got.reasons,
             gate=gate,
             left_out_of_patch=got.left_out,
-            **merge,
+            second_parent=None if second is None else second.as_parent(),
         )
         self.files.json(folder / SELECTION, selection.model_dump())
         feedback = FeedbackPacket(
             trial=trial,
-            parent_id=parent["id"],
+            parent_id=parent.id,
             decision=decision,
             failure_class=failure_class,
-            reasons=[r.get("detail") or r.get("code") for r in got.reasons],
-            optimize=None if node is None else task_rows(node.optimize),
+            reasons=[r.detail or r.code for r in got.reasons],
+            optimize=None if node is None else SuiteView.of(node.optimize),
             # the gate's state only (the decision implies it); held-out scores stay hidden
-            held_out_gate=None if gate is None else gate["held_out"]["state"],
+            held_out_gate=None if gate is None else gate.held_out.state,
             error=meta_error(node),
         )
         self.files.json(folder / FEEDBACK, feedback.model_dump())
@@ -453,7 +442,7 @@ class TrialLoop:
 
     # ----------------------------------------------------------------- summary
 
-    def finalize(self, baseline: NodeEval, ledger: list[dict]) -> dict[str, Any]:
+    def finalize(self, baseline: NodeEval, ledger: list[LedgerEntry]) -> RunSummary:
         from metaeval.protocols.improve.bundle import write_summary_files
 
         plan = self.plan
@@ -465,22 +454,21 @@ class TrialLoop:
         return write_summary_files(self.plan, baseline, ledger, self.files)
 
 
-def _trial_line(entry: dict[str, Any]) -> str:
+def _trial_line(entry: LedgerEntry) -> str:
     """'trial 001 (trial-001 from baseline): promoted, optimize 0.200' for progress output."""
-    text = f"trial {entry['trial']:03d} ({entry['candidate_id']} from {entry['parent_id']}): "
-    text += str(entry.get("decision"))
-    if entry.get("failure_class"):
-        text += f" [{entry['failure_class']}]"
-    if entry.get("optimize_score") is not None:
-        text += f", optimize {entry['optimize_score']:.3f}"
+    text = f"trial {entry.trial:03d} ({entry.candidate_id} from {entry.parent_id}): "
+    text += str(entry.decision)
+    if entry.failure_class:
+        text += f" [{entry.failure_class}]"
+    if entry.optimize_score is not None:
+        text += f", optimize {entry.optimize_score:.3f}"
     return text
 
 
-def _finished(trial_dir: Path, parent_id: str) -> dict[str, Any] | None:
+def _finished(trial_dir: Path, parent_id: str) -> LedgerEntry | None:
     """The trial's `trial_result.json` when a finished attempt from this parent wrote it."""
     try:
-        data = json.loads((trial_dir / TRIAL_RESULT).read_text())
-        entry = LedgerEntry.model_validate(data)
+        entry = LedgerEntry.model_validate_json((trial_dir / TRIAL_RESULT).read_bytes())
     except (OSError, ValueError):
         return None
-    return data if entry.parent_id == parent_id else None
+    return entry if entry.parent_id == parent_id else None

@@ -19,8 +19,8 @@ from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.feedback import keep_task_logs
 from metaeval.protocols.improve.image_pins import IMAGE_PINS, ImagePins
 from metaeval.protocols.improve.pact.launcher import LaunchError, launch
-from metaeval.protocols.improve.records import NodeEval
-from metaeval.protocols.improve.suite_eval import evaluate_suite
+from metaeval.protocols.improve.records import NodeEval, SuiteSummary, TargetUsage, TaskRow
+from metaeval.protocols.improve.suite_eval import SuiteResult, evaluate_suite
 from metaeval.protocols.improve.target_model import TargetModelService
 from metaeval.protocols.improve.target_runtime import EpisodeServer, LeasedClient, target_sandbox
 
@@ -31,33 +31,31 @@ if TYPE_CHECKING:
 SRC_DIR = Path(__file__).resolve().parents[3]  # .../src, so a target's PACT server finds metaeval
 
 
-def suite_summary(result: Any) -> dict[str, Any]:
-    outcomes = [
-        {
-            "task_id": o.task_id,
-            "status": o.status,
-            "reward": o.reward,
-            "steps": o.steps,
-            "reason": o.reason,
-            "backend": o.backend,
-            "image_id": o.image_id,
-            "usage": o.usage,
-        }
-        for o in result.outcomes
-    ]
-    return {
-        "score": result.score,
-        "passed": result.passed,
-        "failed": result.failed,
-        "infra_errors": result.infra_errors,
-        "target_errors": result.target_errors,
-        "tasks": outcomes,
-    }
+def suite_summary(result: SuiteResult) -> SuiteSummary:
+    """A suite's result as the bundle keeps it: score, counts, one row per task."""
+    return SuiteSummary(
+        score=result.score,
+        passed=result.passed,
+        failed=result.failed,
+        infra_errors=result.infra_errors,
+        target_errors=result.target_errors,
+        tasks=[
+            TaskRow(
+                task_id=o.task_id,
+                status=o.status,
+                reward=o.reward,
+                steps=o.steps,
+                reason=o.reason,
+                backend=o.backend,
+                image_id=o.image_id,
+                usage=o.usage,
+            )
+            for o in result.outcomes
+        ],
+    )
 
 
-def target_usage(
-    counted: dict[str, Any] | None, node: NodeEval, free: bool = False
-) -> dict[str, Any]:
+def target_usage(counted: TargetUsage | None, node: NodeEval, free: bool = False) -> TargetUsage:
     """The target's tokens and cost in one evaluation (retry included): the gateway's count
     when the harness's gateway served its model; otherwise (a local model server, a model the
     target loads itself, no model) the per-step usage the target reported over PACT, summed
@@ -66,25 +64,27 @@ def target_usage(
     else unknown."""
     if counted is not None:
         return counted
-    rows = [t for s in (node.optimize, node.held_out) if s for t in s.get("tasks", [])]
     totals = {"input_tokens": 0, "output_tokens": 0}
-    for row in rows:
-        usage = row.get("usage") or {}
+    for row in (t for s in node.suites() for t in s.tasks):
         for key in totals:
-            value = usage.get(key)
+            value = row.usage.get(key)
             totals[key] += value if isinstance(value, int) and value > 0 else 0
     used = totals["input_tokens"] + totals["output_tokens"]
-    cost = 0.0 if free or not used else None
-    return {"source": "target_reported", **totals, "cost_usd": cost}
+    return TargetUsage(
+        source="target_reported",
+        input_tokens=totals["input_tokens"],
+        output_tokens=totals["output_tokens"],
+        cost_usd=0.0 if free or not used else None,
+    )
 
 
 LOG_TAIL_LINES = 6
 
 
-def serve_failure(suites: list[dict[str, Any]], out_dir: Path, label: str) -> str:
+def serve_failure(suites: list[SuiteSummary], out_dir: Path, label: str) -> str:
     """Why a target failed to serve, for the console: the first target error's reason and
     the last lines of its server logs (already redacted when written)."""
-    reasons = [t["reason"] for s in suites for t in s["tasks"] if t["status"] == "target_error"]
+    reasons = [t.reason for s in suites for t in s.rows("target_error")]
     text = "target agent failed to serve"
     if reasons:
         text += f" ({len(reasons)} task(s); first: {reasons[0]})"
@@ -147,7 +147,7 @@ class NodeEvaluator:
                 env,
                 worktree,
                 out_dir / label,
-                plan.task_timeout_s,
+                plan.episode_limits.task_timeout_s,
                 self.sealed,
                 self.model_service.services(),
             )
@@ -176,7 +176,7 @@ class NodeEvaluator:
                 pool.put(server)
 
             def client_factory() -> LeasedClient:
-                return LeasedClient(pool, plan.task_timeout_s)
+                return LeasedClient(pool, plan.episode_limits.task_timeout_s)
 
         try:
             optimize = self._summary(
@@ -194,8 +194,8 @@ class NodeEvaluator:
 
     def _outcome(
         self,
-        optimize: dict[str, Any],
-        held: dict[str, Any] | None,
+        optimize: SuiteSummary,
+        held: SuiteSummary | None,
         out_dir: Path,
         label: str,
     ) -> NodeEval:
@@ -209,20 +209,15 @@ class NodeEvaluator:
                 held_out=held,
                 error="the target's model endpoint stopped answering during the evaluation",
             )
-        if any(s["target_errors"] for s in suites):
+        if any(s.target_errors for s in suites):
             return NodeEval(
                 status="broken",
                 optimize=optimize,
                 held_out=held,
                 error=serve_failure(suites, out_dir, label),
             )
-        unrun = [
-            f"{t['task_id']}: {t['reason']}"
-            for s in suites
-            for t in s["tasks"]
-            if t["status"] == "infra_error"
-        ]
-        if unrun or optimize["score"] is None:
+        unrun = [f"{t.task_id}: {t.reason}" for s in suites for t in s.rows("infra_error")]
+        if unrun or optimize.score is None:
             return NodeEval(
                 status="framework_failure",
                 optimize=optimize,
@@ -235,7 +230,7 @@ class NodeEvaluator:
 
     def _summary(
         self, tasks: list[Path], client_factory: Any, out_dir: Path, label: str, split: str
-    ) -> dict[str, Any]:
+    ) -> SuiteSummary:
         """Run one suite and summarise it; each task's test log and trace are kept under
         `<out_dir>/<label>-logs/<split>/` (redacted, capped), named in its task row."""
         result = self._run_suite(tasks, client_factory, out_dir / split)
@@ -244,15 +239,13 @@ class NodeEvaluator:
         keep_task_logs(self.files, self.plan.bundle, result, summary, log_dir)
         return summary
 
-    def _run_suite(self, tasks: list[Path], client_factory, work_root: Path):
+    def _run_suite(self, tasks: list[Path], client_factory: Any, work_root: Path) -> SuiteResult:
         plan = self.plan
         return evaluate_suite(
             tasks,
             client_factory,
             concurrency=plan.concurrency,
-            max_steps=plan.max_steps_per_task,
-            task_timeout_s=plan.task_timeout_s,
-            command_timeout_s=plan.command_timeout_s,
+            limits=plan.episode_limits,
             work_root=work_root,
             host_env=plan.host_env,
             sandbox=plan.sandbox,

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from metaeval.errors import RetryableRunError
-from metaeval.protocols.improve.records import NodeEval, Number
+from metaeval.protocols.improve.records import NodeEval, Number, TargetUsage
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.bundle import BundleFiles
@@ -98,7 +98,7 @@ def measure_noise(
     return noise
 
 
-def repeat_usages(bundle: Path) -> list[dict[str, Any] | None]:
+def repeat_usages(bundle: Path) -> list[TargetUsage | None]:
     """The target usage recorded by each baseline repeat written so far (counted in the
     bundle's target cost)."""
     usages = []

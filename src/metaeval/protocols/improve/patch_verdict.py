@@ -6,8 +6,9 @@ The meaning of every reason code is listed in `patch_check`'s docstring.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from metaeval.protocols.improve.diff_section import ChangeKind
 
@@ -32,9 +33,20 @@ REASON_CODES: tuple[str, ...] = (
 
 
 class Reason(BaseModel):
+    """Why a proposal is invalid: a code, the file it concerns (when one does) and a
+    sentence. `path` is written when it was given, even as None (the boundary check gives
+    it for every reason; a reason about the proposal as a whole has none)."""
+
     code: str
     path: str | None = None
     detail: str
+
+    @model_serializer(mode="wrap")
+    def _path_when_given(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if "path" not in self.model_fields_set and isinstance(data, dict):
+            data.pop("path", None)
+        return data
 
 
 class FileChange(BaseModel):

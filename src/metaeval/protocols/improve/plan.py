@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metaeval.agents.types import Limits
 from metaeval.errors import ConfigError
 from metaeval.protocols.improve.boundary import MutationBoundary, boundary_from_profile, narrow
 from metaeval.protocols.improve.config import TargetModelSettings
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
 from metaeval.protocols.improve.extension import extended_budget
 from metaeval.protocols.improve.profiles import SystemProfile
@@ -42,14 +44,19 @@ class Plan:
     selection_gate: str
     trial_budget: int
     step_timeout_s: float
-    max_steps_per_task: int = 10
-    task_timeout_s: float = 120.0
-    command_timeout_s: float = 30.0
+    # the bounds of each task's episode (the optimize suite config's budget)
+    episode_limits: EpisodeLimits = field(
+        default_factory=lambda: EpisodeLimits(
+            max_steps=10, task_timeout_s=120.0, command_timeout_s=30.0
+        )
+    )
     concurrency: int = 1
     host_env: tuple[str, ...] = ()  # host variables task.toml's env tables may read
     sandbox: str = "bwrap"  # where tasks run: bwrap, auto, docker, podman (episode_room)
-    meta_timeout_s: float = 600.0  # the meta-agent's wall clock per trial (SUT `timeout_s`)
-    meta_max_steps: int = 40  # the meta-agent's steps per trial (SUT `max_steps`)
+    # the meta-agent's steps and wall clock per trial (SUT `max_steps`, `timeout_s`)
+    meta_limits: Limits = field(
+        default_factory=lambda: Limits(max_steps=40, time_limit_s=600.0, max_tokens_per_step=1024)
+    )
     tool_menu: tuple[str, ...] = ()  # tools the meta-agent is offered; empty: all
     sut_config: str | None = None  # the SUT config file, for errors naming its fields
     documents: dict[str, Any] = field(default_factory=dict)  # bundle files written at start
@@ -187,14 +194,11 @@ def build_plan(
         selection_gate=held.selection_gate,
         trial_budget=budget or manifest.trial_budget,
         step_timeout_s=manifest.budget_step_timeout_s,
-        max_steps_per_task=resolved.target_budget.max_steps_per_task,
-        task_timeout_s=resolved.target_budget.task_timeout_s,
-        command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
+        episode_limits=_episode_limits(resolved.target_budget, optimize_config),
         concurrency=getattr(optimize_config, "concurrency", 1),
         host_env=tuple(dict.fromkeys(host_env)),
         sandbox=sandbox,
-        meta_timeout_s=min(sut.timeout_s, manifest.budget_step_timeout_s),
-        meta_max_steps=sut.max_steps,
+        meta_limits=_meta_limits(sut, manifest.budget_step_timeout_s),
         tool_menu=tuple(sut.tool_menu),
         sut_config=resolved.sut_source,
         documents=_documents(resolved, resolved_json, boundary),
@@ -205,6 +209,26 @@ def build_plan(
         noise_gate=manifest.noise_gate,
     )
     return plan, resolved
+
+
+def _episode_limits(target_budget: Any, optimize_config: Any) -> EpisodeLimits:
+    """Each task episode's bounds: the target budget's steps and time, the optimize suite
+    config's cap on one command."""
+    return EpisodeLimits(
+        max_steps=target_budget.max_steps_per_task,
+        task_timeout_s=target_budget.task_timeout_s,
+        command_timeout_s=getattr(optimize_config, "command_timeout_s", 30.0),
+    )
+
+
+def _meta_limits(sut: Any, step_timeout_s: float) -> Limits:
+    """The meta-agent's bounds per trial: the SUT config's steps and time (at most the
+    manifest's `budget_step_timeout_s`)."""
+    return Limits(
+        max_steps=sut.max_steps,
+        time_limit_s=min(sut.timeout_s, step_timeout_s),
+        max_tokens_per_step=1024,
+    )
 
 
 def _documents(

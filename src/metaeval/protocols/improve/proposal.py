@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaeval.agents.types import Limits
 from metaeval.protocols.improve.boundary import MutationBoundary
-from metaeval.protocols.improve.feedback import invalid_trials
+from metaeval.protocols.improve.feedback import ParentResults
 from metaeval.protocols.improve.gitops import (
     GitError,
     TrialTree,
@@ -29,15 +29,22 @@ from metaeval.protocols.improve.gitops import (
     tampered,
 )
 from metaeval.protocols.improve.patch_check import check_patch
-from metaeval.protocols.improve.patch_verdict import PatchVerdict
-from metaeval.protocols.improve.records import FEEDBACK, MetaOutput, trial_path
+from metaeval.protocols.improve.patch_verdict import PatchVerdict, Reason
+from metaeval.protocols.improve.records import (
+    FEEDBACK,
+    FeedbackPacket,
+    LedgerEntry,
+    MetaOutput,
+    ParentRef,
+    trial_path,
+)
 from metaeval.protocols.improve.search.merge import MergeConflict
 
 if TYPE_CHECKING:
     from metaeval.protocols.improve.plan import Plan
 
 
-def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[str, Any]]:
+def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[Reason]:
     """Boundary reasons for files the patch cannot carry that lie outside the mutable root.
 
     Python's own bytecode caches (files directly in a `__pycache__` directory) are exempt: an
@@ -45,12 +52,12 @@ def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[
     their source. None of these files reaches the evaluation, which runs from the commit.
     """
     return [
-        {
-            "code": "left_out_outside_boundary",
-            "path": path,
-            "detail": f"{path}: a file ignored by the target's .gitignore, outside the "
+        Reason(
+            code="left_out_outside_boundary",
+            path=path,
+            detail=f"{path}: a file ignored by the target's .gitignore, outside the "
             "mutation boundary (it cannot be part of the candidate)",
-        }
+        )
         for path in paths
         if not boundary.allows(path) and Path(path).parent.name != "__pycache__"
     ]
@@ -59,11 +66,11 @@ def left_out_reasons(paths: list[str], boundary: MutationBoundary) -> list[dict[
 def contract_input(
     plan: Plan,
     trial: int,
-    parent: dict[str, Any],
-    ledger: list[dict],
+    parent: ParentRef,
+    ledger: Sequence[LedgerEntry],
     worktree: Path,
-    results: dict[str, Any],
-) -> dict:
+    results: ParentResults,
+) -> dict[str, Any]:
     """The meta-agent's input for one trial (`optimizer_input.json`)."""
     root = worktree / (plan.boundary.mutable_root or ".")
     files = sorted(
@@ -71,19 +78,23 @@ def contract_input(
         for p in root.rglob("*")
         if p.is_file() and ".git" not in p.parts and "__pycache__" not in p.parts
     )
-    feedback = []
+    packets = []
     for entry in ledger:
-        packet = trial_path(plan.bundle, entry["trial"]) / FEEDBACK
-        if packet.exists():
-            feedback.append(json.loads(packet.read_text()))
+        path = trial_path(plan.bundle, entry.trial) / FEEDBACK
+        if path.exists():
+            packets.append(FeedbackPacket.model_validate_json(path.read_bytes()))
     return {
         "trial": trial,
         # what the meta-agent may know of its parent: never a held-out score
-        "parent": {k: parent[k] for k in ("id", "commit", "optimize_score")},
+        "parent": parent.model_dump(include={"id", "commit", "optimize_score"}),
         "target_state": {"mutable_root": plan.boundary.mutable_root, "files": files},
-        "feedback": feedback,
-        "parent_results": results,
-        "invalid_trials": invalid_trials(feedback),
+        "feedback": [p.model_dump(exclude_unset=True) for p in packets],
+        "parent_results": results.model_dump(),
+        "invalid_trials": [  # why earlier trials were invalid
+            p.model_dump(include={"trial", "failure_class", "reasons", "error"})
+            for p in packets
+            if p.decision == "invalid"
+        ],
         "boundary": json.loads(plan.boundary.to_json()),
         "remaining_budget": plan.trial_budget - trial + 1,
         "suites": {"optimize": [p.name for p in plan.optimize_tasks]},
@@ -141,7 +152,7 @@ class Proposal:
 
     patch: str = ""
     left_out: list[str] = field(default_factory=list)
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
     verdict: PatchVerdict | None = None
 
 
@@ -156,12 +167,12 @@ def take_patch(
     `merge` (a proposal naming a second parent) merges it into the tree before the diff."""
     got = Proposal()
     if output.status == "timeout":
-        got.reasons.append({"code": "meta_agent_timeout", "detail": output.error or "timeout"})
+        got.reasons.append(Reason(code="meta_agent_timeout", detail=output.error or "timeout"))
     elif output.status != "ok":
-        got.reasons.append({"code": "meta_agent_error", "detail": output.error or output.status})
+        got.reasons.append(Reason(code="meta_agent_error", detail=output.error or output.status))
     elif (tamper := tampered(tree)) is not None:
         # git is never run on this tree: its metadata is the meta-agent's, not the harness's
-        got.reasons.append({"code": "git_metadata_changed", "detail": tamper})
+        got.reasons.append(Reason(code="git_metadata_changed", detail=tamper))
     else:
         try:
             if output.patch is not None:
@@ -177,11 +188,11 @@ def take_patch(
             got.patch = candidate_diff(tree)
             got.left_out = left_out_files(tree)
         except MergeConflict as exc:
-            got.reasons.append({"code": "merge_conflict", "detail": str(exc)})
+            got.reasons.append(Reason(code="merge_conflict", detail=str(exc)))
         except (GitError, ValueError) as exc:
-            got.reasons.append({"code": "malformed_patch", "detail": str(exc)})
+            got.reasons.append(Reason(code="malformed_patch", detail=str(exc)))
     got.reasons += left_out_reasons(got.left_out, boundary)
     if not got.reasons:
         got.verdict = check_patch(got.patch, boundary, worktree=tree.path)
-        got.reasons += [r.model_dump() for r in got.verdict.reasons]
+        got.reasons += got.verdict.reasons
     return got

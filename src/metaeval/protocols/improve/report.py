@@ -31,13 +31,17 @@ from metaeval.protocols.improve.records import (
     FEEDBACK,
     SELECTION,
     FeedbackPacket,
+    Gate,
     LedgerEntry,
     NodeEval,
+    Number,
+    ParentRef,
     SelectionDecision,
     ledger_entries,
     trial_path,
 )
 from metaeval.protocols.improve.search.summary import search_items
+from metaeval.protocols.improve.summary_records import BestNode, RunSummary
 from metaeval.report.html import page_template, shared_css
 from metaeval.report.markdown import markdown_table, md_code, md_document, md_text
 
@@ -86,21 +90,20 @@ def gate_reason(entry: LedgerEntry, selection: SelectionDecision | None) -> str:
         return "invalid: the candidate was not evaluated because the meta-agent's output broke the contract"
     if failure in ("target_agent_failure", "evaluation_framework_failure"):
         return f"invalid ({failure.replace('_', ' ')}): no usable scores"
-    gate = (selection.gate if selection else None) or {}
-    optimize = gate.get("optimize") or {}
-    held = gate.get("held_out") or {}
-    cand, parent = optimize.get("candidate"), optimize.get("parent")
+    gate = (selection.gate if selection else None) or Gate(decision="")
+    optimize, held = gate.optimize, gate.held_out
+    cand, parent = optimize.candidate, optimize.parent
     parts = []
-    if optimize.get("strictly_better"):
+    if optimize.strictly_better:
         parts.append(f"optimize {score_text(cand)} is above the parent's {score_text(parent)}")
     else:
         parts.append(f"optimize {score_text(cand)} is not above the parent's {score_text(parent)}")
-    state = held.get("state")
-    gate_name = str(held.get("gate") or "").replace("_", " ")
+    state = held.state
+    gate_name = str(held.gate or "").replace("_", " ")
     if state in ("passed", "failed"):
         parts.append(
-            f"held-out gate '{gate_name}' {state} (candidate {score_text(held.get('candidate'))}, "
-            f"parent {score_text(held.get('parent'))})"
+            f"held-out gate '{gate_name}' {state} (candidate {score_text(held.candidate)}, "
+            f"parent {score_text(held.parent)})"
         )
     elif state == "unavailable":
         parts.append(
@@ -116,26 +119,19 @@ def _evidence(selection: SelectionDecision | None, evaluation: NodeEval | None) 
     """Evidence lines for the trial's failure class (or its failed tasks)."""
     lines: list[str] = []
     for reason in selection.reasons if selection else []:
-        where = f" ({reason['path']})" if reason.get("path") else ""
-        lines.append(f"{reason.get('code', 'reason')}{where}: {reason.get('detail', '')}".strip())
+        where = f" ({reason.path})" if reason.path else ""
+        lines.append(f"{reason.code}{where}: {reason.detail}".strip())
     if evaluation and evaluation.error:
         lines.append(f"evaluation {evaluation.status}: {evaluation.error}")
     for suite in ("optimize", "held_out"):
-        result = _suite_result(evaluation, suite)
-        for task in result.get("tasks") or []:
-            if task.get("status") != "passed":
+        result = evaluation.suite(suite) if evaluation else None
+        for task in result.tasks if result else []:
+            if task.status != "passed":
                 lines.append(
-                    f"{suite.replace('_', '-')} task {task.get('task_id')}: {task.get('status')}"
-                    + (f" ({task['reason']})" if task.get("reason") else "")
+                    f"{suite.replace('_', '-')} task {task.task_id}: {task.status}"
+                    + (f" ({task.reason})" if task.reason else "")
                 )
     return lines
-
-
-def _suite_result(evaluation: NodeEval | None, suite: str) -> dict[str, Any]:
-    """One suite's summary of an evaluation ({} when there is none)."""
-    if evaluation is None:
-        return {}
-    return (evaluation.optimize if suite == "optimize" else evaluation.held_out) or {}
 
 
 def trial_views(
@@ -184,27 +180,33 @@ def _suite_rows(
     baseline: NodeEval,
 ) -> list[dict[str, Any]]:
     """Per suite: the baseline's, the parent's and the candidate's score, and task counts."""
-    parent = (selection.parent if selection else None) or {}
+    parent = selection.parent if selection else None
     rows = []
     for key, label, base_score, score in (
         ("optimize", "optimize", baseline.optimize_score, entry.optimize_score),
         ("held_out", "held-out", baseline.held_out_score, entry.held_out_score),
     ):
-        result = _suite_result(evaluation, key)
-        if not result and score is None and base_score is None:
+        result = evaluation.suite(key) if evaluation else None
+        if result is None and score is None and base_score is None:
             continue
         rows.append(
             {
                 "suite": label,
                 "baseline": score_text(base_score),
-                "parent": score_text(parent.get(f"{key}_score")),
+                "parent": score_text(_parent_score(parent, key)),
                 "candidate": score_text(score),
-                "passed": result.get("passed", "n/a"),
-                "failed": result.get("failed", "n/a"),
-                "infra_errors": result.get("infra_errors", "n/a"),
+                "passed": "n/a" if result is None else result.passed,
+                "failed": "n/a" if result is None else result.failed,
+                "infra_errors": "n/a" if result is None else result.infra_errors,
             }
         )
     return rows
+
+
+def _parent_score(parent: ParentRef | None, suite: str) -> Number | None:
+    if parent is None:
+        return None
+    return parent.optimize_score if suite == "optimize" else parent.held_out_score
 
 
 def _changed_files(diff: str) -> list[str]:
@@ -221,81 +223,66 @@ def _changed_files(diff: str) -> list[str]:
 # pages
 
 
-def final_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The final promoted candidate, its gains and the meta-agent's and the target's cost
-    (bundles written before these were recorded have none)."""
-    final = summary.get("final")
+def final_items(summary: RunSummary) -> list[tuple[str, str]]:
+    """The final promoted candidate, its gains and the meta-agent's and the target's cost."""
+    final = summary.final
 
-    def gain(value: Any) -> str:
+    def gain(value: Number | None) -> str:
         return "n/a" if value is None else f"{value * 100:+.1f} pp"
 
-    items = []
-    if final is not None:
-        items.append(
-            (
-                "Final candidate",
-                f"{final['id']}: optimize {score_text(final['optimize_score'])} "
-                f"({gain(final['gain_optimize'])}), held-out "
-                f"{score_text(final['held_out_score'])} ({gain(final['gain_held_out'])})"
-                + (f"; picked by {final['chosen_by']}" if final.get("chosen_by") else ""),
-            )
-        )
-    if "meta_agent_cost_usd" in summary:
-        cost = summary["meta_agent_cost_usd"]
-        tokens = summary.get("meta_agent_tokens") or {}
-        items.append(
-            (
-                "Meta-agent cost",
-                ("unknown" if cost is None else f"${cost:.4f}")
-                + f", {tokens.get('input_tokens', 0)} input and "
-                f"{tokens.get('output_tokens', 0)} output tokens",
-            )
-        )
-    if "target_cost_usd" in summary:
-        cost = summary["target_cost_usd"]
-        tokens = summary.get("target_tokens") or {}
-        sources = ", ".join(summary.get("target_usage_sources") or []) or "none"
-        items.append(
-            (
-                "Target cost",
-                ("unknown" if cost is None else f"${cost:.4f}")
-                + f", {tokens.get('input_tokens', 0)} input and "
-                f"{tokens.get('output_tokens', 0)} output tokens (counted by: {sources})",
-            )
-        )
-    return items
+    def cost(value: Number | None) -> str:
+        return "unknown" if value is None else f"${value:.4f}"
+
+    meta, target = summary.meta_agent_tokens, summary.target_tokens
+    sources = ", ".join(summary.target_usage_sources) or "none"
+    return [
+        (
+            "Final candidate",
+            f"{final.id}: optimize {score_text(final.optimize_score)} "
+            f"({gain(final.gain_optimize)}), held-out "
+            f"{score_text(final.held_out_score)} ({gain(final.gain_held_out)})"
+            + (f"; picked by {final.chosen_by}" if final.chosen_by else ""),
+        ),
+        (
+            "Meta-agent cost",
+            f"{cost(summary.meta_agent_cost_usd)}, {meta.input_tokens} input and "
+            f"{meta.output_tokens} output tokens",
+        ),
+        (
+            "Target cost",
+            f"{cost(summary.target_cost_usd)}, {target.input_tokens} input and "
+            f"{target.output_tokens} output tokens (counted by: {sources})",
+        ),
+    ]
 
 
-def summary_items(run_id: str, summary: dict[str, Any]) -> list[tuple[str, str]]:
+def summary_items(run_id: str, summary: RunSummary) -> list[tuple[str, str]]:
     """(label, text) pairs for the run summary."""
-    base = summary["baseline"]
+    base = summary.baseline
 
-    def best(key: str) -> str:
-        item = summary.get(key)
-        return "none" if item is None else f"{item['id']} at {score_text(item['score'])}"
+    def best(item: BestNode | None) -> str:
+        return "none" if item is None else f"{item.id} at {score_text(item.score)}"
 
-    counts = summary.get("failure_classes") or {}
+    counts = summary.failure_classes
     failures = ", ".join(
         f"{c.replace('_', ' ')} {counts[c]}" for c in FAILURE_CLASSES if counts.get(c)
     )
     return [
         ("Run", run_id),
-        ("Baseline", f"{base['id']}: optimize {score_text(base['optimize_score'])}, held-out "
-         f"{score_text(base['held_out_score'])}"),
+        ("Baseline", f"{base.id}: optimize {score_text(base.optimize_score)}, held-out "
+         f"{score_text(base.held_out_score)}"),
         *final_items(summary),
         *search_items(summary),
-        ("Best on optimize (promoted)", best("best_optimize")),
-        ("Best held-out (promoted)", best("best_held_out")),
-        ("Trials", f"{summary['trials_consumed']} of {summary['trial_budget']}"),
-        ("Promotions", str(summary["promotions"])),
-        ("Valid candidates", str(summary["valid_candidates"])),
-        ("Invalid or broken", f"{summary['invalid_or_broken_trials']}" + (f" ({failures})" if failures else "")),
+        ("Best on optimize (promoted)", best(summary.best_optimize)),
+        ("Best held-out (promoted)", best(summary.best_held_out)),
+        ("Trials", f"{summary.trials_consumed} of {summary.trial_budget}"),
+        ("Promotions", str(summary.promotions)),
+        ("Valid candidates", str(summary.valid_candidates)),
+        ("Invalid or broken", f"{summary.invalid_or_broken_trials}" + (f" ({failures})" if failures else "")),
     ]  # fmt: skip
 
 
-def render_markdown(
-    run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]
-) -> str:
+def render_markdown(run_id: str, summary: RunSummary, nodes: list[dict], trials: list[dict]) -> str:
     """report.md: summary, the trial table, then one section per trial. Text from the bundle
     (the meta-agent's summary, reasons, evidence, file names) is shown as text (`md_text`,
     `md_code`), and the whole document passes `md_document`."""
@@ -355,7 +342,7 @@ def _trial_anchor(node: dict[str, Any]) -> str | None:
     return None if node.get("decision") == "baseline" else f"#{node['id']}"
 
 
-def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials: list[dict]) -> str:
+def render_html(run_id: str, summary: RunSummary, nodes: list[dict], trials: list[dict]) -> str:
     """report.html: one self-contained page in the shared report style."""
     template = page_template("metaeval.protocols.improve", "templates/report.html.j2")
     return template.render(
@@ -367,5 +354,5 @@ def render_html(run_id: str, summary: dict[str, Any], nodes: list[dict], trials:
         nodes=[{**n, "optimize": score_text(n["optimize_score"]), "held_out": score_text(n["held_out_score"])} for n in nodes],
         trials=trials,
         colours=COLOURS,
-        failure_counts=[(c, (summary.get("failure_classes") or {}).get(c, 0), FAILURE_MEANING[c]) for c in FAILURE_CLASSES],
+        failure_counts=[(c, summary.failure_classes.get(c, 0), FAILURE_MEANING[c]) for c in FAILURE_CLASSES],
     )  # fmt: skip

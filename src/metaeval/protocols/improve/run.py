@@ -26,6 +26,7 @@ from metaeval.protocols.improve.records import (
     NodeEval,
 )
 from metaeval.protocols.improve.suite_images import pull_suite_images
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.tasks.safe_files import irregular_entries
 from metaeval.tasks.safe_json import read_json
 
@@ -39,7 +40,7 @@ def run_experiment(
     sandbox: str | None = None,
     models: Mapping[str, str | None] | None = None,
     pull: str = "never",
-) -> dict[str, Any]:
+) -> RunSummary:
     """Run or resume the experiment; returns the benchmark-level summary (Section 3.5)."""
     plan, resolved = build_plan(manifest_path, output, budget, host_env, sandbox, models, pull)
     tasks = [*plan.optimize_tasks, *(plan.held_out_tasks or [])]

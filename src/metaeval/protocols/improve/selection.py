@@ -9,28 +9,27 @@ Under `noise_gate: above_spread` the optimize gain must also exceed the baseline
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from metaeval.protocols.improve.noise import above_margin
+from metaeval.protocols.improve.records import Gate, HeldOutGate, OptimizeGate, ParentRef
 
 if TYPE_CHECKING:
-    from metaeval.protocols.improve.node_eval import NodeEval
     from metaeval.protocols.improve.plan import Plan
+    from metaeval.protocols.improve.records import NodeEval
 
 
-def select(
-    plan: Plan, parent: dict[str, Any], node: NodeEval, margin: float = 0.0
-) -> dict[str, Any]:
+def select(plan: Plan, parent: ParentRef, node: NodeEval, margin: float = 0.0) -> Gate:
     """Strict improvement on optimize over the parent, by more than `margin` (the baseline's
     spread under `noise_gate: above_spread`, `noise`); held-out gates promotion if required."""
-    parent_opt = parent["optimize_score"] or 0.0
+    parent_opt = parent.optimize_score or 0.0
     better = node.optimize_score is not None and node.optimize_score > parent_opt
     if better and margin:
         better = above_margin((node.optimize_score or 0.0) - parent_opt, margin)
     held_state = "not_required"
     held_ok = True
     if plan.held_out_tasks:
-        cand, base = node.held_out_score, parent.get("held_out_score")
+        cand, base = node.held_out_score, parent.held_out_score
         if plan.selection_gate == "record_only" or not plan.held_out_required:
             held_state = "recorded"
         elif cand is None or base is None:
@@ -42,20 +41,19 @@ def select(
             held_ok = cand > base
             held_state = "passed" if held_ok else "failed"
     promoted = better and held_ok
-    optimize: dict[str, Any] = {
-        "parent": parent_opt,
-        "candidate": node.optimize_score,
-        "strictly_better": better,
-    }
-    if margin:
-        optimize["noise_margin"] = margin  # the gain had to exceed the baseline's spread
-    return {
-        "optimize": optimize,
-        "held_out": {
-            "gate": plan.selection_gate,
-            "state": held_state,
-            "parent": parent.get("held_out_score"),
-            "candidate": node.held_out_score,
-        },
-        "decision": "promoted" if promoted else "rejected",
-    }
+    return Gate(
+        optimize=OptimizeGate(
+            parent=parent_opt,
+            candidate=node.optimize_score,
+            strictly_better=better,
+            # the gain had to exceed the baseline's spread (written only then)
+            noise_margin=margin or None,
+        ),
+        held_out=HeldOutGate(
+            gate=plan.selection_gate,
+            state=held_state,
+            parent=parent.held_out_score,
+            candidate=node.held_out_score,
+        ),
+        decision="promoted" if promoted else "rejected",
+    )

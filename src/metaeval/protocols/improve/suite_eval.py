@@ -16,18 +16,13 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from metaeval.engine.executor import Executor, Job, JobOutcome, make_executor
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.protocols.improve.episode_room import DEFAULT_SANDBOX, check_sandbox
-from metaeval.protocols.improve.evaluate import (
-    DEFAULT_COMMAND_TIMEOUT_S,
-    DEFAULT_MAX_STEPS,
-    DEFAULT_TASK_TIMEOUT_S,
-    evaluate_task,
-)
+from metaeval.protocols.improve.evaluate import evaluate_task
 from metaeval.protocols.improve.image_pins import ImagePins
 from metaeval.protocols.improve.suites import SuiteConfig, suite_tasks
 from metaeval.protocols.improve.task_outcome import EpisodeClient, TaskOutcome, describe_error
@@ -83,11 +78,8 @@ def evaluate_suite(
     client_factory: Callable[[], EpisodeClient],
     *,
     concurrency: int = 1,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S,
-    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+    limits: EpisodeLimits | None = None,
     work_root: Path | None = None,
-    verifier_timeout_s: float | None = None,
     name: str = "",
     on_outcome: Callable[[TaskOutcome], None] | None = None,
     executor: Executor | None = None,
@@ -103,26 +95,24 @@ def evaluate_suite(
     with a `release()` method gets it called when its episode ends. A job the executor
     reports as failed (the harness crashed, a worker was lost) is an infra_error.
     `on_outcome` is called as each task finishes, in the executor's orchestrating thread.
-    `host_env`, `sandbox`, `pins`: see `evaluate_task`; without `pins` every task's image
-    is resolved once for this suite evaluation.
+    `limits`, `host_env`, `sandbox`, `pins`: see `evaluate_task`; without `pins` every
+    task's image is resolved once for this suite evaluation.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     started = time.monotonic()
-    settings = {
-        "max_steps": max_steps,
-        "task_timeout_s": task_timeout_s,
-        "command_timeout_s": command_timeout_s,
-        "work_root": work_root,
-        "verifier_timeout_s": verifier_timeout_s,
-        "host_env": tuple(host_env),
-        "sandbox": check_sandbox(sandbox),
-        "pins": pins if pins is not None else ImagePins(),
-    }
+    episode = functools.partial(
+        evaluate_task,
+        limits=limits or EpisodeLimits(),
+        work_root=work_root,
+        host_env=tuple(host_env),
+        sandbox=check_sandbox(sandbox),
+        pins=pins if pins is not None else ImagePins(),
+    )
     jobs = [
         Job(
             key=f"{index:05d}:{Path(task).name}",
-            fn=functools.partial(_episode_job, Path(task), client_factory, settings),
+            fn=functools.partial(_episode_job, Path(task), client_factory, episode),
             label=Path(task).name,
         )
         for index, task in enumerate(tasks)
@@ -155,7 +145,9 @@ def _job_outcome(done: JobOutcome) -> TaskOutcome:
 
 
 def _episode_job(
-    task: Path, client_factory: Callable[[], EpisodeClient], settings: dict[str, Any]
+    task: Path,
+    client_factory: Callable[[], EpisodeClient],
+    episode: Callable[[Path, EpisodeClient], TaskOutcome],
 ) -> TaskOutcome:
     """One executor job: get a client, run the episode, give the client back."""
     task_started = time.monotonic()
@@ -169,7 +161,7 @@ def _episode_job(
             duration_s=round(time.monotonic() - task_started, 3),
         )
     try:
-        return evaluate_task(task, client, **settings)
+        return episode(task, client)
     finally:
         release = getattr(client, "release", None)
         if callable(release):
@@ -189,11 +181,8 @@ def run_suite(
         suite_tasks(config),
         client_factory,
         concurrency=config.concurrency,
-        max_steps=config.max_steps_per_task,
-        task_timeout_s=config.task_timeout_s,
-        command_timeout_s=config.command_timeout_s,
+        limits=config.episode_limits(verifier_timeout_s),
         work_root=work_root,
-        verifier_timeout_s=verifier_timeout_s,
         name=config.name,
         on_outcome=on_outcome,
     )

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metaeval.config_files import load
 from metaeval.errors import ConfigError
+from metaeval.protocols.improve.episode_limits import EpisodeLimits
 from metaeval.records.names import name_problem
 
 MANIFEST = "suite.json"
@@ -73,6 +74,15 @@ class SuiteConfig(BaseModel):
     max_steps_per_task: int = Field(default=DEFAULT_STEPS, ge=1, le=MAX_STEPS)
     task_timeout_s: float = Field(default=DEFAULT_TASK_TIMEOUT_S, gt=0, le=MAX_SECONDS)
     command_timeout_s: float = Field(default=60.0, gt=0, le=MAX_SECONDS)
+
+    def episode_limits(self, verifier_timeout_s: float | None = None) -> EpisodeLimits:
+        """The bounds of each of this suite's episodes."""
+        return EpisodeLimits(
+            max_steps=self.max_steps_per_task,
+            task_timeout_s=self.task_timeout_s,
+            command_timeout_s=self.command_timeout_s,
+            verifier_timeout_s=verifier_timeout_s,
+        )
 
 
 def load_suite_config(path: Path) -> SuiteConfig:

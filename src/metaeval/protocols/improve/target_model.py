@@ -52,6 +52,7 @@ from metaeval.models.types import ModelRequest, ModelResult
 from metaeval.protocols.improve.config import TargetModelSettings
 from metaeval.protocols.improve.pact.launcher import RunningSystem, launch
 from metaeval.protocols.improve.profiles import SystemProfile
+from metaeval.protocols.improve.records import TargetUsage
 from metaeval.records.redact import redact_text
 
 LOCAL_PREFIX = "local/"
@@ -273,7 +274,7 @@ class TargetModelService:
             gateway = self._gateway
         return 0 if gateway is None else len(gateway.exchanges.records)
 
-    def usage_since(self, mark: int) -> dict[str, Any] | None:
+    def usage_since(self, mark: int) -> TargetUsage | None:
         """Tokens and cost of the target's model calls the gateway served after `mark`, as
         the gateway counted them (the provider's usage, else its own count), never as the
         target reports them; None when no gateway serves the target's model."""
@@ -284,13 +285,13 @@ class TargetModelService:
         records = gateway.exchanges.snapshot()[mark:]
         done = [r for r in records if r.get("kind") == "completion" and r.get("status") == 200]
         costs = [r.get("cost_usd") for r in done]
-        return {
-            "source": "gateway",
-            "calls": len(done),
-            "input_tokens": sum(int(r["usage"].get("input_tokens") or 0) for r in done),
-            "output_tokens": sum(int(r["usage"].get("output_tokens") or 0) for r in done),
-            "cost_usd": None if None in costs else round(sum(float(c) for c in costs), 6),
-        }
+        return TargetUsage(
+            source="gateway",
+            calls=len(done),
+            input_tokens=sum(int(r["usage"].get("input_tokens") or 0) for r in done),
+            output_tokens=sum(int(r["usage"].get("output_tokens") or 0) for r in done),
+            cost_usd=None if None in costs else round(sum(float(c) for c in costs), 6),
+        )
 
     def _socket_path(self) -> Path:
         """A fresh private directory's socket path (the lock is held)."""

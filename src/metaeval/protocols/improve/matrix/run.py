@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from metaeval.engine.executor import Job, JobFailed, JobOutcome, JobResources, make_executor
 from metaeval.errors import MetaevalError
 from metaeval.protocols.improve.matrix.cells import Cell, load_matrix, write_cell_manifests
 from metaeval.protocols.improve.matrix.report import CellRow, cell_row, write_report
 from metaeval.protocols.improve.records import LEDGER
+from metaeval.protocols.improve.summary_records import RunSummary
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ def plan_matrix(
                 trial_budget=plan.trial_budget,
                 trials_done=min(_trials_done(cell.bundle), plan.trial_budget),
                 baseline_repeats=plan.baseline_repeats,
-                meta_max_steps=plan.meta_max_steps,
-                max_steps_per_task=plan.max_steps_per_task,
+                meta_max_steps=plan.meta_limits.max_steps,
+                max_steps_per_task=plan.episode_limits.max_steps,
             )
         )
     return plans
@@ -119,7 +119,7 @@ def plan_text(plans: list[CellPlan]) -> str:
 
 def run_cell(
     manifest: Path, sandbox: str | None, host_env: tuple[str, ...], pull: str
-) -> dict[str, Any] | JobFailed:
+) -> RunSummary | JobFailed:
     """One cell: `improve run` of its manifest (resumes its bundle)."""
     from metaeval.protocols.improve.run import run_experiment
 

@@ -8,18 +8,31 @@ the final pick only and never offered to a meta-agent (`offered`).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from metaeval.protocols.improve.records import (
     BASELINE_EVAL,
     CANDIDATE_EVAL,
+    LedgerEntry,
+    NodeEval,
     Number,
+    ParentRef,
+    SuiteSummary,
     trial_path,
 )
+
+
+class Offered(BaseModel):
+    """What a meta-agent may see of a population member (never a held-out score)."""
+
+    id: str
+    commit: str | None
+    optimize_score: Number | None
+    passed_tasks: list[str]
 
 
 @dataclass(frozen=True)
@@ -36,37 +49,35 @@ class Node:
     valid: bool
     passed: frozenset[str]  # optimize tasks passed
 
-    def as_parent(self) -> dict[str, Any]:
+    def as_parent(self) -> ParentRef:
         """The parent record the trial loop and the selection gate read."""
-        parent: dict[str, Any] = {
-            "id": self.id,
-            "commit": self.commit,
-            "optimize_score": self.optimize_score,
-            "held_out_score": self.held_out_score,
-        }
-        if self.trial is not None:
-            parent["trial"] = self.trial
-        return parent
+        return ParentRef(
+            id=self.id,
+            commit=self.commit,
+            optimize_score=self.optimize_score,
+            held_out_score=self.held_out_score,
+            trial=self.trial,
+        )
 
-    def offered(self) -> dict[str, Any]:
+    def offered(self) -> Offered:
         """What a meta-agent may see of a population member (never a held-out score)."""
-        return {
-            "id": self.id,
-            "commit": self.commit,
-            "optimize_score": self.optimize_score,
-            "passed_tasks": sorted(self.passed),
-        }
+        return Offered(
+            id=self.id,
+            commit=self.commit,
+            optimize_score=self.optimize_score,
+            passed_tasks=sorted(self.passed),
+        )
 
 
-def _passed(summary: Mapping[str, Any] | None) -> frozenset[str]:
-    rows = (summary or {}).get("tasks") or []
-    return frozenset(str(r["task_id"]) for r in rows if r.get("status") == "passed")
+def _passed(summary: SuiteSummary | None) -> frozenset[str]:
+    return frozenset(t.task_id for t in summary.rows("passed")) if summary else frozenset()
 
 
-def _optimize_summary(path: Path) -> Mapping[str, Any] | None:
+def optimize_summary(path: Path) -> SuiteSummary | None:
+    """The optimize suite of the evaluation at `path` (None when it is missing or unreadable)."""
     try:
-        return json.loads(path.read_text()).get("optimize")
-    except (OSError, ValueError, AttributeError):
+        return NodeEval.model_validate_json(path.read_bytes()).optimize
+    except (OSError, ValueError):
         return None
 
 
@@ -75,7 +86,7 @@ def population(
     baseline_id: str,
     baseline_commit: str,
     baseline_scores: tuple[Number | None, Number | None],
-    ledger: Sequence[Mapping[str, Any]],
+    ledger: Sequence[LedgerEntry],
 ) -> list[Node]:
     """The baseline and every ledger entry as nodes, in trial order."""
     nodes = [
@@ -88,26 +99,23 @@ def population(
             parents=(),
             decision="baseline",
             valid=True,
-            passed=_passed(_optimize_summary(bundle / BASELINE_EVAL)),
+            passed=_passed(optimize_summary(bundle / BASELINE_EVAL)),
         )
     ]
     for entry in ledger:
-        valid = entry.get("failure_class") is None and entry.get("candidate_commit") is not None
-        second = entry.get("second_parent_id")
-        parents = (str(entry["parent_id"]),) + ((str(second),) if second else ())
-        trial = int(entry["trial"])
+        second = entry.second_parent_id
         nodes.append(
             Node(
-                id=str(entry["candidate_id"]),
-                commit=entry.get("candidate_commit"),
-                optimize_score=entry.get("optimize_score"),
-                held_out_score=entry.get("held_out_score"),
-                trial=trial,
-                parents=parents,
-                decision=str(entry.get("decision")),
-                valid=valid,
-                passed=_passed(_optimize_summary(trial_path(bundle, trial) / CANDIDATE_EVAL))
-                if valid
+                id=entry.candidate_id,
+                commit=entry.candidate_commit,
+                optimize_score=entry.optimize_score,
+                held_out_score=entry.held_out_score,
+                trial=entry.trial,
+                parents=(entry.parent_id, *((second,) if second else ())),
+                decision=str(entry.decision),
+                valid=entry.valid,
+                passed=_passed(optimize_summary(trial_path(bundle, entry.trial) / CANDIDATE_EVAL))
+                if entry.valid
                 else frozenset(),
             )
         )
@@ -123,4 +131,4 @@ def children(nodes: Sequence[Node]) -> dict[str, int]:
     return counts
 
 
-__all__ = ["Node", "children", "population"]
+__all__ = ["Node", "Offered", "children", "optimize_summary", "population"]

@@ -10,9 +10,11 @@ kill is adopted from its `trial_result.json`, not run again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TypeVar
 
 from metaeval.engine.executor import Job, JobOutcome, LocalExecutor
+
+R = TypeVar("R")
 
 
 def rounds(todo: Sequence[int], k: int) -> Iterator[tuple[int, list[int]]]:
@@ -24,18 +26,16 @@ def rounds(todo: Sequence[int], k: int) -> Iterator[tuple[int, list[int]]]:
         yield index * k + 1, by_round[index]
 
 
-def run_round(
-    bodies: dict[int, Callable[[], dict[str, Any]]], workers: int
-) -> dict[int, dict[str, Any]]:
+def run_round(bodies: dict[int, Callable[[], R]], workers: int) -> dict[int, R]:
     """Run one round's trial bodies, `workers` at a time, on the engine's local executor;
     their results by trial. One at a time they run in this thread (no executor). A trial
     that raised raises here, after the others have finished (their records are written)."""
     if workers <= 1 or len(bodies) <= 1:
         return {trial: body() for trial, body in sorted(bodies.items())}
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, R] = {}
     errors: dict[int, BaseException] = {}
 
-    def job(trial: int, body: Callable[[], dict[str, Any]]) -> Callable[[], None]:
+    def job(trial: int, body: Callable[[], R]) -> Callable[[], None]:
         def run() -> None:
             try:
                 results[trial] = body()

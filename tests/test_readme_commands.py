@@ -51,6 +51,7 @@ def test_setup_names_the_venv_and_journeys_come_in_order() -> None:
 
 
 @pytest.mark.bwrap
+@pytest.mark.timeout(1800)  # about 35 commands: 2-3 min alone, several times that on a busy machine
 def test_using_it_commands_run_as_written(tmp_path: Path) -> None:
     commands = readme_commands()
     start = commands.index("source .venv/bin/activate")

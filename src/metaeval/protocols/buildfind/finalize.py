@@ -12,12 +12,12 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.pair_sets import SPLIT, Reading
 from metaeval.protocols.buildfind.analysis.pair_sets import TABLE as PAIRS_TABLE
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, panel_notes
-from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
 from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
-from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
-from metaeval.protocols.buildfind.rows import read_rows, write_rows
-from metaeval.protocols.buildfind.view_evidence import view_layer
+from metaeval.protocols.buildfind.rows.extract import builds_table, rows_from_records
+from metaeval.protocols.buildfind.rows.table import read_rows, write_rows
+from metaeval.protocols.buildfind.tables.files import csv_unescaped, write_csv, write_parquet
+from metaeval.protocols.buildfind.views.evidence import view_layer
 from metaeval.records import RunDir
 
 RUN_COLUMNS = ["slice", "task", "builder", "build_trial", "finder", "find_trial"]
@@ -53,7 +53,7 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
 
 def _question_texts(run: RunDir) -> dict[object, str]:
     """(task, question id) -> question text, from the pack named in the run config."""
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.pack.load import load_pack
 
     pack_path = run.manifest.get("config", {}).get("pack")
     if not pack_path or not Path(pack_path).is_dir():
@@ -98,8 +98,8 @@ def write_outputs(
     tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
 ) -> list[Path]:
     """tables/ (CSV, Parquet, README) plus report.md and report.html."""
-    from metaeval.protocols.buildfind.report_pages import write_report
-    from metaeval.protocols.buildfind.tables import write_tables
+    from metaeval.protocols.buildfind.report.pages import write_report
+    from metaeval.protocols.buildfind.tables.write import write_tables
 
     out_dir.mkdir(parents=True, exist_ok=True)
     warnings = list(meta.get("warnings") or [])
@@ -265,7 +265,7 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
         "panels": config.get("panels", DEFAULT_PANELS),
         "find_pairs": run_find_pairs(config),
         "warnings": warnings,
-        "headline_left_out": left_out,  # report_headline.LEFT_OUT_KEY
+        "headline_left_out": left_out,  # report.headline.LEFT_OUT_KEY
     }
     tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
     failed = failed_cells(run)
@@ -384,7 +384,7 @@ def analyze_rows_file(
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
     per-view tables from released view rows, when given), with matched or cross panels;
     `seed0` seeds the bootstrap intervals (the config default when None)."""
-    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
+    from metaeval.protocols.buildfind.views.evidence import read_view_rows, view_tables
 
     rows = read_rows(path)
     tables = analyze_rows(rows, None, panels, seed0=seed0)

@@ -1,4 +1,4 @@
-"""Build-and-find task packs: validation and loading (the files' schema is `pack_schema`).
+"""Build-and-find task packs: validation and loading (the files' schema is `schema`).
 
 A pack is a directory with one sub-directory per task (`<pack>/<task_id>/`). Each task holds
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.config_files import field_path, parse_yaml
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack_schema import (
+from metaeval.protocols.buildfind.pack.schema import (
     SPEC_FILE,
     TASK_FILES,
     Pack,
@@ -189,7 +189,7 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
 def _expected_answers_ok(task: PackTask, out: _Collector) -> bool:
     """Whether the task's reference/expected_answers.yaml, when it has one, covers exactly
     its questions for every reference builder (a problem is recorded otherwise)."""
-    from metaeval.protocols.buildfind.expected_answers import (
+    from metaeval.protocols.buildfind.pack.expected_answers import (
         EXPECTED_ANSWERS_FILE,
         REFERENCE_DIR,
         load_expected_answers,

@@ -20,9 +20,8 @@ from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
 from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
-from metaeval.protocols.buildfind.finalize import HEADLINE, reference_finders
 from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
-from metaeval.protocols.buildfind.report.headline import why_na
+from metaeval.protocols.buildfind.report.headline import HEADLINE, reference_finders, why_na
 from metaeval.protocols.buildfind.tables.docs import TABLE_TITLES
 from metaeval.safe_text import csv_value
 from metaeval.tasks.safe_files import is_inside, read_regular, walk_tree

@@ -29,7 +29,8 @@ def run_counts_text(counts: dict) -> str:
 
 def print_findings(summary: dict) -> None:
     """The headline figures (named as in the report) and the self-labelling warning."""
-    from metaeval.protocols.buildfind.finalize import headline_text, self_label_warning
+    from metaeval.protocols.buildfind.finalize import self_label_warning
+    from metaeval.protocols.buildfind.report.headline import headline_text
 
     out.print(headline_text(summary), highlight=False)
     warning = self_label_warning(summary.get("self_labelled_finders") or [])

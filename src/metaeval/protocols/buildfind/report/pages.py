@@ -18,7 +18,6 @@ from markupsafe import Markup
 
 from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
 from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
-from metaeval.protocols.buildfind.finalize import HEADLINE
 from metaeval.protocols.buildfind.report.extra_sections import Section, extra_sections
 from metaeval.protocols.buildfind.report.figures import (
     NA,
@@ -30,6 +29,7 @@ from metaeval.protocols.buildfind.report.figures import (
 from metaeval.protocols.buildfind.report.figures_effort import effort_accuracy_entry
 from metaeval.protocols.buildfind.report.figures_paper import db_figure, robustness_figure
 from metaeval.protocols.buildfind.report.headline import (
+    HEADLINE,
     LEFT_OUT_KEY,
     headline_figures,
     headline_intro,

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from metaeval.agents.types import AgentResult, Limits, Task
-from metaeval.protocols.buildfind.answer_json import extract_answer_object
+from metaeval.protocols.buildfind.cells.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
 from metaeval.protocols.buildfind.config import AgentSpec
 from metaeval.protocols.buildfind.pack.schema import PackTask

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.config_files import field_path, parse_yaml
 from metaeval.errors import ConfigError
+from metaeval.examples import example_path
 from metaeval.protocols.buildfind.pack.schema import (
     SPEC_FILE,
     TASK_FILES,
@@ -363,11 +363,4 @@ def load_task(task_dir: str | Path, task_id: str | None = None) -> PackTask:
 
 def example_pack_dir() -> Path:
     """Path of examples/buildfind-pack, from the installed package or the source tree."""
-    candidates = [
-        Path(str(resources.files("metaeval"))) / "_examples" / "buildfind-pack",
-        Path(__file__).resolve().parents[4] / "examples" / "buildfind-pack",
-    ]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    raise ConfigError("example pack not found (examples/buildfind-pack)", file=str(candidates[-1]))
+    return example_path("buildfind-pack")

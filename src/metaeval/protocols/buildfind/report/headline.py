@@ -1,9 +1,9 @@
-"""The report's headline: each headline figure over all finders (the calibration cell that
-Table 1 and the claim map print) and over the scored finders (reference finders left out,
-as the CLI and summary.json quote it), each naming what it includes and why it is n/a.
+"""The headline figures: their computation (`headline`, behind summary.json, the CLI and the
+viewer) and the report's headline section, each figure over all finders (the calibration cell
+that Table 1 and the claim map print) and over the scored finders (reference finders left
+out, as the CLI and summary.json quote it), each naming what it includes and why it is n/a.
 
-Both values come from `headline` below, the computation behind summary.json and the CLI;
-the all-finder value is the calibration table's cell itself. A figure is n/a when no find run
+The all-finder value is the calibration table's cell itself. A figure is n/a when no find run
 of the finders it covers scored on its slice; the reason counts their failed cells
 (`failures.TABLE`) by kind.
 """

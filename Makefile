@@ -45,6 +45,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy  # src/, configured in pyproject.toml [tool.mypy]
+	$(PY) scripts/code_shape.py  # modules <= 700 lines, folders <= 20 modules, no cycle, no layer break
 
 bench: setup
 	$(PY) bench/orchestration_overhead.py

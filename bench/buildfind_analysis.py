@@ -32,7 +32,7 @@ from metaeval.protocols.buildfind.analysis.core import METRICS
 from metaeval.protocols.buildfind.analysis.coverage import coverage
 from metaeval.protocols.buildfind.analysis.effort import aels, cell_costs, rb_effort
 from metaeval.protocols.buildfind.analysis.suite import analyze
-from metaeval.protocols.buildfind.rows import COLUMNS, LABEL_SOURCES, LABELS, SLICES
+from metaeval.protocols.buildfind.rows.table import COLUMNS, LABEL_SOURCES, LABELS, SLICES
 
 PANELS = ("high", "low")
 MODELS = ("gpt5_5", "gpt5_4_mini", "opus_4_7", "sonnet_4_6", "mimo_v2_5_pro", "mimo_v2_5")

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from metaeval.protocols.buildfind.release import build_release
-from metaeval.protocols.buildfind.release_verify import verify_release
+from metaeval.protocols.buildfind.release.verify import verify_release
+from metaeval.protocols.buildfind.release.write import build_release
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "buildfind-reference.yaml"

@@ -16,7 +16,7 @@ import polars as pl
 
 from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY, SPLIT
 from metaeval.protocols.buildfind.analysis.suite import run_analysis
-from metaeval.protocols.buildfind.rows import conform
+from metaeval.protocols.buildfind.rows.table import conform
 
 MODELS = ("gpt5_5", "gpt5_4_mini", "opus_4_7", "sonnet_4_6", "mimo_v2_5_pro", "mimo_v2_5")
 AGENTS = [(f"{m}_{e}", m.split("_")[0], e) for m in MODELS for e in ("high", "low")]

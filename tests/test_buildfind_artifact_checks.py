@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from metaeval.protocols.buildfind.relaxed_probe import (
+from metaeval.protocols.buildfind.artifact.relaxed_probe import (
     NESTED_FAIL,
     NESTED_PASS,
     NESTED_TIMEOUT,
@@ -21,7 +21,7 @@ from metaeval.protocols.buildfind.relaxed_probe import (
     relaxed_probe,
     relaxed_probe_table,
 )
-from metaeval.protocols.buildfind.validation import leakage_scan
+from metaeval.protocols.buildfind.artifact.validation import leakage_scan
 
 # the root-level probe of a task whose project root is marked by proj.toml
 PROBE = "test -f proj.toml && python3 -m compileall -q ."

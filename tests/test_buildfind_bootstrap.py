@@ -17,9 +17,9 @@ import pytest
 
 from metaeval.protocols.buildfind.analysis.bootstrap import bootstrap_seed
 from metaeval.protocols.buildfind.finalize import analyze_rows
-from metaeval.protocols.buildfind.rows import conform
+from metaeval.protocols.buildfind.rows.table import conform
 from metaeval.protocols.buildfind.seeds import derive_seed
-from metaeval.protocols.buildfind.tables import write_tables
+from metaeval.protocols.buildfind.tables.write import write_tables
 
 BUILDERS = ["b1", "b2", "b3"]
 FINDERS = ["f1", "f2"]

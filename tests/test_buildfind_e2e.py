@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from kill_run import kill_after_lines
-from metaeval.protocols.buildfind.rows import read_rows
+from metaeval.protocols.buildfind.rows.table import read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "buildfind-reference.yaml"
@@ -174,7 +174,7 @@ def test_self_labelling_is_warned_and_summary_matches_tables(tmp_path):
 def test_every_column_of_every_written_table_is_documented(tmp_path):
     """A real run (plus a labelled evidence audit) writes every table the analysis makes;
     each column of each one is documented and nothing says otherwise."""
-    from metaeval.protocols.buildfind.table_docs import TABLE_DOCS, TABLE_TITLES, column_doc
+    from metaeval.protocols.buildfind.tables.docs import TABLE_DOCS, TABLE_TITLES, column_doc
 
     run_dir = tmp_path / "run"
     assert cli("buildfind", "run", str(CONFIG), "-o", str(run_dir)).returncode == 0

@@ -12,9 +12,10 @@ import polars as pl
 import pytest
 from matplotlib.figure import Figure
 
-from metaeval.protocols.buildfind import report_figures, report_figures_paper
-from metaeval.protocols.buildfind.report_figures import affinity_figure, drawn, kendall_figure
-from metaeval.protocols.buildfind.report_figures_paper import SLICE_LABELS, robustness_figure
+from metaeval.protocols.buildfind.report import figures as report_figures
+from metaeval.protocols.buildfind.report import figures_paper as report_figures_paper
+from metaeval.protocols.buildfind.report.figures import affinity_figure, drawn, kendall_figure
+from metaeval.protocols.buildfind.report.figures_paper import SLICE_LABELS, robustness_figure
 
 
 def _robustness() -> pl.DataFrame:

@@ -25,7 +25,7 @@ import yaml
 from metaeval.protocols.buildfind.analysis.pair_sets import ALL_PAIRS, PANEL_PAIRS, TABLE
 from metaeval.protocols.buildfind.analysis.panels import panel_notes
 from metaeval.protocols.buildfind.finalize import analyze_rows
-from metaeval.protocols.buildfind.rows import conform
+from metaeval.protocols.buildfind.rows.table import conform
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["openai", "anthropic", "mimo"]
@@ -399,11 +399,11 @@ def test_a_full_grid_release_verifies_and_an_older_one_is_recomputed_its_way(tmp
     if importlib.util.find_spec("mlcroissant") is None:
         pytest.skip("mlcroissant is not installed (extra `release`)")
     from metaeval.protocols.buildfind.analysis.pair_sets import LEGACY
-    from metaeval.protocols.buildfind.claims import claims, with_row_counts
     from metaeval.protocols.buildfind.finalize import mark_self_labelled, self_labelled_finders
-    from metaeval.protocols.buildfind.release import checksums
-    from metaeval.protocols.buildfind.release_verify import recompute
-    from metaeval.protocols.buildfind.tables import csv_ready
+    from metaeval.protocols.buildfind.release.verify import recompute
+    from metaeval.protocols.buildfind.release.write import checksums
+    from metaeval.protocols.buildfind.report.claims import claims, with_row_counts
+    from metaeval.protocols.buildfind.tables.write import csv_ready
 
     config = {
         "pack": str(ROOT / "examples" / "buildfind-pack"),
@@ -512,7 +512,7 @@ def test_restricted_view_tables_read_the_full_views_pair_sets(
     """A view that kept every file (its rows equal the full view's) compares like with like:
     pooled accuracy and finder recovery over every pair, R_b and G_task per panel, so every
     lift against the full view is zero and the counts are the full grid's."""
-    from metaeval.protocols.buildfind.view_evidence import view_tables
+    from metaeval.protocols.buildfind.views.evidence import view_tables
 
     rows = full_grid()
     view_rows = rows.filter(pl.col("slice") == "formal").with_columns(view=pl.lit("everything"))

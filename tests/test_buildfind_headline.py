@@ -7,8 +7,8 @@ import re
 import polars as pl
 import pytest
 
-from metaeval.protocols.buildfind.finalize import headline, reference_finders
-from metaeval.protocols.buildfind.report_pages import render_html, summary_items
+from metaeval.protocols.buildfind.report.headline import headline, reference_finders
+from metaeval.protocols.buildfind.report.pages import render_html, summary_items
 
 
 def run_accuracy() -> pl.DataFrame:

@@ -16,7 +16,7 @@ from metaeval.protocols.buildfind.labels import (
     review_queue,
 )
 from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
-from metaeval.protocols.buildfind.rows import COLUMNS, conform
+from metaeval.protocols.buildfind.rows.table import COLUMNS, conform
 
 BASE = ["base1", "base2"]
 

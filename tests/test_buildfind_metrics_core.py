@@ -15,7 +15,7 @@ from metaeval.protocols.buildfind.analysis.calibration import calibration, repea
 from metaeval.protocols.buildfind.analysis.coverage import coverage
 from metaeval.protocols.buildfind.analysis.effort import aels, cell_costs, rb_effort
 from metaeval.protocols.buildfind.analysis.suite import analyze
-from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform, empty_rows
+from metaeval.protocols.buildfind.rows.table import COLUMNS, SCHEMA, conform, empty_rows
 
 G, N, A, U = "implemented_gold", "implemented_non_gold", "absent_ambiguous", "unlabeled"
 

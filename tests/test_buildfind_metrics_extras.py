@@ -35,7 +35,7 @@ from metaeval.protocols.buildfind.analysis.subsets import (
 )
 from metaeval.protocols.buildfind.analysis.suite import analyze_extras
 from metaeval.protocols.buildfind.analysis.tokens import token_usage
-from metaeval.protocols.buildfind.rows import conform, empty_rows
+from metaeval.protocols.buildfind.rows.table import conform, empty_rows
 
 # ------------------------------------------------------------------------------------------
 # helpers

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack import (
+from metaeval.protocols.buildfind.pack.load import (
     PackError,
     Problem,
     example_pack_dir,
@@ -18,7 +18,7 @@ from metaeval.protocols.buildfind.pack import (
     load_task,
     validate_pack,
 )
-from metaeval.protocols.buildfind.pack_schema import OPTION_KEYS, Pack, Question
+from metaeval.protocols.buildfind.pack.schema import OPTION_KEYS, Pack, Question
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buildfind-pack"
 

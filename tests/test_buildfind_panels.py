@@ -13,7 +13,7 @@ import pytest
 
 from metaeval.protocols.buildfind.analysis.panels import OLD_ROWS_NOTE
 from metaeval.protocols.buildfind.finalize import analyze_rows, analyze_rows_file
-from metaeval.protocols.buildfind.rows import OPTIONAL, conform, read_rows
+from metaeval.protocols.buildfind.rows.table import OPTIONAL, conform, read_rows
 
 OLD_RECORDS = (
     Path(__file__).parent / "fixtures" / "old_format" / "buildfind" / "release" / "records"
@@ -181,7 +181,7 @@ def test_old_rows_follow_the_builder_effort_and_say_so(tmp_path: Path) -> None:
 
 
 def test_rows_say_which_agent_model_and_effort_produced_them() -> None:
-    from metaeval.protocols.buildfind.extract import rows_from_finds
+    from metaeval.protocols.buildfind.rows.extract import rows_from_finds
 
     config = {
         "builders": [{"name": "b", "agent": "codex", "model": "gpt-5.5", "effort": "high"}],

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from metaeval.protocols.buildfind.finalize import analyze_rows, write_outputs
-from metaeval.protocols.buildfind.rows import conform
+from metaeval.protocols.buildfind.rows.table import conform
 from test_buildfind_bootstrap import (
     BUILDERS,
     FINDERS,
@@ -214,7 +214,7 @@ def _hand_effort_accuracy() -> dict[str, list[tuple[str, float, float]]]:
 def test_effort_accuracy_points_equal_a_hand_computation(
     tables: dict[str, pl.DataFrame], tmp_path: Path
 ) -> None:
-    from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_points
+    from metaeval.protocols.buildfind.report.figures_effort import effort_accuracy_points
 
     want = _hand_effort_accuracy()
     got = effort_accuracy_points(tables["effort_accuracy"])

@@ -11,7 +11,7 @@ from metaeval.protocols.buildfind.analysis.paper_tables import (
     paper_table2,
     paper_table3,
 )
-from metaeval.protocols.buildfind.tables import undocumented_columns
+from metaeval.protocols.buildfind.tables.write import undocumented_columns
 
 
 def calibration() -> pl.DataFrame:

@@ -87,7 +87,7 @@ def test_the_runs_phases_plan_the_cells_counted_by_hand():
     import json
 
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.pack.load import load_pack
     from metaeval.protocols.buildfind.plan import build_phase, find_phase
     from metaeval.protocols.buildfind.records import BUILDS, FINDS, parse_build
 

@@ -16,9 +16,8 @@ import pytest
 from metaeval.agents.scripted import ScriptedAgent
 from metaeval.agents.types import Limits, Task
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack import load_pack
-from metaeval.protocols.buildfind.pack_schema import PackTask
-from metaeval.protocols.buildfind.reference_builders import (
+from metaeval.protocols.buildfind.pack.load import load_pack
+from metaeval.protocols.buildfind.pack.reference_builders import (
     REFERENCE_BUILDERS,
     gold_answer_map,
     load_expected_answers,
@@ -28,6 +27,7 @@ from metaeval.protocols.buildfind.reference_builders import (
     reference_files,
     reference_finder_answers,
 )
+from metaeval.protocols.buildfind.pack.schema import PackTask
 from metaeval.sandbox.workspace import Workspace
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buildfind-pack"

@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from kill_run import kill_after_lines
-from metaeval.protocols.buildfind.rows import COLUMNS, read_rows
+from metaeval.protocols.buildfind.rows.table import COLUMNS, read_rows
 from metaeval.sandbox.bwrap import bwrap_available
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -423,7 +423,7 @@ def _flip(path: Path, old: bytes, new: bytes) -> None:
 
 
 def _resum(root: Path) -> None:
-    from metaeval.protocols.buildfind.release import checksums
+    from metaeval.protocols.buildfind.release.write import checksums
 
     (root / "SHA256SUMS").write_text(checksums(root))
 
@@ -654,7 +654,7 @@ def test_a_view_changed_under_the_same_name_is_refused(view_run, tmp_path):
 
 
 def test_scrubber_replaces_whole_host_paths_longest_first(tmp_path, monkeypatch):
-    from metaeval.protocols.buildfind.release_scrub import Scrubber
+    from metaeval.protocols.buildfind.release.scrub import Scrubber
 
     home = tmp_path / "home"
     run_dir = home / "runs" / "x"

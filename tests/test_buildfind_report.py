@@ -10,10 +10,14 @@ import polars as pl
 import pytest
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.report_figures import affinity_figure, kendall_figure, rb_figure
-from metaeval.protocols.buildfind.report_pages import render_report, write_report
-from metaeval.protocols.buildfind.table_docs import TABLE_DOCS
-from metaeval.protocols.buildfind.tables import NOT_DOCUMENTED, undocumented_columns, write_tables
+from metaeval.protocols.buildfind.report.figures import affinity_figure, kendall_figure, rb_figure
+from metaeval.protocols.buildfind.report.pages import render_report, write_report
+from metaeval.protocols.buildfind.tables.docs import TABLE_DOCS
+from metaeval.protocols.buildfind.tables.write import (
+    NOT_DOCUMENTED,
+    undocumented_columns,
+    write_tables,
+)
 
 EVIL = "<b>x</b>"
 

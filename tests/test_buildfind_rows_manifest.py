@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from metaeval.protocols.buildfind.extract import rows_from_finds
-from metaeval.protocols.buildfind.rows import (
+from metaeval.protocols.buildfind.rows.extract import rows_from_finds
+from metaeval.protocols.buildfind.rows.table import (
     ADDED_COLUMNS,
     COLUMNS,
     file_columns,
@@ -102,7 +102,7 @@ def test_rows_written_before_a_column_group_read_as_null(tmp_path: Path, suffix:
 def test_a_released_file_lacking_part_of_a_group_is_refused(tmp_path: Path) -> None:
     """`verify-release` (check_rows_columns) refuses a rows file with a column removed; reading
     the rows for analysis accepts it (a hand-made table may hold some optional columns)."""
-    from metaeval.protocols.buildfind.release_verify import check_rows_columns
+    from metaeval.protocols.buildfind.release.verify import check_rows_columns
 
     data = tmp_path / "data"
     data.mkdir()

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from metaeval.errors import ConfigError
+from metaeval.protocols.buildfind.artifact.validation import leakage_scan, structure
 from metaeval.protocols.buildfind.cells.find import answers_status, parse_answers
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.buildfind.records import logical_view
 from metaeval.protocols.buildfind.seeds import derive_seed, deshuffle, permutation, shuffle_options
-from metaeval.protocols.buildfind.validation import leakage_scan, structure
 
 
 def q(qid: str, gold: str, options: dict[str, str] | None = None):

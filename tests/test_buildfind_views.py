@@ -11,7 +11,7 @@ from metaeval.agents.scripted import ScriptedAgent
 from metaeval.agents.types import Limits, Task
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.config import load_config
-from metaeval.protocols.buildfind.view_specs import PRESETS, ViewSpec, restricted_clone
+from metaeval.protocols.buildfind.views.specs import PRESETS, ViewSpec, restricted_clone
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.sandbox.workspace import Workspace
 

@@ -14,7 +14,7 @@ import pytest
 from metaeval.demo.labels import expected_label, label_from_expected_answers
 from metaeval.protocols.buildfind.config import load_config
 from metaeval.protocols.buildfind.finalize import finalize_run, run_and_finalize
-from metaeval.protocols.buildfind.rows import read_rows
+from metaeval.protocols.buildfind.rows.table import read_rows
 from metaeval.protocols.buildfind.run import open_existing
 
 ROOT = Path(__file__).resolve().parents[1]

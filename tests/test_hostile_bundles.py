@@ -80,7 +80,7 @@ def copy_of(release: Path, tmp_path: Path) -> Path:
 
 def resum(root: Path) -> None:
     """Rewrite SHA256SUMS so only the planted change is left to find."""
-    from metaeval.protocols.buildfind.release import checksums
+    from metaeval.protocols.buildfind.release.write import checksums
 
     (root / "SHA256SUMS").write_text(checksums(root))
 
@@ -183,7 +183,7 @@ HASH_PROBE = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from metaeval.protocols.buildfind.release_integrity import check_checksums
+    from metaeval.protocols.buildfind.release.integrity import check_checksums
     print(check_checksums(Path(sys.argv[1])))
     # VmHWM: this process's own peak (ru_maxrss would carry the forking parent's peak over
     # exec, so a test run that had grown large would fail this check by inheritance)

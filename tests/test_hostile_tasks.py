@@ -32,7 +32,7 @@ from metaeval.protocols.audit.run import AuditRun
 from metaeval.protocols.audit.settings import AuditSettings
 from metaeval.protocols.audit.static_checks import run_static_checks_report
 from metaeval.protocols.audit.task_view import load_task
-from metaeval.protocols.buildfind.pack import validate_pack
+from metaeval.protocols.buildfind.pack.load import validate_pack
 from metaeval.sandbox import bwrap as bwrap_mod
 from metaeval.sandbox.bwrap import bwrap_available
 from metaeval.tasks.harbor_root import seed_app

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from metaeval.protocols.buildfind.release_scrub import Scrubber
+from metaeval.protocols.buildfind.release.scrub import Scrubber
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "examples" / "buildfind-reference.yaml"

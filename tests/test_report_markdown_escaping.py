@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from metaeval.protocols.buildfind.report_pages import render_markdown as buildfind_markdown
+from metaeval.protocols.buildfind.report.pages import render_markdown as buildfind_markdown
 from metaeval.protocols.improve.report import render_markdown as improve_markdown
 from metaeval.report.markdown import md_document, md_fence
 from test_untrusted_text import HTML, OSC52, RENDERER_TAGS, rendered_tags

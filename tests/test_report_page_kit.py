@@ -54,7 +54,7 @@ def test_a_name_without_its_package_is_not_found(package: str) -> None:
 
 def test_the_three_static_reports_render_from_the_one_kit() -> None:
     from metaeval.protocols.audit.report import html_template
-    from metaeval.protocols.buildfind.report_pages import HTML_TEMPLATE, TEMPLATE_PACKAGE
+    from metaeval.protocols.buildfind.report.pages import HTML_TEMPLATE, TEMPLATE_PACKAGE
 
     assert html_template().environment is page_kit()
     assert page_template(TEMPLATE_PACKAGE, HTML_TEMPLATE).environment is page_kit()

@@ -308,7 +308,7 @@ def test_review_csv_and_tables_are_not_written_through_linked_folders(
 ) -> None:
     from metaeval.protocols.buildfind.labels import REVIEW_COLUMNS
     from metaeval.protocols.buildfind.review_csv import write_review_csv
-    from metaeval.protocols.buildfind.tables import write_tables
+    from metaeval.protocols.buildfind.tables.write import write_tables
 
     run = tmp_path / "run"
     run.mkdir()

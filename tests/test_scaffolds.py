@@ -18,8 +18,8 @@ from metaeval.protocols.audit.gold import load_gold
 from metaeval.protocols.audit.scaffold import FILES as AUDIT_FILES
 from metaeval.protocols.audit.task_view import load_benchmark
 from metaeval.protocols.buildfind.config import load_config
-from metaeval.protocols.buildfind.pack import load_pack
-from metaeval.protocols.buildfind.scaffold import FILES as BF_FILES
+from metaeval.protocols.buildfind.pack.load import load_pack
+from metaeval.protocols.buildfind.pack.scaffold import FILES as BF_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "docs" / "schemas"

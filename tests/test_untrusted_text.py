@@ -261,8 +261,8 @@ def _rows_records() -> list[dict]:
 
 
 def test_rows_and_tables_csv_quote_formulas_and_read_back(tmp_path: Path) -> None:
-    from metaeval.protocols.buildfind.rows import conform, read_rows, write_rows
-    from metaeval.protocols.buildfind.tables import write_tables
+    from metaeval.protocols.buildfind.rows.table import conform, read_rows, write_rows
+    from metaeval.protocols.buildfind.tables.write import write_tables
 
     rows = conform(pl.DataFrame(_rows_records()))
     parquet, csv = write_rows(rows, tmp_path)

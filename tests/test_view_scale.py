@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from metaeval.protocols.buildfind.frame_files import write_parquet
-from metaeval.protocols.buildfind.rows import SCHEMA
+from metaeval.protocols.buildfind.rows.table import SCHEMA
+from metaeval.protocols.buildfind.tables.files import write_parquet
 from metaeval.records import RunDir
 from test_view import start_viewer, stop
 

@@ -11,8 +11,8 @@ import polars as pl
 from metaeval.protocols.buildfind.agents import REFERENCE_PREFIX
 from metaeval.protocols.buildfind.config import RunConfig
 from metaeval.protocols.buildfind.finalize import LABELS_DIR, REVIEW_CSV
-from metaeval.protocols.buildfind.pack import load_pack
-from metaeval.protocols.buildfind.reference_builders import load_expected_answers
+from metaeval.protocols.buildfind.pack.load import load_pack
+from metaeval.protocols.buildfind.pack.reference_builders import load_expected_answers
 from metaeval.protocols.buildfind.review_csv import read_review_csv, write_review_csv
 
 REVIEWER = "expected_answers.yaml"

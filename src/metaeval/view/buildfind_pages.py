@@ -20,10 +20,9 @@ from metaeval.agents.effort import compute_effort
 from metaeval.agents.types import TranscriptEvent
 from metaeval.errors import MetaevalError
 from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
-from metaeval.protocols.buildfind.finalize import HEADLINE, reference_finders
 from metaeval.protocols.buildfind.records import BUILD_KEY, BUILDS, FIND_KEY, FINDS, logical_view
-from metaeval.protocols.buildfind.report_headline import why_na
-from metaeval.protocols.buildfind.table_docs import TABLE_TITLES
+from metaeval.protocols.buildfind.report.headline import HEADLINE, reference_finders, why_na
+from metaeval.protocols.buildfind.tables.docs import TABLE_TITLES
 from metaeval.safe_text import csv_value
 from metaeval.tasks.safe_files import is_inside, read_regular, walk_tree
 from metaeval.view.runs import Run
@@ -196,8 +195,8 @@ def short_headline(run: Run) -> str:
 def _rows(run: Run) -> Any:
     """The question rows: the labelled table the run wrote, else rows made from the records
     (unlabelled: every question scored)."""
-    from metaeval.protocols.buildfind.extract import rows_from_finds
-    from metaeval.protocols.buildfind.rows import read_rows
+    from metaeval.protocols.buildfind.rows.extract import rows_from_finds
+    from metaeval.protocols.buildfind.rows.table import read_rows
 
     for path in (run.path / "question_rows.parquet", run.path / "data" / "question_rows.parquet"):
         if path.is_file():

@@ -25,7 +25,7 @@ def make_agent(spec: AgentSpec, role: str):
             raise ConfigError(
                 "reference builders can only build", field=f"{role}s.{spec.name}.agent"
             )
-        from metaeval.protocols.buildfind.reference_builders import (
+        from metaeval.protocols.buildfind.pack.reference_builders import (
             REFERENCE_BUILDERS,
             reference_agent,
         )

@@ -10,7 +10,7 @@ import typer
 from metaeval.cli_options import MaxConnections, ModelArgs, ModelBaseUrl, ModelTimeout
 from metaeval.console import make_console
 from metaeval.exit_codes import CellFailure, report_failures
-from metaeval.protocols.buildfind.scaffold import init_cmd
+from metaeval.protocols.buildfind.pack.scaffold import init_cmd
 
 buildfind_app = typer.Typer(
     help="Build-and-find: can agents recover a repository's intended design?", no_args_is_help=True
@@ -29,7 +29,8 @@ def run_counts_text(counts: dict) -> str:
 
 def print_findings(summary: dict) -> None:
     """The headline figures (named as in the report) and the self-labelling warning."""
-    from metaeval.protocols.buildfind.finalize import headline_text, self_label_warning
+    from metaeval.protocols.buildfind.finalize import self_label_warning
+    from metaeval.protocols.buildfind.report.headline import headline_text
 
     out.print(headline_text(summary), highlight=False)
     warning = self_label_warning(summary.get("self_labelled_finders") or [])
@@ -40,13 +41,13 @@ def print_findings(summary: dict) -> None:
 @buildfind_app.command("validate")
 def validate_cmd(pack: Annotated[Path, typer.Argument(help="A task pack directory.")]) -> None:
     """Check a task pack; every problem is reported with its file and field."""
-    from metaeval.protocols.buildfind.pack import format_problems, validate_pack
+    from metaeval.protocols.buildfind.pack.load import format_problems, validate_pack
 
     problems = validate_pack(pack)
     if problems:
         out.print(format_problems(problems), markup=False, highlight=False)
         raise typer.Exit(1)
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.pack.load import load_pack
 
     tasks = load_pack(pack).tasks.values()
     items = sum(len(t.spec.items) for t in tasks)
@@ -69,7 +70,7 @@ def plan_cmd(
     from metaeval.models.pricing import load_price_table, price_table
     from metaeval.protocols.buildfind.agents import make_agent
     from metaeval.protocols.buildfind.config import load_config
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.pack.load import load_pack
     from metaeval.protocols.buildfind.plan import plan_lines, plan_run
     from metaeval.protocols.buildfind.plan_cost import estimate_cost, estimate_lines
 
@@ -275,7 +276,7 @@ def release_cmd(
 ) -> None:
     """Package a run: pack, artifacts, records, rows, tables, reports, labels, claim-evidence
     map, licences, checksums and Croissant metadata; secrets and host paths scrubbed."""
-    from metaeval.protocols.buildfind.release import build_release
+    from metaeval.protocols.buildfind.release.write import build_release
 
     made = build_release(run_dir, output, archive=archive)
     out.print(f"release: {made.path} ({made.files} files)")
@@ -291,7 +292,7 @@ def verify_release_cmd(
 ) -> None:
     """Recompute every table from the released rows and check checksums, claims and the
     Croissant metadata; exit 0 only when everything holds."""
-    from metaeval.protocols.buildfind.release_verify import verify_release
+    from metaeval.protocols.buildfind.release.verify import verify_release
 
     problems = verify_release(release)
     if problems:

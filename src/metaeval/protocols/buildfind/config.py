@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from metaeval.config_files import read_mapping, validate
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
-from metaeval.protocols.buildfind.view_specs import ViewSpec, resolve_view
+from metaeval.protocols.buildfind.views.specs import ViewSpec, resolve_view
 from metaeval.records.names import SafeName
 
 Control = Literal["question_only", "spec_only"]

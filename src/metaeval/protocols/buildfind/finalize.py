@@ -12,12 +12,13 @@ from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.pair_sets import SPLIT, Reading
 from metaeval.protocols.buildfind.analysis.pair_sets import TABLE as PAIRS_TABLE
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, panel_notes
-from metaeval.protocols.buildfind.extract import builds_table, rows_from_records
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
 from metaeval.protocols.buildfind.failures import failed_cells, failure_counts
-from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
-from metaeval.protocols.buildfind.rows import read_rows, write_rows
-from metaeval.protocols.buildfind.view_evidence import view_layer
+from metaeval.protocols.buildfind.report.headline import HEADLINE, headline, reference_finders
+from metaeval.protocols.buildfind.rows.extract import builds_table, rows_from_records
+from metaeval.protocols.buildfind.rows.table import read_rows, write_rows
+from metaeval.protocols.buildfind.tables.files import csv_unescaped, write_csv, write_parquet
+from metaeval.protocols.buildfind.views.evidence import view_layer
 from metaeval.records import RunDir
 
 RUN_COLUMNS = ["slice", "task", "builder", "build_trial", "finder", "find_trial"]
@@ -53,7 +54,7 @@ def label_rows(run: RunDir, rows: pl.DataFrame, base_finders: list[str]) -> pl.D
 
 def _question_texts(run: RunDir) -> dict[object, str]:
     """(task, question id) -> question text, from the pack named in the run config."""
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.pack.load import load_pack
 
     pack_path = run.manifest.get("config", {}).get("pack")
     if not pack_path or not Path(pack_path).is_dir():
@@ -98,8 +99,8 @@ def write_outputs(
     tables: dict[str, pl.DataFrame], meta: dict[str, Any], out_dir: Path
 ) -> list[Path]:
     """tables/ (CSV, Parquet, README) plus report.md and report.html."""
-    from metaeval.protocols.buildfind.report_pages import write_report
-    from metaeval.protocols.buildfind.tables import write_tables
+    from metaeval.protocols.buildfind.report.pages import write_report
+    from metaeval.protocols.buildfind.tables.write import write_tables
 
     out_dir.mkdir(parents=True, exist_ok=True)
     warnings = list(meta.get("warnings") or [])
@@ -133,76 +134,6 @@ def self_label_warning(finders: list[str]) -> str | None:
         f"formal recovery is correct by construction on every prelabelled question. Use "
         f"independent base_finders or fill labels/{REVIEW_CSV} by hand."
     )
-
-
-HEADLINE = {
-    "formal_recovery": ("compile_pass", "formal recovery"),
-    "question_only_accuracy": ("question_only", "question-only accuracy"),
-    "spec_only_accuracy": ("spec_only", "spec-only accuracy"),
-}
-"""Summary key -> (calibration-table slice, name shown everywhere). The CLI, the report and
-summary.json quote the calibration table's pooled (task "all") accuracy under these names."""
-
-
-REFERENCE_FINDER_PREFIX = "reference"
-"""A finder whose agent starts with this answers from the pack's expected answers: right by
-construction, so it is kept out of the headline (its rows stay in every table)."""
-
-
-def reference_finders(config: dict[str, Any]) -> list[str]:
-    """Names of the configured finders whose agent is a reference (scripted) finder."""
-    return sorted(
-        str(f["name"])
-        for f in config.get("finders", [])
-        if str(f.get("agent", "")).startswith(REFERENCE_FINDER_PREFIX)
-    )
-
-
-def headline(
-    tables: dict[str, pl.DataFrame], left_out: Sequence[str] = ()
-) -> dict[str, float | None]:
-    """The pooled accuracies of the calibration table, keyed as in `HEADLINE`. When finders
-    are `left_out` (reference finders beside scored ones), the same mean of per-run Eq. 1
-    accuracy is taken over the other finders' runs of `run_accuracy`."""
-    runs = tables.get("run_accuracy")
-    if left_out and runs is not None and runs.height:
-        scored = runs.filter(~pl.col("finder").is_in(list(left_out)))
-        if scored.height:
-            return _headline_from_runs(scored)
-    calibration = tables.get("calibration")
-    out: dict[str, float | None] = {}
-    for key, (slice_name, _) in HEADLINE.items():
-        value = None
-        if calibration is not None and calibration.height:
-            hit = calibration.filter((pl.col("slice") == slice_name) & (pl.col("task") == "all"))
-            if hit.height:
-                value = hit.get_column("accuracy").item()
-        out[key] = value
-    return out
-
-
-def _headline_from_runs(runs: pl.DataFrame) -> dict[str, float | None]:
-    """Calibration's pooled accuracy (mean per-run accuracy over runs that have one) per
-    headline slice, from the run_accuracy table."""
-    slices = {
-        "compile_pass": (pl.col("slice") == "formal") & pl.col("compile_pass").fill_null(False),
-        "question_only": pl.col("slice") == "question_only",
-        "spec_only": pl.col("slice") == "spec_only",
-    }
-    out: dict[str, float | None] = {}
-    for key, (slice_name, _) in HEADLINE.items():
-        values = runs.filter(slices[slice_name]).get_column("accuracy").drop_nulls()
-        out[key] = float(values.sort().cum_sum()[-1] / values.len()) if values.len() else None
-    return out
-
-
-def headline_text(summary: dict[str, Any]) -> str:
-    """'formal recovery 1.000, question-only accuracy 0.500, ...' (3 places, as the tables)."""
-    parts = []
-    for key, (_, name) in HEADLINE.items():
-        value = summary.get(key)
-        parts.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
-    return ", ".join(parts)
 
 
 def mark_self_labelled(tables: dict[str, pl.DataFrame], finders: list[str]) -> None:
@@ -265,7 +196,7 @@ def finalize_run(run: RunDir) -> dict[str, Any]:
         "panels": config.get("panels", DEFAULT_PANELS),
         "find_pairs": run_find_pairs(config),
         "warnings": warnings,
-        "headline_left_out": left_out,  # report_headline.LEFT_OUT_KEY
+        "headline_left_out": left_out,  # report.headline.LEFT_OUT_KEY
     }
     tables.update(evidence_audit(run, tables.get("evidence_audit_sample")))
     failed = failed_cells(run)
@@ -384,7 +315,7 @@ def analyze_rows_file(
     """`analyze --rows FILE`: every published number recomputed from released rows (and the
     per-view tables from released view rows, when given), with matched or cross panels;
     `seed0` seeds the bootstrap intervals (the config default when None)."""
-    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_tables
+    from metaeval.protocols.buildfind.views.evidence import read_view_rows, view_tables
 
     rows = read_rows(path)
     tables = analyze_rows(rows, None, panels, seed0=seed0)

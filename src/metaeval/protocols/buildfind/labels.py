@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.rows import conform
+from metaeval.protocols.buildfind.rows.table import conform
 
 PAIR_KEY = ("task", "builder", "build_trial", "question_id")
 ARTIFACT_KEY = ["task", "builder", "build_trial"]

@@ -20,7 +20,7 @@ from metaeval.protocols.buildfind.cells.build import build_cell
 from metaeval.protocols.buildfind.cells.context import CellContext
 from metaeval.protocols.buildfind.cells.find import find_cell
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
-from metaeval.protocols.buildfind.pack_schema import Pack, PackTask
+from metaeval.protocols.buildfind.pack.schema import Pack, PackTask
 from metaeval.protocols.buildfind.prompts import template_hashes
 from metaeval.protocols.buildfind.records import (
     BUILD_KEY,

@@ -1,6 +1,6 @@
 """Read a run's record files without opening the run (no lock, no session entry).
 
-`release` reads the run it packages this way, so releasing a run never changes it, and
+`release/write` reads the run it packages this way, so releasing a run never changes it, and
 `verify-release` reads the released ``records/`` the same way. Only the latest evidence layer
 is read, as `RunDir.read` does for an open run.
 """

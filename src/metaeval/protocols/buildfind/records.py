@@ -35,7 +35,7 @@ BUILD_KEY = ("task", "builder", "build_trial")
 FIND_KEY = ("slice", "task", "builder", "build_trial", "finder", "find_trial")
 VIEW_FIND_KEY = ("view", *FIND_KEY)
 
-# files of a release (`release.py` writes them, `release_verify.py` checks them)
+# files of a release (`release/write.py` writes them, `release/verify.py` checks them)
 CHECKSUMS = "SHA256SUMS"
 CLAIMS = "claims.json"
 CROISSANT = "croissant.json"

@@ -1,7 +1,7 @@
 """Shared building blocks of the build-and-find analysis (paper Sections 3.3-3.4, Appendix F).
 
 Every metric is a pure function of the canonical question-rows table
-(`metaeval.protocols.buildfind.rows`). The heavy work over the question rows happens in exactly
+(`metaeval.protocols.buildfind.rows.table`). The heavy work over the question rows happens in exactly
 two aggregations, both defined here, and every metric is derived from their (much smaller)
 results:
 

@@ -60,7 +60,7 @@ both: its R_b rows per panel, its recovery rows pooled."""
 MIXED_TABLES = frozenset({"bootstrap_ci"})
 UNPAIRED_TABLES = frozenset({"effort_panels", TABLE, "failed_cells", "relaxed_probe"})
 """Tables about the pairs or cells themselves, not read over a pair set."""
-VIEW_PREFIX = "view_"  # restricted-view tables: their own layer (`view_evidence.view_tables`)
+VIEW_PREFIX = "view_"  # restricted-view tables: their own layer (`views.evidence.view_tables`)
 
 SCHEMA = {
     "table": pl.String,

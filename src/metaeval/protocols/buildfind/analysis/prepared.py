@@ -4,7 +4,7 @@ finder calibration, evidence audit, token usage; paper Sections 4.6-4.8, Appendi
 `Prepared` aggregates the question rows twice, once per (artifact, finder, question) for the
 question agreement and once per find run through `core.run_table` (the one Eq. 1 run table),
 and every extra is derived from those. Every extra is a pure transform of the canonical question-rows table
-(`metaeval.protocols.buildfind.rows`); outputs are sorted so they are deterministic.
+(`metaeval.protocols.buildfind.rows.table`); outputs are sorted so they are deterministic.
 
 Conventions shared by every function (each is a choice where the paper is silent):
 

@@ -40,8 +40,8 @@ from metaeval.protocols.buildfind.analysis.ranking import kendall_from
 from metaeval.protocols.buildfind.analysis.robustness import robustness_from
 from metaeval.protocols.buildfind.analysis.subsets import subset_views_from
 from metaeval.protocols.buildfind.analysis.tokens import token_usage_from
-from metaeval.protocols.buildfind.relaxed_probe import TABLE as RELAXED_TABLE
-from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe_table
+from metaeval.protocols.buildfind.artifact.relaxed_probe import TABLE as RELAXED_TABLE
+from metaeval.protocols.buildfind.artifact.relaxed_probe import relaxed_probe_table
 from metaeval.protocols.buildfind.seeds import DEFAULT_SEED0
 
 

@@ -8,17 +8,17 @@ import uuid
 from typing import Any
 
 from metaeval.agents.types import Limits, Task
-from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
-from metaeval.protocols.buildfind.prompts import render_builder_prompt
-from metaeval.protocols.buildfind.records import BuildRecord
-from metaeval.protocols.buildfind.relaxed_probe import relaxed_probe
-from metaeval.protocols.buildfind.seeds import build_seed, run_seed_rule
-from metaeval.protocols.buildfind.validation import (
+from metaeval.protocols.buildfind.artifact.relaxed_probe import relaxed_probe
+from metaeval.protocols.buildfind.artifact.validation import (
     compile_probe,
     leakage_scan,
     structure,
     wrote_nothing,
 )
+from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
+from metaeval.protocols.buildfind.prompts import render_builder_prompt
+from metaeval.protocols.buildfind.records import BuildRecord
+from metaeval.protocols.buildfind.seeds import build_seed, run_seed_rule
 from metaeval.records import RunDir
 from metaeval.sandbox.workspace import Workspace
 

@@ -12,8 +12,8 @@ from metaeval.agents.types import AgentResult, Limits
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.agents import effort_setting, make_agent
 from metaeval.protocols.buildfind.config import AgentSpec, RunConfig
-from metaeval.protocols.buildfind.pack import load_pack
-from metaeval.protocols.buildfind.pack_schema import Pack, PackTask
+from metaeval.protocols.buildfind.pack.load import load_pack
+from metaeval.protocols.buildfind.pack.schema import Pack, PackTask
 from metaeval.protocols.buildfind.records import BuildRecord
 from metaeval.records import RunDir, environment_hash, sha256_text
 

@@ -8,10 +8,10 @@ import uuid
 from typing import Any
 
 from metaeval.agents.types import AgentResult, Limits, Task
-from metaeval.protocols.buildfind.answer_json import extract_answer_object
+from metaeval.protocols.buildfind.cells.answer_json import extract_answer_object
 from metaeval.protocols.buildfind.cells.context import CellContext, agent_fields, given_limit
 from metaeval.protocols.buildfind.config import AgentSpec
-from metaeval.protocols.buildfind.pack_schema import PackTask
+from metaeval.protocols.buildfind.pack.schema import PackTask
 from metaeval.protocols.buildfind.prompts import answers_schema, render_finder_prompt
 from metaeval.protocols.buildfind.records import BuildRecord, FindRecord
 from metaeval.protocols.buildfind.seeds import (
@@ -22,7 +22,7 @@ from metaeval.protocols.buildfind.seeds import (
     run_seed_rule,
     shuffle_options,
 )
-from metaeval.protocols.buildfind.view_specs import restricted_clone
+from metaeval.protocols.buildfind.views.specs import restricted_clone
 from metaeval.records import RunDir
 from metaeval.sandbox.workspace import Workspace
 

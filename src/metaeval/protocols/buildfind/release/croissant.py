@@ -210,7 +210,7 @@ def croissant_metadata(root: Path, manifest: dict[str, Any], license: str) -> di
 def _rows_fields(path: Path) -> dict[str, tuple[str, str]]:
     """The canonical columns a released rows file holds (a release of a run made before a
     column existed lacks it), with their Croissant types and meanings."""
-    from metaeval.protocols.buildfind.rows import COLUMNS, file_columns
+    from metaeval.protocols.buildfind.rows.table import COLUMNS, file_columns
 
     held = set(file_columns(path))
     return {c: (_TYPES[t], text) for c, (t, text) in COLUMNS.items() if c in held}

@@ -1,6 +1,6 @@
 """Titles and column-by-column documentation of every build-and-find table.
 
-`tables.py` writes ``tables/README.md`` from these; a column documented nowhere here is
+`tables/write.py` writes ``tables/README.md`` from these; a column documented nowhere here is
 flagged as not documented. Rates (accuracy, coverage, agreement) are fractions in [0, 1];
 columns holding percentage points say so.
 """
@@ -8,8 +8,8 @@ columns holding percentage points say so.
 from __future__ import annotations
 
 from metaeval.protocols.buildfind.analysis.core_finders import GATES as GATE_NAMES
-from metaeval.protocols.buildfind.subset_docs import subset_table_docs
-from metaeval.protocols.buildfind.view_docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
+from metaeval.protocols.buildfind.tables.subset_docs import subset_table_docs
+from metaeval.protocols.buildfind.views.docs import VIEW_TABLE_DOCS, VIEW_TABLE_TITLES
 
 # table -> one-line caption (used by the README and the reports)
 TABLE_TITLES: dict[str, str] = {
@@ -438,6 +438,6 @@ def column_doc(table: str, column: str) -> str | None:
     return TABLE_DOCS.get(table, {}).get(column)
 
 
-# The restricted-view evidence layer documents its own tables (view_docs.py).
+# The restricted-view evidence layer documents its own tables (views/docs.py).
 TABLE_TITLES.update(VIEW_TABLE_TITLES)
 TABLE_DOCS.update(VIEW_TABLE_DOCS)

@@ -21,9 +21,9 @@ BUILDS_DATA = "data/builds.parquet"
 
 def check_artifact_scans(root: Path) -> list[str]:
     """Every difference between the recorded artifact checks and the released artifacts."""
-    from metaeval.protocols.buildfind.pack import load_pack
+    from metaeval.protocols.buildfind.artifact.validation import leakage_scan
+    from metaeval.protocols.buildfind.pack.load import load_pack
     from metaeval.protocols.buildfind.record_files import RecordFiles
-    from metaeval.protocols.buildfind.validation import leakage_scan
 
     builds = final_builds(RecordFiles(root / "records").read(BUILDS))
     pack = load_pack(root / "pack") if (root / "pack").is_dir() else None

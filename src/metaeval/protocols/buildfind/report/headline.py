@@ -1,9 +1,9 @@
-"""The report's headline: each headline figure over all finders (the calibration cell that
-Table 1 and the claim map print) and over the scored finders (reference finders left out,
-as the CLI and summary.json quote it), each naming what it includes and why it is n/a.
+"""The headline figures: their computation (`headline`, behind summary.json, the CLI and the
+viewer) and the report's headline section, each figure over all finders (the calibration cell
+that Table 1 and the claim map print) and over the scored finders (reference finders left
+out, as the CLI and summary.json quote it), each naming what it includes and why it is n/a.
 
-Both values come from `finalize.headline`, the computation behind summary.json; the
-all-finder value is the calibration table's cell itself. A figure is n/a when no find run
+The all-finder value is the calibration table's cell itself. A figure is n/a when no find run
 of the finders it covers scored on its slice; the reason counts their failed cells
 (`failures.TABLE`) by kind.
 """
@@ -12,13 +12,83 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 from pydantic import BaseModel
 
 from metaeval.protocols.buildfind.analysis.paper_tables import TABLE1_SLICES
 from metaeval.protocols.buildfind.failures import TABLE as FAILED_TABLE
-from metaeval.protocols.buildfind.finalize import HEADLINE, headline
+
+HEADLINE = {
+    "formal_recovery": ("compile_pass", "formal recovery"),
+    "question_only_accuracy": ("question_only", "question-only accuracy"),
+    "spec_only_accuracy": ("spec_only", "spec-only accuracy"),
+}
+"""Summary key -> (calibration-table slice, name shown everywhere). The CLI, the report and
+summary.json quote the calibration table's pooled (task "all") accuracy under these names."""
+
+
+REFERENCE_FINDER_PREFIX = "reference"
+"""A finder whose agent starts with this answers from the pack's expected answers: right by
+construction, so it is kept out of the headline (its rows stay in every table)."""
+
+
+def reference_finders(config: dict[str, Any]) -> list[str]:
+    """Names of the configured finders whose agent is a reference (scripted) finder."""
+    return sorted(
+        str(f["name"])
+        for f in config.get("finders", [])
+        if str(f.get("agent", "")).startswith(REFERENCE_FINDER_PREFIX)
+    )
+
+
+def headline(
+    tables: dict[str, pl.DataFrame], left_out: Sequence[str] = ()
+) -> dict[str, float | None]:
+    """The pooled accuracies of the calibration table, keyed as in `HEADLINE`. When finders
+    are `left_out` (reference finders beside scored ones), the same mean of per-run Eq. 1
+    accuracy is taken over the other finders' runs of `run_accuracy`."""
+    runs = tables.get("run_accuracy")
+    if left_out and runs is not None and runs.height:
+        scored = runs.filter(~pl.col("finder").is_in(list(left_out)))
+        if scored.height:
+            return _headline_from_runs(scored)
+    calibration = tables.get("calibration")
+    out: dict[str, float | None] = {}
+    for key, (slice_name, _) in HEADLINE.items():
+        value = None
+        if calibration is not None and calibration.height:
+            hit = calibration.filter((pl.col("slice") == slice_name) & (pl.col("task") == "all"))
+            if hit.height:
+                value = hit.get_column("accuracy").item()
+        out[key] = value
+    return out
+
+
+def _headline_from_runs(runs: pl.DataFrame) -> dict[str, float | None]:
+    """Calibration's pooled accuracy (mean per-run accuracy over runs that have one) per
+    headline slice, from the run_accuracy table."""
+    slices = {
+        "compile_pass": (pl.col("slice") == "formal") & pl.col("compile_pass").fill_null(False),
+        "question_only": pl.col("slice") == "question_only",
+        "spec_only": pl.col("slice") == "spec_only",
+    }
+    out: dict[str, float | None] = {}
+    for key, (slice_name, _) in HEADLINE.items():
+        values = runs.filter(slices[slice_name]).get_column("accuracy").drop_nulls()
+        out[key] = float(values.sort().cum_sum()[-1] / values.len()) if values.len() else None
+    return out
+
+
+def headline_text(summary: dict[str, Any]) -> str:
+    """'formal recovery 1.000, question-only accuracy 0.500, ...' (3 places, as the tables)."""
+    parts = []
+    for key, (_, name) in HEADLINE.items():
+        value = summary.get(key)
+        parts.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
+    return ", ".join(parts)
+
 
 LEFT_OUT_KEY = "headline_left_out"
 """Report meta key: the reference finders the scored figures leave out ([]: none)."""

@@ -3,7 +3,7 @@
 Each task directory holds `task.yaml` (`TaskConfig`), `spec.yaml` (`Spec`: behavior and
 design items with stable ids) and `questions.yaml` (`QuestionBank`: four-option
 multiple-choice questions, each traced to spec item ids). A loaded task is a `PackTask`, a
-loaded pack a `Pack`; `pack.py` reads and checks the files into them.
+loaded pack a `Pack`; `load` reads and checks the files into them.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
+from metaeval.protocols.buildfind.tables.files import csv_unescaped, write_csv, write_parquet
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType

@@ -19,13 +19,13 @@ from pathlib import Path
 from metaeval.agents.scripted import Action, ScriptedAgent
 from metaeval.agents.types import Task
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.expected_answers import (
+from metaeval.protocols.buildfind.pack.expected_answers import (
     REFERENCE_BUILDERS,
     REFERENCE_DIR,
     load_expected_answers,
 )
-from metaeval.protocols.buildfind.pack import load_task
-from metaeval.protocols.buildfind.pack_schema import PackTask
+from metaeval.protocols.buildfind.pack.load import load_task
+from metaeval.protocols.buildfind.pack.schema import PackTask
 from metaeval.sandbox.workspace import (
     STRIPPED_DIR_NAMES,
     STRIPPED_DIR_SUFFIXES,

@@ -1,6 +1,6 @@
 """The human-readable files of a release: README.md, labels/PROVENANCE.md, LICENSE and
 LICENSES.md (what is included, under which licence, and what is not redistributed). Each is
-returned as text or bytes; `release.py` writes them through its scrubber."""
+returned as text or bytes; `write` writes them through its scrubber."""
 
 from __future__ import annotations
 

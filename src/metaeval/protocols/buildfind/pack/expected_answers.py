@@ -8,7 +8,7 @@ from typing import Any
 
 from metaeval.config_files import parse_yaml, read_text
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack_schema import OPTION_KEYS, PackTask
+from metaeval.protocols.buildfind.pack.schema import OPTION_KEYS, PackTask
 
 REFERENCE_BUILDERS = ("documented", "terse", "divergent")
 REFERENCE_DIR = "reference"

@@ -1,6 +1,6 @@
 """Report sections beyond the table dump: one per restricted view, and the claim-evidence map.
 
-Each section is a title, an introduction and blocks of (caption, table); `report_pages.py` renders
+Each section is a title, an introduction and blocks of (caption, table); `pages.py` renders
 them in Markdown and in the HTML page.
 """
 
@@ -15,7 +15,7 @@ from metaeval.protocols.buildfind.analysis.paper_tables import (
     ONE_TRIAL,
     agreement_name,
 )
-from metaeval.protocols.buildfind.claims import claims, claims_table
+from metaeval.protocols.buildfind.report.claims import claims, claims_table
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Build-and-find report: Markdown and one self-contained HTML page.
 
 The Markdown report has a run summary and every table. The HTML page adds the figures of
-`report_figures` (SVG inlined into the page). The page
+`figures` (SVG inlined into the page). The page
 loads nothing from elsewhere: CSS is inline, the SVG carries no external references, and all
 table text is HTML-escaped by jinja2's autoescape.
 """
@@ -18,24 +18,24 @@ from markupsafe import Markup
 
 from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
 from metaeval.protocols.buildfind.analysis.paper_tables import trial_agreement
-from metaeval.protocols.buildfind.finalize import HEADLINE
-from metaeval.protocols.buildfind.report_extra_sections import Section, extra_sections
-from metaeval.protocols.buildfind.report_figures import (
+from metaeval.protocols.buildfind.report.extra_sections import Section, extra_sections
+from metaeval.protocols.buildfind.report.figures import (
     NA,
     Files,
     affinity_figure,
     kendall_figure,
     rb_figure,
 )
-from metaeval.protocols.buildfind.report_figures_effort import effort_accuracy_entry
-from metaeval.protocols.buildfind.report_figures_paper import db_figure, robustness_figure
-from metaeval.protocols.buildfind.report_headline import (
+from metaeval.protocols.buildfind.report.figures_effort import effort_accuracy_entry
+from metaeval.protocols.buildfind.report.figures_paper import db_figure, robustness_figure
+from metaeval.protocols.buildfind.report.headline import (
+    HEADLINE,
     LEFT_OUT_KEY,
     headline_figures,
     headline_intro,
     headline_table,
 )
-from metaeval.protocols.buildfind.table_docs import (
+from metaeval.protocols.buildfind.tables.docs import (
     TABLE_DOCS,
     TABLE_TITLES,
     column_doc,
@@ -45,7 +45,7 @@ from metaeval.records.durable import atomic_write
 from metaeval.report.html import page_template, shared_css
 from metaeval.report.markdown import markdown_table, md_document, md_text
 
-TEMPLATE_PACKAGE = "metaeval.protocols.buildfind"
+TEMPLATE_PACKAGE = "metaeval.protocols.buildfind.report"
 FIGURES_DIR = "figures"  # the report's figures as files: <figure id>.svg and .png
 HTML_TEMPLATE = "templates/report.html.j2"
 
@@ -152,7 +152,7 @@ def table_scope(name: str, meta: dict[str, Any]) -> str:
 
 
 def headline_section(tables: dict[str, pl.DataFrame], meta: dict[str, Any]) -> Section:
-    """The headline figures (`report_headline`), over all finders and over scored ones."""
+    """The headline figures (`headline`), over all finders and over scored ones."""
     left_out = list(meta.get(LEFT_OUT_KEY) or [])
     figures = headline_figures(tables, left_out)
     return Section(

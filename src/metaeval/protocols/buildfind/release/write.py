@@ -17,7 +17,7 @@ Layout of OUT (and of OUT.tar.gz, the same tree under one top directory)::
     LICENSE, LICENSES.md the pack's licence; third-party material and what is not included
     SHA256SUMS           SHA-256 of every other file (sha256sum -c format)
 
-Everything is scrubbed on the way in (release_scrub.py). The tarball is deterministic: sorted
+Everything is scrubbed on the way in (`scrub`). The tarball is deterministic: sorted
 entries, fixed times and owners, gzip without a timestamp; gzip is in the standard library, so
 a release needs no extra compressor to make or to open.
 """
@@ -39,10 +39,10 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.frame_files import csv_escaped
 from metaeval.protocols.buildfind.records import CHECKSUMS, CLAIMS, CROISSANT, RECORD_FILES
-from metaeval.protocols.buildfind.release_scrub import Scrubber
-from metaeval.protocols.buildfind.release_texts import labels_provenance, license_files, readme
+from metaeval.protocols.buildfind.release.scrub import Scrubber
+from metaeval.protocols.buildfind.release.texts import labels_provenance, license_files, readme
+from metaeval.protocols.buildfind.tables.files import csv_escaped
 
 _STRIPPED_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 _BLOB_REF = re.compile(rb"sha256:[0-9a-f]{64}")
@@ -154,8 +154,8 @@ def _rename_refs(data: bytes, renamed: dict[str, str]) -> bytes:
 
 def _data(run_dir: Path, writer: _Writer) -> dict[str, pl.DataFrame]:
     """Rows tables and the builds table; returns the scrubbed frames by released path."""
-    from metaeval.protocols.buildfind.extract import builds_table
     from metaeval.protocols.buildfind.record_files import RecordFiles
+    from metaeval.protocols.buildfind.rows.extract import builds_table
 
     for stem in ("question_rows", "view_rows"):
         for ext in ("parquet", "csv"):
@@ -230,10 +230,10 @@ def _fill(
     scrubber: Scrubber,
     archive: bool,
 ) -> Release:
-    from metaeval.protocols.buildfind.claims import claims, with_row_counts
-    from metaeval.protocols.buildfind.croissant import write_croissant
-    from metaeval.protocols.buildfind.croissant_check import validate_croissant
-    from metaeval.protocols.buildfind.release_verify import load_released_tables
+    from metaeval.protocols.buildfind.release.croissant import write_croissant
+    from metaeval.protocols.buildfind.release.croissant_check import validate_croissant
+    from metaeval.protocols.buildfind.release.verify import load_released_tables
+    from metaeval.protocols.buildfind.report.claims import claims, with_row_counts
 
     writer = _Writer(out, scrubber)
     if pack_dir is not None:

@@ -1,4 +1,4 @@
-"""The paper's appendix figures drawn like `report_figures` (SVG inline and as files, PNG):
+"""The paper's appendix figures drawn like `figures` (SVG inline and as files, PNG):
 D_b per builder with coverage alone (Figure 2) and the robustness pivots (Figure 3)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from metaeval.protocols.buildfind.report_figures import (
+from metaeval.protocols.buildfind.report.figures import (
     Files,
     _centres,
     _colorbar,

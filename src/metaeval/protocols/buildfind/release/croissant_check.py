@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.croissant import CROISSANT, file_sha256
+from metaeval.protocols.buildfind.release.croissant import CROISSANT, file_sha256
 from metaeval.tasks.safe_json import read_json
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from metaeval.protocols.buildfind.validation import compile_probe, structure
+from metaeval.protocols.buildfind.artifact.validation import compile_probe, structure
 from metaeval.sandbox.workspace import Workspace
 
 NESTED_PASS, NESTED_FAIL, NESTED_TIMEOUT = "nested_pass", "nested_fail", "nested_timeout"

@@ -1,4 +1,4 @@
-"""Build-and-find task packs: validation and loading (the files' schema is `pack_schema`).
+"""Build-and-find task packs: validation and loading (the files' schema is `schema`).
 
 A pack is a directory with one sub-directory per task (`<pack>/<task_id>/`). Each task holds
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 from metaeval.config_files import field_path, parse_yaml
 from metaeval.errors import ConfigError
-from metaeval.protocols.buildfind.pack_schema import (
+from metaeval.examples import example_path
+from metaeval.protocols.buildfind.pack.schema import (
     SPEC_FILE,
     TASK_FILES,
     Pack,
@@ -189,7 +189,7 @@ def _check_task(task_dir: Path, task_id: str, out: _Collector) -> PackTask | Non
 def _expected_answers_ok(task: PackTask, out: _Collector) -> bool:
     """Whether the task's reference/expected_answers.yaml, when it has one, covers exactly
     its questions for every reference builder (a problem is recorded otherwise)."""
-    from metaeval.protocols.buildfind.expected_answers import (
+    from metaeval.protocols.buildfind.pack.expected_answers import (
         EXPECTED_ANSWERS_FILE,
         REFERENCE_DIR,
         load_expected_answers,
@@ -363,11 +363,4 @@ def load_task(task_dir: str | Path, task_id: str | None = None) -> PackTask:
 
 def example_pack_dir() -> Path:
     """Path of examples/buildfind-pack, from the installed package or the source tree."""
-    candidates = [
-        Path(str(resources.files("metaeval"))) / "_examples" / "buildfind-pack",
-        Path(__file__).resolve().parents[4] / "examples" / "buildfind-pack",
-    ]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    raise ConfigError("example pack not found (examples/buildfind-pack)", file=str(candidates[-1]))
+    return example_path("buildfind-pack")

@@ -1,7 +1,7 @@
 """Write the build-and-find analysis tables with column-by-column documentation.
 
 Each table goes to ``<out>/tables/<name>.csv`` and ``<name>.parquet``; ``tables/README.md``
-documents every column from ``table_docs.TABLE_DOCS``. A column the docs do not cover is written anyway
+documents every column from ``tables.docs.TABLE_DOCS``. A column the docs do not cover is written anyway
 but shows up as **not documented** in the README, in a warning list at its top, and in
 :func:`undocumented_columns`, so nothing ships undocumented without notice.
 
@@ -19,7 +19,7 @@ import polars as pl
 
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.pair_sets import pair_set_doc
-from metaeval.protocols.buildfind.table_docs import (
+from metaeval.protocols.buildfind.tables.docs import (
     TABLE_DOCS,
     TABLE_TITLES,
     column_doc,
@@ -48,8 +48,8 @@ def _check_name(name: str) -> None:
 
 def csv_ready(df: pl.DataFrame) -> pl.DataFrame:
     """Nested columns (lists, structs) become JSON text, which CSV can hold; text cells are
-    escaped against CSV injection (`frame_files.csv_escaped`)."""
-    from metaeval.protocols.buildfind.frame_files import csv_escaped
+    escaped against CSV injection (`files.csv_escaped`)."""
+    from metaeval.protocols.buildfind.tables.files import csv_escaped
 
     nested = [c for c, t in df.schema.items() if t.is_nested()]
     if nested:
@@ -115,7 +115,7 @@ def tables_readme(tables: dict[str, pl.DataFrame], warnings: list[str] | None = 
 
 def _rows_section() -> list[str]:
     """The columns of the question rows every table above is computed from."""
-    from metaeval.protocols.buildfind.rows import ADDED_COLUMNS, schema_markdown
+    from metaeval.protocols.buildfind.rows.table import ADDED_COLUMNS, schema_markdown
 
     newest = ", ".join(f"`{c}`" for c in ADDED_COLUMNS[-1])
     return [
@@ -142,7 +142,7 @@ def write_tables(
     """
     for name in tables:
         _check_name(name)
-    from metaeval.protocols.buildfind.frame_files import write_parquet
+    from metaeval.protocols.buildfind.tables.files import write_parquet
 
     folder = out_dir / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)

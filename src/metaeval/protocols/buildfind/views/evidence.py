@@ -21,8 +21,6 @@ import polars as pl
 from metaeval.errors import ConfigError
 from metaeval.protocols.buildfind.analysis.pair_sets import SPLIT, Reading
 from metaeval.protocols.buildfind.analysis.panels import DEFAULT_PANELS, form_panels
-from metaeval.protocols.buildfind.extract import rows_from_finds
-from metaeval.protocols.buildfind.frame_files import csv_unescaped, write_csv, write_parquet
 from metaeval.protocols.buildfind.records import (
     BUILD_KEY,
     BUILDS,
@@ -30,7 +28,9 @@ from metaeval.protocols.buildfind.records import (
     VIEW_FINDS,
     logical_view,
 )
-from metaeval.protocols.buildfind.rows import COLUMNS, SCHEMA, conform
+from metaeval.protocols.buildfind.rows.extract import rows_from_finds
+from metaeval.protocols.buildfind.rows.table import COLUMNS, SCHEMA, conform
+from metaeval.protocols.buildfind.tables.files import csv_unescaped, write_csv, write_parquet
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The effort-vs-accuracy scatter (``fig-effort-accuracy``), drawn like `report_figures`:
+"""The effort-vs-accuracy scatter (``fig-effort-accuracy``), drawn like `figures`:
 one point per finder and subset from the `effort_accuracy` table, all questions as filled
 circles and the low-prior subset as open triangles, a finder's two points joined by a line."""
 
@@ -11,7 +11,7 @@ import polars as pl
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
-from metaeval.protocols.buildfind.report_figures import (
+from metaeval.protocols.buildfind.report.figures import (
     Files,
     _label,
     _natural,

@@ -11,7 +11,7 @@ one line naming the file (and the row and column):
 
 1. every file listed in SHA256SUMS exists with that SHA-256, and no file is unlisted;
 2. the pack's specs and question banks and the prompt templates have the hashes the run's
-   manifest recorded for them (1 and 2, and the tree check, are in `release_integrity`);
+   manifest recorded for them (1 and 2, and the tree check, are in `integrity`);
 3. every analysis table recomputed from the released rows (``data/question_rows``, and
    ``data/view_rows``, ``data/builds``, the evidence-audit labels and the view records) equals
    the released table, in Parquet and in CSV: same tables, columns, types and row count,
@@ -25,8 +25,8 @@ one line naming the file (and the row and column):
    claims gives the same map;
 6. the Croissant metadata validates with mlcroissant and describes the released files;
 7. each released artifact's leakage scan, and each build's relaxed-probe outcome in
-   ``data/builds``, is what its build record holds (`release_scans`);
-8. every record's seed and every find's option order follow from seed0 (`release_seeds`).
+   ``data/builds``, is what its build record holds (`scans`);
+8. every record's seed and every find's option order follow from seed0 (`seeds`).
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ import polars as pl
 
 from metaeval.errors import ConfigError, MetaevalError
 from metaeval.protocols.buildfind.analysis.pair_sets import Reading
-from metaeval.protocols.buildfind.release_compare import compare_csv, compare_frames
-from metaeval.protocols.buildfind.release_integrity import (
+from metaeval.protocols.buildfind.release.compare import compare_csv, compare_frames
+from metaeval.protocols.buildfind.release.integrity import (
     check_blobs,
     check_checksums,
     check_input_hashes,
     check_json_records,
     release_files,
 )
-from metaeval.protocols.buildfind.release_scans import check_artifact_scans
-from metaeval.protocols.buildfind.release_seeds import check_seeds
+from metaeval.protocols.buildfind.release.scans import check_artifact_scans
+from metaeval.protocols.buildfind.release.seeds import check_seeds
 from metaeval.tasks.safe_json import json_type, read_json
 
 INPUT_ERRORS = (
@@ -112,8 +112,8 @@ def recompute(root: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFra
     from metaeval.protocols.buildfind.finalize import analyze_rows
     from metaeval.protocols.buildfind.record_files import RecordFiles
     from metaeval.protocols.buildfind.records import VIEW_FIND_KEY, VIEW_FINDS, logical_view
-    from metaeval.protocols.buildfind.rows import read_rows
-    from metaeval.protocols.buildfind.view_evidence import read_view_rows, view_files, view_tables
+    from metaeval.protocols.buildfind.rows.table import read_rows
+    from metaeval.protocols.buildfind.views.evidence import read_view_rows, view_files, view_tables
 
     problems: list[str] = []
     frames: dict[str, pl.DataFrame] = {}
@@ -184,7 +184,6 @@ def released_reading(root: Path) -> Reading:
 def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list[str]:
     """The released rows against rows derived again from the released records: the find
     records' answers, the consensus prelabels of the run's base finders and the review CSV."""
-    from metaeval.protocols.buildfind.extract import rows_from_finds
     from metaeval.protocols.buildfind.labels import apply_labels, consensus_prelabels
     from metaeval.protocols.buildfind.record_files import RecordFiles
     from metaeval.protocols.buildfind.records import (
@@ -197,8 +196,9 @@ def check_rows_from_records(root: Path, frames: dict[str, pl.DataFrame]) -> list
         logical_view,
     )
     from metaeval.protocols.buildfind.review_csv import read_review_csv
-    from metaeval.protocols.buildfind.rows import file_columns, without_lacking
-    from metaeval.protocols.buildfind.view_evidence import view_rows_from
+    from metaeval.protocols.buildfind.rows.extract import rows_from_finds
+    from metaeval.protocols.buildfind.rows.table import file_columns, without_lacking
+    from metaeval.protocols.buildfind.views.evidence import view_rows_from
 
     records = RecordFiles(root / "records")
     config = records.manifest.get("config", {})
@@ -230,7 +230,7 @@ def check_rows_columns(root: Path) -> list[str]:
     """Each rows table lacks no column but whole groups a format before them lacked
     (`rows.missing_generations`; such a file is compared on the columns it has), and its CSV
     copy holds the columns its Parquet copy holds."""
-    from metaeval.protocols.buildfind.rows import file_columns, missing_generations
+    from metaeval.protocols.buildfind.rows.table import file_columns, missing_generations
 
     problems = []
     for stem in ("question_rows", "view_rows"):
@@ -295,7 +295,7 @@ def _layout_of(
     """The recomputed table in the layout the release holds, and how the released table
     differs from it: the current layout, unless the release differs from it and matches an
     earlier layout (`EARLIER_LAYOUTS`) exactly."""
-    from metaeval.protocols.buildfind.analysis.earlier_layouts import EARLIER_LAYOUTS
+    from metaeval.protocols.buildfind.release.earlier_layouts import EARLIER_LAYOUTS
 
     label = f"tables/{name}.parquet"
     current = recomputed[name]
@@ -315,8 +315,13 @@ def check_claims(
     root: Path, recomputed: dict[str, pl.DataFrame], frames: dict[str, pl.DataFrame]
 ) -> list[str]:
     """Every released claim holds in the released tables and rows, and recomputes the same."""
-    from metaeval.protocols.buildfind.claims import claims, count_rows, same_value, with_row_counts
     from metaeval.protocols.buildfind.records import CLAIMS
+    from metaeval.protocols.buildfind.report.claims import (
+        claims,
+        count_rows,
+        same_value,
+        with_row_counts,
+    )
 
     try:
         released = read_json(root / CLAIMS, root, expect=list)
@@ -372,8 +377,8 @@ def check_claims(
 
 def verify_release(root: Path) -> list[str]:
     """Every difference between what the release holds and what it reproduces; [] when sound."""
-    from metaeval.protocols.buildfind.croissant_check import validate_croissant
     from metaeval.protocols.buildfind.record_files import RecordFiles
+    from metaeval.protocols.buildfind.release.croissant_check import validate_croissant
 
     root = Path(root)
     if not root.is_dir():

@@ -63,7 +63,7 @@ def compare_frames(label: str, released: pl.DataFrame, recomputed: pl.DataFrame)
 
 
 def _as_strings(df: pl.DataFrame) -> pl.DataFrame:
-    from metaeval.protocols.buildfind.tables import csv_ready
+    from metaeval.protocols.buildfind.tables.write import csv_ready
 
     return pl.read_csv(io.StringIO(csv_ready(df).write_csv()), infer_schema_length=0)
 

@@ -23,7 +23,7 @@ from metaeval.protocols.buildfind.records import (
     parse_build,
     parse_find,
 )
-from metaeval.protocols.buildfind.rows import SCHEMA, conform, empty_rows
+from metaeval.protocols.buildfind.rows.table import SCHEMA, conform, empty_rows
 from metaeval.records import RunDir
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Titles and column documentation of the restricted-view tables (see `view_evidence`)."""
+"""Titles and column documentation of the restricted-view tables (see `evidence`)."""
 
 from __future__ import annotations
 

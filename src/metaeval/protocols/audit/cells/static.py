@@ -61,7 +61,6 @@ def static_cell(
         **base,
         status="ok",
         infra_error=infra is not None,
-        error=infra,
         n_findings=len(verified),
         n_files=len(task.files),
         execution=execution,
@@ -69,6 +68,8 @@ def static_cell(
         skipped_files=task.skipped_files,
         cuts=task.cuts,
     )
+    if infra is not None:  # `error` written only when set, as in the records before it
+        cell.error = infra
     if static.errors:  # a check that failed on this task's input (deterministic)
         cell.check_errors = static.errors
     return cell.as_record(), [f.model_dump(mode="json") for f in verified]

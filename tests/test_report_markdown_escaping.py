@@ -8,12 +8,11 @@ renderer with HTML on: only the tags the renderer makes itself come out.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from metaeval.protocols.buildfind.report.pages import render_markdown as buildfind_markdown
 from metaeval.protocols.improve.report import render_markdown as improve_markdown
+from metaeval.protocols.improve.summary_records import RunSummary
 from metaeval.report.markdown import md_document, md_fence
 from test_untrusted_text import HTML, OSC52, RENDERER_TAGS, rendered_tags
 
@@ -28,9 +27,10 @@ def assert_clean(markdown: str) -> None:
     assert rendered_tags(markdown) <= RENDERER_TAGS
 
 
-def improve_inputs(text: str) -> tuple[dict[str, Any], list[dict], list[dict]]:
+def improve_inputs(text: str) -> tuple[RunSummary, list[dict], list[dict]]:
     summary = {
         "baseline": {"id": "baseline", "optimize_score": 0.5, "held_out_score": 0.5},
+        "final": {"id": "baseline", "optimize_score": 0.5, "held_out_score": 0.5},
         "trials_consumed": 1,
         "trial_budget": 1,
         "promotions": 0,
@@ -57,7 +57,7 @@ def improve_inputs(text: str) -> tuple[dict[str, Any], list[dict], list[dict]]:
         "evidence": [f"task t1 failed: {text}"],
         "files": [f"target_agent/a`b{text}.py"],
     }
-    return summary, [node], [trial]
+    return RunSummary.model_validate(summary), [node], [trial]
 
 
 def test_improve_report_md_shows_meta_agent_text_as_text() -> None:
